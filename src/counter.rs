@@ -1,0 +1,545 @@
+//! `Counter`: one base atomic that grows into a table of padded shards when,
+//! and only when, threads are seen to contend.
+//!
+//! # Protocol
+//!
+//! * `base: AtomicU64` holds counts added while no table exists (and any that
+//!   were there when it was created; it stays part of the sum for ever).
+//! * `table: AtomicPtr<Table>` is either a *tag* (an odd value: no table yet,
+//!   carrying the configured shard cap) or a pointer to the newest table.
+//!   A table is published once, by a compare-exchange with `AcqRel`; readers
+//!   load it with `Acquire`, so the zeroed shards are visible before use.
+//! * Each table links to the older, smaller one it replaced. Older tables are
+//!   never freed before the counter is dropped and are always summed, so an
+//!   add that lands in an old table after a growth is still counted: growth
+//!   moves no counts and so can neither lose nor duplicate one.
+//! * All counting uses `Relaxed` read-modify-writes: every add is a single
+//!   atomic RMW on one location, so nothing is published through the counts
+//!   and exactness follows from RMW atomicity alone.
+//!
+//! # Detecting contention
+//!
+//! A `lock xadd` cannot tell whether the line was contended, and a CAS on
+//! every add costs ~1.8× here. So one operation in
+//! [`CHECK_PERIOD`](crate::thread_index::CHECK_PERIOD) per thread does a
+//! load + compare-exchange instead; a failed exchange means another thread
+//! wrote the line in that window. On the base, that creates the first table.
+//! On a shard, the thread moves to another shard; if it collides again, the
+//! table doubles, up to the cap.
+
+use crate::sync::{const_fn_unless_loom, AtomicPtr, AtomicU64, Ordering};
+use crate::thread_index;
+use crossbeam_utils::CachePadded;
+use std::fmt;
+
+/// The largest shard cap [`Counter::with_max_shards`] accepts.
+const MAX_SHARDS: usize = 1 << 16;
+
+/// The tag meaning "no table yet, cap from `available_parallelism`".
+const DEFAULT_TAG: usize = 1;
+
+/// Tags are odd; tables are at least 8-aligned, so their addresses are even.
+#[inline]
+fn is_table(p: *mut Table) -> bool {
+    p.addr() & 1 == 0
+}
+
+/// Tag for "no table yet, cap `2^log2`".
+const fn cap_tag(log2: u32) -> usize {
+    ((log2 as usize + 1) << 1) | 1
+}
+
+struct Table {
+    /// A power of two in length.
+    shards: Box<[CachePadded<AtomicU64>]>,
+    /// The table this one replaced, or a tag when this is the first.
+    older: *mut Table,
+    /// The cap on `shards.len()`, as a power of two.
+    max_log2: u32,
+}
+
+impl Table {
+    #[inline]
+    fn shard(&self, probe: u32) -> &AtomicU64 {
+        &self.shards[probe as usize & (self.shards.len() - 1)]
+    }
+}
+
+/// A sharded `u64` counter: a drop-in for a hot `AtomicU64` counter.
+///
+/// It starts as a single atomic word and costs about what
+/// `AtomicU64::fetch_add` costs while one thread at a time updates it. When
+/// threads are seen to contend, it grows a table of cache-padded shards so
+/// that each thread mostly writes its own cache line.
+///
+/// Arithmetic is modulo 2<sup>64</sup>, exactly as `AtomicU64::fetch_add` and
+/// `fetch_sub`: decrementing below zero wraps, and [`sum_i64`](Self::sum_i64)
+/// reads the same bits as a signed value for up/down counters.
+///
+/// # Consistency of reads
+///
+/// * [`sum`](Self::sum) is **exact at quiescence** and includes every update
+///   that happened-before the call. While other threads update the counter it
+///   is **not an atomic snapshot**: it reads the shards one after another, so
+///   it may include some concurrent updates and miss others, and a mix of adds
+///   and subs running concurrently can yield a value the counter never held.
+///   For add-only use, successive `sum`s by one thread never decrease (also
+///   across growth), and a `sum` never exceeds the number of adds started.
+/// * [`take`](Self::take) loses nothing: every update is counted by exactly
+///   one `take`, or is still in the counter for a later `sum`/`take`.
+///
+/// # Memory
+///
+/// An idle counter is 16 bytes and allocates nothing. Under contention it
+/// allocates at most about twice its shard cap in 128-byte padded shards,
+/// freed when it is dropped.
+///
+/// # Example
+///
+/// ```
+/// use shardcount::Counter;
+///
+/// static REQUESTS: Counter = Counter::new();
+///
+/// std::thread::scope(|s| {
+///     for _ in 0..4 {
+///         s.spawn(|| {
+///             for _ in 0..1000 {
+///                 REQUESTS.inc();
+///             }
+///         });
+///     }
+/// });
+/// assert_eq!(REQUESTS.sum(), 4000);
+/// ```
+pub struct Counter {
+    base: AtomicU64,
+    table: AtomicPtr<Table>,
+}
+
+impl Counter {
+    const_fn_unless_loom! {
+        /// A counter at zero, with the default shard cap: the next power of
+        /// two at or above `std::thread::available_parallelism()`, read when
+        /// the counter first grows.
+        ///
+        /// `const` (except under `cfg(loom)`), so it can initialise a `static`.
+        ///
+        /// ```
+        /// use shardcount::Counter;
+        /// static HITS: Counter = Counter::new();
+        /// HITS.inc();
+        /// assert_eq!(HITS.sum(), 1);
+        /// ```
+        #[must_use]
+        pub fn new() -> Self {
+            Counter {
+                base: AtomicU64::new(0),
+                table: AtomicPtr::new(std::ptr::without_provenance_mut(DEFAULT_TAG)),
+            }
+        }
+    }
+
+    const_fn_unless_loom! {
+        /// A counter at zero that grows to at most `max_shards` shards.
+        ///
+        /// `max_shards` is rounded up to a power of two. `1` means the counter
+        /// never grows: it stays a single atomic.
+        ///
+        /// # Panics
+        ///
+        /// If `max_shards` is 0 or above 65536 (in a `const` context, this is
+        /// a compile error).
+        ///
+        /// ```
+        /// use shardcount::Counter;
+        /// static SMALL: Counter = Counter::with_max_shards(3); // rounds up to 4
+        /// assert_eq!(SMALL.max_shards(), 4);
+        /// ```
+        #[must_use]
+        pub fn with_max_shards(max_shards: usize) -> Self {
+            assert!(max_shards >= 1, "shardcount: Counter::with_max_shards(0): need at least 1 shard");
+            assert!(
+                max_shards <= MAX_SHARDS,
+                "shardcount: Counter::with_max_shards: at most 65536 shards"
+            );
+            let log2 = max_shards.next_power_of_two().trailing_zeros();
+            Counter {
+                base: AtomicU64::new(0),
+                table: AtomicPtr::new(std::ptr::without_provenance_mut(cap_tag(log2))),
+            }
+        }
+    }
+
+    /// Adds `n`, wrapping at 2<sup>64</sup> like `AtomicU64::fetch_add`.
+    ///
+    /// ```
+    /// let c = shardcount::Counter::new();
+    /// c.add(5);
+    /// assert_eq!(c.sum(), 5);
+    /// ```
+    #[inline]
+    pub fn add(&self, n: u64) {
+        let s = thread_index::sample();
+        // Acquire: pairs with the AcqRel publish in `grow`, so a table's
+        // zeroed shards are initialised before we touch them.
+        let t = self.table.load(Ordering::Acquire);
+        if is_table(t) {
+            // SAFETY: an even value was published by `grow` from a live Box,
+            // and tables are freed only in `drop`, which has `&mut self`.
+            let table = unsafe { &*t };
+            let shard = table.shard(s.probe);
+            if s.check {
+                self.add_checked_shard(table, shard, n);
+            } else {
+                // Relaxed: a lone RMW; nothing is published through counts.
+                shard.fetch_add(n, Ordering::Relaxed);
+            }
+        } else if s.check {
+            self.add_checked_base(t, n);
+        } else {
+            // Relaxed: a lone RMW; nothing is published through counts.
+            self.base.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Subtracts `n`, wrapping below zero like `AtomicU64::fetch_sub`.
+    ///
+    /// ```
+    /// let c = shardcount::Counter::from(10);
+    /// c.sub(3);
+    /// assert_eq!(c.sum(), 7);
+    /// c.sub(8);
+    /// assert_eq!(c.sum(), u64::MAX); // wrapped, as an AtomicU64 would
+    /// assert_eq!(c.sum_i64(), -1);
+    /// ```
+    #[inline]
+    pub fn sub(&self, n: u64) {
+        self.add(n.wrapping_neg());
+    }
+
+    /// Adds one.
+    ///
+    /// ```
+    /// let c = shardcount::Counter::new();
+    /// c.inc();
+    /// assert_eq!(c.sum(), 1);
+    /// ```
+    #[inline]
+    pub fn inc(&self) {
+        self.add(1);
+    }
+
+    /// Subtracts one.
+    ///
+    /// ```
+    /// let c = shardcount::Counter::from(1);
+    /// c.dec();
+    /// assert_eq!(c.sum(), 0);
+    /// ```
+    #[inline]
+    pub fn dec(&self) {
+        self.add(u64::MAX);
+    }
+
+    /// The sampled path on the base: a load + compare-exchange, so a lost
+    /// race shows that another thread wrote the base in between.
+    #[cold]
+    #[inline(never)]
+    fn add_checked_base(&self, tag: *mut Table, n: u64) {
+        // Relaxed: the exchange only detects a race; counts publish nothing.
+        let cur = self.base.load(Ordering::Relaxed);
+        if self
+            .base
+            .compare_exchange(cur, cur.wrapping_add(n), Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            thread_index::uncontended();
+            return;
+        }
+        let t = self.grow(tag);
+        if is_table(t) {
+            // SAFETY: as in `add`: a published table, alive until `drop`.
+            let table = unsafe { &*t };
+            // Relaxed: a lone RMW; nothing is published through counts.
+            table.shard(thread_index::probe()).fetch_add(n, Ordering::Relaxed);
+        } else {
+            // Cap of 1 shard: the base is all there is.
+            // Relaxed: a lone RMW; nothing is published through counts.
+            self.base.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// The sampled path on a shard: a collision moves the thread; a repeated
+    /// one grows the table.
+    #[cold]
+    #[inline(never)]
+    fn add_checked_shard(&self, table: &Table, shard: &AtomicU64, n: u64) {
+        // Relaxed: the exchange only detects a race; counts publish nothing.
+        let cur = shard.load(Ordering::Relaxed);
+        if shard
+            .compare_exchange(cur, cur.wrapping_add(n), Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            thread_index::uncontended();
+            return;
+        }
+        // Relaxed: a lone RMW; nothing is published through counts.
+        shard.fetch_add(n, Ordering::Relaxed);
+        if thread_index::collided() && table.shards.len() < 1 << table.max_log2 {
+            self.grow(std::ptr::from_ref(table).cast_mut());
+        }
+    }
+
+    /// Replaces `current` (a tag or the newest table) by a table twice as
+    /// large, unless the cap is reached. Returns the newest table, or the tag
+    /// when the cap forbids any table.
+    #[cold]
+    #[inline(never)]
+    fn grow(&self, current: *mut Table) -> *mut Table {
+        let (max_log2, len) = if is_table(current) {
+            // SAFETY: as in `add`: a published table, alive until `drop`.
+            let t = unsafe { &*current };
+            (t.max_log2, t.shards.len())
+        } else {
+            (tag_max_log2(current.addr()), 0)
+        };
+        let max = 1usize << max_log2;
+        let new_len = if len == 0 { max.min(2) } else { len * 2 };
+        if max <= 1 || new_len > max {
+            return current;
+        }
+        let new = Box::into_raw(Box::new(Table {
+            shards: (0..new_len)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            older: current,
+            max_log2,
+        }));
+        // AcqRel on success: Release publishes the zeroed shards to the
+        // Acquire loads in `add`/`sum`. Acquire on failure: we go on to use
+        // the winner's table, so we need its initialisation too.
+        match self
+            .table
+            .compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => new,
+            Err(winner) => {
+                // SAFETY: `new` came from Box::into_raw above and was never
+                // shared; dropping a Table does not free its `older`.
+                drop(unsafe { Box::from_raw(new) });
+                winner
+            }
+        }
+    }
+
+    /// The current total, modulo 2<sup>64</sup>.
+    ///
+    /// Exact when no update runs concurrently; includes every update that
+    /// happened-before the call. Not an atomic snapshot under concurrent
+    /// updates (see [the type docs](Counter#consistency-of-reads)). For
+    /// add-only use, successive calls by one thread never decrease.
+    ///
+    /// Cost: one load per shard, up to about twice the shard cap.
+    ///
+    /// ```
+    /// let c = shardcount::Counter::new();
+    /// c.add(2);
+    /// c.add(3);
+    /// assert_eq!(c.sum(), 5);
+    /// ```
+    #[must_use]
+    pub fn sum(&self) -> u64 {
+        // Relaxed: a count read publishes nothing; coherence alone makes it
+        // include every update that happened-before this call.
+        let mut total = self.base.load(Ordering::Relaxed);
+        self.for_each_shard(|s| total = total.wrapping_add(s.load(Ordering::Relaxed)));
+        total
+    }
+
+    /// The current total as a signed value: the same bits as
+    /// [`sum`](Self::sum), for counters that go up and down around zero.
+    ///
+    /// ```
+    /// let c = shardcount::Counter::new();
+    /// c.sub(3);
+    /// assert_eq!(c.sum_i64(), -3);
+    /// ```
+    #[must_use]
+    pub fn sum_i64(&self) -> i64 {
+        self.sum() as i64
+    }
+
+    /// Returns the current total and resets the counter to zero, losing
+    /// nothing while other threads keep updating.
+    ///
+    /// Each shard is swapped with zero atomically, so every update is counted
+    /// by exactly one `take`, or stays in the counter for a later `sum` or
+    /// `take`. As with `sum`, the result is not a snapshot of one instant.
+    ///
+    /// ```
+    /// let c = shardcount::Counter::new();
+    /// c.add(7);
+    /// assert_eq!(c.take(), 7);
+    /// assert_eq!(c.sum(), 0);
+    /// ```
+    pub fn take(&self) -> u64 {
+        // Relaxed: each swap is an RMW, so it takes exactly the updates
+        // before it in that shard's modification order; nothing else is read.
+        let mut total = self.base.swap(0, Ordering::Relaxed);
+        self.for_each_shard(|s| total = total.wrapping_add(s.swap(0, Ordering::Relaxed)));
+        total
+    }
+
+    /// Sets the counter to zero.
+    ///
+    /// Every update that happened-before the call is discarded; every update
+    /// that happens-after it is kept. An update concurrent with `reset` is
+    /// either discarded or kept whole, never split. Use [`take`](Self::take)
+    /// to keep what is discarded.
+    ///
+    /// ```
+    /// let c = shardcount::Counter::from(9);
+    /// c.reset();
+    /// assert_eq!(c.sum(), 0);
+    /// ```
+    pub fn reset(&self) {
+        self.take();
+    }
+
+    /// Consumes the counter and returns its total (exact: no one else can be
+    /// updating it).
+    ///
+    /// ```
+    /// let c = shardcount::Counter::from(4);
+    /// assert_eq!(c.into_inner(), 4);
+    /// ```
+    #[must_use]
+    pub fn into_inner(self) -> u64 {
+        self.sum()
+    }
+
+    /// How many shards the newest table has: 0 while the counter is a single
+    /// atomic. A diagnostic; it only grows.
+    ///
+    /// ```
+    /// let c = shardcount::Counter::new();
+    /// assert_eq!(c.shards(), 0);
+    /// ```
+    #[must_use]
+    pub fn shards(&self) -> usize {
+        // Acquire: pairs with the publish in `grow` before we read the table.
+        let t = self.table.load(Ordering::Acquire);
+        if is_table(t) {
+            // SAFETY: as in `add`: a published table, alive until `drop`.
+            unsafe { &*t }.shards.len()
+        } else {
+            0
+        }
+    }
+
+    /// The most shards this counter will grow to (a power of two).
+    ///
+    /// ```
+    /// let c = shardcount::Counter::with_max_shards(8);
+    /// assert_eq!(c.max_shards(), 8);
+    /// ```
+    #[must_use]
+    pub fn max_shards(&self) -> usize {
+        // Acquire: pairs with the publish in `grow` before we read the table.
+        let t = self.table.load(Ordering::Acquire);
+        if is_table(t) {
+            // SAFETY: as in `add`: a published table, alive until `drop`.
+            1 << unsafe { &*t }.max_log2
+        } else {
+            1 << tag_max_log2(t.addr())
+        }
+    }
+
+    /// Forces one growth step, as a repeated collision would. For loom
+    /// models, which must race an add against a growth deterministically.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn grow_for_test(&self) {
+        // Acquire: pairs with the publish in `grow` before we read the table.
+        self.grow(self.table.load(Ordering::Acquire));
+    }
+
+    fn for_each_shard(&self, mut f: impl FnMut(&AtomicU64)) {
+        // Acquire: pairs with the publish in `grow` before we read the table.
+        let mut t = self.table.load(Ordering::Acquire);
+        while is_table(t) {
+            // SAFETY: as in `add`: a published table, alive until `drop`.
+            let table = unsafe { &*t };
+            table.shards.iter().for_each(|s| f(s));
+            t = table.older;
+        }
+    }
+}
+
+/// The cap (as a power of two) that a tag carries.
+fn tag_max_log2(tag: usize) -> u32 {
+    if tag == DEFAULT_TAG {
+        crate::sync::default_max_shards()
+            .min(MAX_SHARDS)
+            .trailing_zeros()
+    } else {
+        (tag >> 1) as u32 - 1
+    }
+}
+
+impl Drop for Counter {
+    fn drop(&mut self) {
+        // Relaxed: `&mut self` means every other access already
+        // happened-before this one.
+        let mut t = self.table.load(Ordering::Relaxed);
+        while is_table(t) {
+            // SAFETY: every table in the chain came from Box::into_raw in
+            // `grow`, is owned by this counter alone, and is freed once here.
+            let table = unsafe { Box::from_raw(t) };
+            t = table.older;
+        }
+    }
+}
+
+impl Default for Counter {
+    /// Same as [`Counter::new`].
+    ///
+    /// ```
+    /// let c = shardcount::Counter::default();
+    /// assert_eq!(c.sum(), 0);
+    /// ```
+    fn default() -> Self {
+        Counter::new()
+    }
+}
+
+impl From<u64> for Counter {
+    /// A counter starting at `n`.
+    ///
+    /// ```
+    /// let c = shardcount::Counter::from(42);
+    /// assert_eq!(c.sum(), 42);
+    /// ```
+    fn from(n: u64) -> Self {
+        let c = Counter::new();
+        // Relaxed: not yet shared with any other thread.
+        c.base.store(n, Ordering::Relaxed);
+        c
+    }
+}
+
+impl fmt::Debug for Counter {
+    /// Shows the current [`sum`](Counter::sum) and the shard count.
+    ///
+    /// ```
+    /// let c = shardcount::Counter::from(3);
+    /// assert_eq!(format!("{c:?}"), "Counter { sum: 3, shards: 0 }");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Counter")
+            .field("sum", &self.sum())
+            .field("shards", &self.shards())
+            .finish()
+    }
+}
