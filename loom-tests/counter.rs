@@ -1,18 +1,126 @@
 #![cfg(loom)]
-//! Loom models of `Counter`'s protocol (see the module docs of `src/counter.rs`).
+//! Loom models of `Counter`'s protocol (the module docs of `src/counter.rs`).
+//!
+//! Under loom every add is a sampled check (load + compare-exchange), so a
+//! lost race really grows the table inside the model.
 
 use loom::sync::Arc;
 use loom::thread;
 use shardcount::Counter;
 
+/// Two adders and a concurrent reader: nothing lost after join, a concurrent
+/// sum never exceeds what was added, and one reader's sums never decrease.
 #[test]
-fn smoke() {
+fn add_and_sum() {
     loom::model(|| {
         let c = Arc::new(Counter::new());
-        let c2 = c.clone();
-        let h = thread::spawn(move || c2.inc());
-        c.inc();
-        h.join().unwrap();
-        assert_eq!(c.sum(), 2);
+        let adders: Vec<_> = (0..2)
+            .map(|_| {
+                let c = c.clone();
+                thread::spawn(move || {
+                    c.add(1);
+                    c.add(2);
+                })
+            })
+            .collect();
+        let first = c.sum();
+        let second = c.sum();
+        assert!(
+            first <= 6 && second <= 6,
+            "sum beyond total: {first}, {second}"
+        );
+        assert!(second >= first, "sum went back: {first} -> {second}");
+        for a in adders {
+            a.join().unwrap();
+        }
+        assert_eq!(c.sum(), 6);
+    });
+}
+
+/// An add racing a growth of the shard table (base → 2 shards → 4 shards):
+/// the total is exact whichever table the add lands in.
+#[test]
+fn add_racing_growth() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(4));
+        let grower = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.grow_for_test();
+                c.grow_for_test();
+            })
+        };
+        let adder = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(5);
+                c.add(7);
+            })
+        };
+        c.add(1);
+        grower.join().unwrap();
+        adder.join().unwrap();
+        assert_eq!(c.shards(), 4);
+        assert_eq!(c.sum(), 13);
+    });
+}
+
+/// Two threads whose adds race on the base: a lost exchange creates the
+/// table, and no count is lost in that switch.
+#[test]
+fn racing_adds_grow_without_loss() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(2));
+        let other = {
+            let c = c.clone();
+            thread::spawn(move || c.add(10))
+        };
+        c.add(1);
+        other.join().unwrap();
+        assert_eq!(c.sum(), 11);
+        assert!(c.shards() <= 2);
+    });
+}
+
+/// `take` racing adds: every add is counted by exactly one take or stays
+/// for the final sum.
+#[test]
+fn take_and_add() {
+    loom::model(|| {
+        let c = Arc::new(Counter::new());
+        let adder = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(1);
+                c.add(2);
+            })
+        };
+        let taker = {
+            let c = c.clone();
+            thread::spawn(move || c.take())
+        };
+        let mine = c.take();
+        let theirs = taker.join().unwrap();
+        adder.join().unwrap();
+        assert_eq!(mine + theirs + c.sum(), 3);
+    });
+}
+
+/// `take` racing an add that lands in a table grown concurrently.
+#[test]
+fn take_racing_growth() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(2));
+        c.add(4);
+        let grower = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.grow_for_test();
+                c.add(3);
+            })
+        };
+        let taken = c.take();
+        grower.join().unwrap();
+        assert_eq!(taken + c.sum(), 7);
     });
 }

@@ -19,16 +19,18 @@
 //!
 //! # Detecting contention
 //!
-//! A `lock xadd` cannot tell whether the line was contended, and a CAS on
-//! every add costs ~1.8× here. So one operation in
-//! [`CHECK_PERIOD`](crate::thread_index::CHECK_PERIOD) per thread does a
-//! load + compare-exchange instead; a failed exchange means another thread
-//! wrote the line in that window. On the base, that creates the first table.
-//! On a shard, the thread moves to another shard; if it collides again, the
-//! table doubles, up to the cap.
+//! A `lock xadd` cannot tell whether its line was contended, and a CAS on
+//! every add costs ~1.8× here. So two consecutive adds in every
+//! [`CHECK_PERIOD`](crate::thread_index::CHECK_PERIOD) of a thread are
+//! *checked*: they still `fetch_add`, and compare the value found with the
+//! value the previous add left (see `thread_index`). Another writer in that
+//! one-add gap is interference: the thread moves to another shard, and when
+//! interference persists (on the base, or after moving) the table doubles,
+//! up to the cap. `grow` replaces the newest table by compare-exchange, so
+//! racing growers allocate at most one table each and the loser frees its own.
 
 use crate::sync::{const_fn_unless_loom, AtomicPtr, AtomicU64, Ordering};
-use crate::thread_index;
+use crate::thread_index::{self, Seen};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 
@@ -190,13 +192,13 @@ impl Counter {
             let table = unsafe { &*t };
             let shard = table.shard(s.probe);
             if s.check {
-                self.add_checked_shard(table, shard, n);
+                self.add_checked(t, shard, n);
             } else {
                 // Relaxed: a lone RMW; nothing is published through counts.
                 shard.fetch_add(n, Ordering::Relaxed);
             }
         } else if s.check {
-            self.add_checked_base(t, n);
+            self.add_checked(t, &self.base, n);
         } else {
             // Relaxed: a lone RMW; nothing is published through counts.
             self.base.fetch_add(n, Ordering::Relaxed);
@@ -242,52 +244,16 @@ impl Counter {
         self.add(u64::MAX);
     }
 
-    /// The sampled path on the base: a load + compare-exchange, so a lost
-    /// race shows that another thread wrote the base in between.
+    /// The sampled path: an ordinary add that also reports what it found,
+    /// so a pair of them shows whether another thread wrote in between.
     #[cold]
     #[inline(never)]
-    fn add_checked_base(&self, tag: *mut Table, n: u64) {
-        // Relaxed: the exchange only detects a race; counts publish nothing.
-        let cur = self.base.load(Ordering::Relaxed);
-        if self
-            .base
-            .compare_exchange(cur, cur.wrapping_add(n), Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
-            thread_index::uncontended();
-            return;
-        }
-        let t = self.grow(tag);
-        if is_table(t) {
-            // SAFETY: as in `add`: a published table, alive until `drop`.
-            let table = unsafe { &*t };
-            // Relaxed: a lone RMW; nothing is published through counts.
-            table.shard(thread_index::probe()).fetch_add(n, Ordering::Relaxed);
-        } else {
-            // Cap of 1 shard: the base is all there is.
-            // Relaxed: a lone RMW; nothing is published through counts.
-            self.base.fetch_add(n, Ordering::Relaxed);
-        }
-    }
-
-    /// The sampled path on a shard: a collision moves the thread; a repeated
-    /// one grows the table.
-    #[cold]
-    #[inline(never)]
-    fn add_checked_shard(&self, table: &Table, shard: &AtomicU64, n: u64) {
-        // Relaxed: the exchange only detects a race; counts publish nothing.
-        let cur = shard.load(Ordering::Relaxed);
-        if shard
-            .compare_exchange(cur, cur.wrapping_add(n), Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
-            thread_index::uncontended();
-            return;
-        }
+    fn add_checked(&self, current: *mut Table, at: &AtomicU64, n: u64) {
         // Relaxed: a lone RMW; nothing is published through counts.
-        shard.fetch_add(n, Ordering::Relaxed);
-        if thread_index::collided() && table.shards.len() < 1 << table.max_log2 {
-            self.grow(std::ptr::from_ref(table).cast_mut());
+        let prev = at.fetch_add(n, Ordering::Relaxed);
+        let seen = thread_index::observe(std::ptr::from_ref(at).addr(), prev, n);
+        if seen == Seen::Shared && thread_index::collided() {
+            self.grow(current);
         }
     }
 
@@ -349,11 +315,28 @@ impl Counter {
     /// assert_eq!(c.sum(), 5);
     /// ```
     #[must_use]
+    #[inline]
     pub fn sum(&self) -> u64 {
         // Relaxed: a count read publishes nothing; coherence alone makes it
         // include every update that happened-before this call.
-        let mut total = self.base.load(Ordering::Relaxed);
-        self.for_each_shard(|s| total = total.wrapping_add(s.load(Ordering::Relaxed)));
+        let base = self.base.load(Ordering::Relaxed);
+        // Acquire: pairs with the publish in `grow` before we read a table.
+        let t = self.table.load(Ordering::Acquire);
+        if is_table(t) {
+            base.wrapping_add(self.sum_shards(t))
+        } else {
+            base
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn sum_shards(&self, newest: *mut Table) -> u64 {
+        let mut total = 0u64;
+        // Relaxed: as in `sum`, coherence is all a count read needs.
+        Self::for_each_shard_from(newest, |s| {
+            total = total.wrapping_add(s.load(Ordering::Relaxed))
+        });
         total
     }
 
@@ -465,9 +448,13 @@ impl Counter {
         self.grow(self.table.load(Ordering::Acquire));
     }
 
-    fn for_each_shard(&self, mut f: impl FnMut(&AtomicU64)) {
+    fn for_each_shard(&self, f: impl FnMut(&AtomicU64)) {
         // Acquire: pairs with the publish in `grow` before we read the table.
-        let mut t = self.table.load(Ordering::Acquire);
+        Self::for_each_shard_from(self.table.load(Ordering::Acquire), f);
+    }
+
+    /// Visits every shard of `t` and of the older tables it links to.
+    fn for_each_shard_from(mut t: *mut Table, mut f: impl FnMut(&AtomicU64)) {
         while is_table(t) {
             // SAFETY: as in `add`: a published table, alive until `drop`.
             let table = unsafe { &*t };

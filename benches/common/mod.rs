@@ -9,7 +9,7 @@
 //!   the same repetition, divide, and take the median over repetitions.
 #![allow(dead_code)]
 
-use std::sync::Barrier;
+use std::sync::{Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A compiler barrier that emits no instruction: keeps loops from being
@@ -21,11 +21,15 @@ pub fn opaque() {
 }
 
 /// Pins the calling thread to core `i` modulo the core count, if possible.
+///
+/// The core list is read once: `get_core_ids` lists only the cores the
+/// *calling* thread may use, so after one pin it would shrink to that core
+/// and every later thread (which inherits the mask) would pile onto it.
 pub fn pin(i: usize) {
-    if let Some(cores) = core_affinity::get_core_ids() {
-        if !cores.is_empty() {
-            core_affinity::set_for_current(cores[i % cores.len()]);
-        }
+    static CORES: OnceLock<Vec<core_affinity::CoreId>> = OnceLock::new();
+    let cores = CORES.get_or_init(|| core_affinity::get_core_ids().unwrap_or_default());
+    if !cores.is_empty() {
+        core_affinity::set_for_current(cores[i % cores.len()]);
     }
 }
 

@@ -1,0 +1,238 @@
+//! `Counter`: the sequential spec, and stress with real threads.
+
+use shardcount::Counter;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Barrier;
+use std::thread;
+
+#[test]
+fn new_is_zero_and_unsharded() {
+    let c = Counter::new();
+    assert_eq!(c.sum(), 0);
+    assert_eq!(c.shards(), 0);
+    assert_eq!(Counter::default().sum(), 0);
+}
+
+#[test]
+fn add_sub_inc_dec() {
+    let c = Counter::new();
+    c.add(10);
+    c.inc();
+    assert_eq!(c.sum(), 11);
+    c.sub(4);
+    c.dec();
+    assert_eq!(c.sum(), 6);
+    assert_eq!(c.sum_i64(), 6);
+}
+
+#[test]
+fn take_returns_and_resets() {
+    let c = Counter::from(5);
+    c.add(3);
+    assert_eq!(c.take(), 8);
+    assert_eq!(c.sum(), 0);
+    assert_eq!(c.take(), 0);
+    c.inc();
+    assert_eq!(c.sum(), 1);
+}
+
+#[test]
+fn reset_zeroes() {
+    let c = Counter::from(77);
+    c.reset();
+    assert_eq!(c.sum(), 0);
+    c.add(2);
+    assert_eq!(c.sum(), 2);
+}
+
+#[test]
+fn debug_shows_sum() {
+    let c = Counter::from(12);
+    assert_eq!(format!("{c:?}"), "Counter { sum: 12, shards: 0 }");
+}
+
+#[test]
+fn from_and_into_inner() {
+    assert_eq!(Counter::from(u64::MAX).into_inner(), u64::MAX);
+    assert_eq!(Counter::from(3).sum(), 3);
+}
+
+#[test]
+fn wraps_like_atomic_u64() {
+    use std::sync::atomic::AtomicU64;
+    let c = Counter::from(u64::MAX - 1);
+    let a = AtomicU64::new(u64::MAX - 1);
+    for n in [1, 1, 1, 5] {
+        c.add(n);
+        a.fetch_add(n, Ordering::Relaxed);
+        assert_eq!(c.sum(), a.load(Ordering::Relaxed));
+    }
+    // Below zero wraps too, and the signed read sees the negative value.
+    let d = Counter::new();
+    d.sub(3);
+    assert_eq!(d.sum(), u64::MAX - 2);
+    assert_eq!(d.sum_i64(), -3);
+    d.add(5);
+    assert_eq!(d.sum_i64(), 2);
+}
+
+#[test]
+fn size_and_traits() {
+    assert!(std::mem::size_of::<Counter>() <= 16);
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Counter>();
+}
+
+#[test]
+fn max_shards_rounds_up() {
+    assert_eq!(Counter::with_max_shards(1).max_shards(), 1);
+    assert_eq!(Counter::with_max_shards(3).max_shards(), 4);
+    assert_eq!(Counter::with_max_shards(8).max_shards(), 8);
+    assert_eq!(Counter::with_max_shards(65536).max_shards(), 65536);
+    let default = Counter::new().max_shards();
+    assert!(default.is_power_of_two());
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(default >= cores && default < 2 * cores.max(1));
+}
+
+#[test]
+#[should_panic(expected = "need at least 1 shard")]
+fn max_shards_zero_panics() {
+    let _ = Counter::with_max_shards(0);
+}
+
+#[test]
+#[should_panic(expected = "at most 65536 shards")]
+fn max_shards_too_large_panics() {
+    let _ = Counter::with_max_shards(65537);
+}
+
+/// Hammers `c` from `threads` threads, `per_thread` adds each (of `step`),
+/// all released together by a barrier.
+fn hammer(c: &Counter, threads: usize, per_thread: u64, step: u64) {
+    let barrier = Barrier::new(threads);
+    thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                barrier.wait();
+                for _ in 0..per_thread {
+                    c.add(step);
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn threads_through_barrier_exact() {
+    for threads in [2, 4, 8] {
+        let c = Counter::new();
+        hammer(&c, threads, 200_000, 3);
+        assert_eq!(c.sum(), threads as u64 * 200_000 * 3, "{threads} threads");
+    }
+}
+
+#[test]
+fn contention_grows_the_table_up_to_the_cap() {
+    // Growth is sampled, so hammer until it shows (it does within a few
+    // thousand adds when two threads really overlap), with a bound.
+    let c = Counter::with_max_shards(4);
+    let mut rounds = 0;
+    while c.shards() == 0 && rounds < 50 {
+        hammer(&c, 4, 100_000, 1);
+        rounds += 1;
+    }
+    assert!(c.shards() >= 2, "never grew after {rounds} rounds");
+    assert!(c.shards() <= 4);
+    assert_eq!(c.sum(), rounds * 400_000);
+}
+
+#[test]
+fn cap_of_one_never_grows() {
+    let c = Counter::with_max_shards(1);
+    hammer(&c, 4, 100_000, 1);
+    assert_eq!(c.shards(), 0);
+    assert_eq!(c.sum(), 400_000);
+}
+
+static STATIC_COUNTER: Counter = Counter::new();
+
+#[test]
+fn static_counter_from_many_threads() {
+    hammer(&STATIC_COUNTER, 6, 50_000, 1);
+    assert_eq!(STATIC_COUNTER.sum(), 300_000);
+}
+
+#[test]
+fn up_down_balances_to_zero() {
+    let c = Counter::new();
+    thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..100_000 {
+                    c.inc();
+                    c.dec();
+                }
+                c.sub(7);
+            });
+        }
+    });
+    assert_eq!(c.sum_i64(), -28);
+}
+
+#[test]
+fn concurrent_sums_are_monotonic_and_bounded() {
+    let c = Counter::new();
+    let total = 4 * 200_000u64;
+    let done = AtomicBool::new(false);
+    thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut last = 0;
+            let mut reads = 0u64;
+            while !done.load(Ordering::Acquire) {
+                let now = c.sum();
+                assert!(now >= last, "sum went back: {last} -> {now}");
+                assert!(now <= total, "sum {now} exceeds adds {total}");
+                last = now;
+                reads += 1;
+            }
+            reads
+        });
+        thread::scope(|w| {
+            for _ in 0..4 {
+                w.spawn(|| (0..200_000).for_each(|_| c.inc()));
+            }
+        });
+        done.store(true, Ordering::Release);
+        assert!(reader.join().unwrap() > 0);
+    });
+    assert_eq!(c.sum(), total);
+}
+
+#[test]
+fn take_while_adding_loses_nothing() {
+    let c = Counter::new();
+    let done = AtomicBool::new(false);
+    let per = 300_000u64;
+    let taken = thread::scope(|s| {
+        let takers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut got = 0u64;
+                    while !done.load(Ordering::Acquire) {
+                        got += c.take();
+                    }
+                    got
+                })
+            })
+            .collect();
+        thread::scope(|w| {
+            for _ in 0..3 {
+                w.spawn(|| (0..per).for_each(|_| c.inc()));
+            }
+        });
+        done.store(true, Ordering::Release);
+        takers.into_iter().map(|t| t.join().unwrap()).sum::<u64>()
+    });
+    assert_eq!(taken + c.sum(), 3 * per);
+}
