@@ -33,3 +33,8 @@ mod sync;
 mod thread_index;
 
 pub use counter::Counter;
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
