@@ -20,14 +20,15 @@
 //! # Detecting contention
 //!
 //! A `lock xadd` cannot tell whether its line was contended, and a CAS on
-//! every add costs ~1.8× here. So two consecutive adds in every
-//! [`CHECK_PERIOD`](crate::thread_index::CHECK_PERIOD) of a thread are
-//! *checked*: they still `fetch_add`, and compare the value found with the
-//! value the previous add left (see `thread_index`). Another writer in that
-//! one-add gap is interference: the thread moves to another shard, and when
-//! interference persists (on the base, or after moving) the table doubles,
-//! up to the cap. `grow` replaces the newest table by compare-exchange, so
-//! racing growers allocate at most one table each and the loser frees its own.
+//! every add costs ~1.8× here. So one add in
+//! [`CHECK_PERIOD`](crate::thread_index::CHECK_PERIOD) of a thread notes the
+//! value it left, and the thread's next add to the same word soon after
+//! checks whether the value is still that (see `thread_index`). Both are
+//! ordinary `fetch_add`s. Another writer in that short gap is interference:
+//! the thread moves to another shard, and when interference persists (on the
+//! base, or after moving) the table doubles, up to the cap. `grow` replaces the
+//! newest table by compare-exchange, so racing growers allocate at most one
+//! table each and the loser frees its own.
 
 use crate::sync::{const_fn_unless_loom, AtomicPtr, AtomicU64, Ordering};
 use crate::thread_index::{self, Seen};
@@ -190,18 +191,19 @@ impl Counter {
             // SAFETY: an even value was published by `grow` from a live Box,
             // and tables are freed only in `drop`, which has `&mut self`.
             let table = unsafe { &*t };
-            let shard = table.shard(s.probe);
-            if s.check {
-                self.add_checked(t, shard, n);
-            } else {
-                // Relaxed: a lone RMW; nothing is published through counts.
-                shard.fetch_add(n, Ordering::Relaxed);
-            }
-        } else if s.check {
-            self.add_checked(t, &self.base, n);
+            self.add_at(t, table.shard(s.probe), n, s.check);
+        } else {
+            self.add_at(t, &self.base, n, s.check);
+        }
+    }
+
+    #[inline(always)]
+    fn add_at(&self, current: *mut Table, at: &AtomicU64, n: u64, check: bool) {
+        if check {
+            self.add_checked(current, at, n);
         } else {
             // Relaxed: a lone RMW; nothing is published through counts.
-            self.base.fetch_add(n, Ordering::Relaxed);
+            at.fetch_add(n, Ordering::Relaxed);
         }
     }
 
@@ -244,15 +246,15 @@ impl Counter {
         self.add(u64::MAX);
     }
 
-    /// The sampled path: an ordinary add that also reports what it found,
-    /// so a pair of them shows whether another thread wrote in between.
+    /// The sampled path: an ordinary add that also notes, or checks, the
+    /// value it finds (see `thread_index`).
     #[cold]
     #[inline(never)]
     fn add_checked(&self, current: *mut Table, at: &AtomicU64, n: u64) {
         // Relaxed: a lone RMW; nothing is published through counts.
         let prev = at.fetch_add(n, Ordering::Relaxed);
-        let seen = thread_index::observe(std::ptr::from_ref(at).addr(), prev, n);
-        if seen == Seen::Shared && thread_index::collided() {
+        let seen = thread_index::checked(std::ptr::from_ref(at).addr(), prev, n);
+        if seen == Seen::Interference && thread_index::collided() {
             self.grow(current);
         }
     }

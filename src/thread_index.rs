@@ -6,32 +6,40 @@
 //! A thread that keeps colliding with others moves by rehashing its probe
 //! (xorshift, which never yields zero from a non-zero input).
 //!
-//! The same thread-local drives contention sampling. A locked add cannot
-//! say whether its cache line was contended, and a load + compare-exchange
-//! almost never loses the race even when it is (the load fetches the line and
-//! the exchange follows within cycles). So sampling watches the value instead:
-//! two consecutive operations of a thread, one in [`CHECK_PERIOD`], take the
-//! checked path. The first notes where its add left the location; the second
-//! sees whether anything else wrote there in between. A thread in a tight loop
-//! leaves only one add's gap, so another writer landing in it means the line is
-//! being fought over (and even at low rates, that every such add pays a
-//! cross-core transfer).
+//! The same thread-local drives contention sampling. A locked add cannot say
+//! whether its cache line was contended, and a load + compare-exchange almost
+//! never loses the race even when it is (the load fetches the line and the
+//! exchange follows within cycles). So sampling watches the value instead.
+//! Once every [`CHECK_PERIOD`] operations a thread *notes* the location it
+//! added to and the value its add left there. Its next add to that same
+//! location within the following [`CHECK_WINDOW`] - 1 operations *resolves*
+//! the note: if the value found is not the one left, another thread wrote the
+//! location in between. The window (rather than just the next operation) lets
+//! a thread that updates a few counters in rotation still resolve its notes.
+//! The gap is a few operations, so a writer landing in it means the line is
+//! being fought over.
 
 use crate::sync::{const_thread_local, next_sequence};
 use std::cell::Cell;
 
-/// Two consecutive operations in this many take the checked path (a power
-/// of two, at least 2).
+/// One operation in this many notes a location (a power of two).
 ///
-/// Under loom every operation is checked, so the models reach the growth
-/// paths.
+/// Under loom every other operation notes and the next resolves, so the
+/// models reach the growth paths.
 #[cfg(not(loom))]
 pub(crate) const CHECK_PERIOD: u32 = 64;
 #[cfg(loom)]
 pub(crate) const CHECK_PERIOD: u32 = 2;
 
-/// Interference seen this many checks in a row (without a quiet one between)
-/// means moving did not help: grow. One under loom, whose models are short.
+/// How many operations, counting the noting one, may resolve a note.
+#[cfg(not(loom))]
+pub(crate) const CHECK_WINDOW: u32 = 8;
+#[cfg(loom)]
+pub(crate) const CHECK_WINDOW: u32 = 2;
+
+/// Interference seen in this many resolved checks in a row (without a quiet
+/// one between) means moving did not help: grow. One under loom, whose
+/// models are short.
 #[cfg(not(loom))]
 const STRIKES_TO_GROW: u32 = 2;
 #[cfg(loom)]
@@ -43,10 +51,10 @@ struct State {
     tick: Cell<u32>,
     /// Interference seen since the last quiet check.
     strikes: Cell<u32>,
-    /// Where the first checked op of a pair added (0: nowhere)...
-    pending_at: Cell<usize>,
-    /// ...and the value it left there.
-    pending_value: Cell<u64>,
+    /// The noted location's address (0: no note open)...
+    noted_at: Cell<usize>,
+    /// ...and the value the noting add left there.
+    noted_value: Cell<u64>,
 }
 
 const_thread_local! {
@@ -54,21 +62,22 @@ const_thread_local! {
         probe: Cell::new(0),
         tick: Cell::new(0),
         strikes: Cell::new(0),
-        pending_at: Cell::new(0),
-        pending_value: Cell::new(0),
+        noted_at: Cell::new(0),
+        noted_value: Cell::new(0),
     };
 }
 
-/// What the calling thread should do for this operation.
+/// The calling thread's probe, and whether this operation is checked.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Sample {
     /// The thread's shard probe; mask it with the table size.
     pub(crate) probe: u32,
-    /// Whether this operation should check for contention.
+    /// Whether this operation falls in the check window: the caller then adds
+    /// with `fetch_add` and passes what it found to [`checked`].
     pub(crate) check: bool,
 }
 
-/// The calling thread's probe, and whether this operation is a sampled check.
+/// Advances the calling thread's tick and says whether this operation checks.
 #[inline]
 pub(crate) fn sample() -> Sample {
     STATE.with(|s| {
@@ -80,19 +89,19 @@ pub(crate) fn sample() -> Sample {
         s.tick.set(tick.wrapping_add(1));
         Sample {
             probe,
-            check: tick & (CHECK_PERIOD - 1) < 2,
+            check: tick & (CHECK_PERIOD - 1) < CHECK_WINDOW,
         }
     })
 }
 
 #[cold]
 fn first_use(s: &State) -> Sample {
-    // Odd multiplier keeps consecutive sequence numbers apart in the low bits
-    // used for masking, while spreading them in the high bits too.
+    // An odd multiplier keeps consecutive sequence numbers apart in the low
+    // bits used for masking (their parity differs), and spreads the high bits.
     let probe = next_sequence().wrapping_mul(0x9E37_79B9);
     let probe = if probe == 0 { 1 } else { probe };
     s.probe.set(probe);
-    // This call is tick 0: the first of a checked pair.
+    // This call is tick 0.
     s.tick.set(1);
     Sample { probe, check: true }
 }
@@ -100,44 +109,45 @@ fn first_use(s: &State) -> Sample {
 /// What a checked operation learnt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Seen {
-    /// First of a pair: noted, nothing to conclude yet.
-    Noted,
-    /// Nobody else wrote the location since this thread's previous add.
-    Alone,
-    /// Another thread wrote it in between.
-    Shared,
+    /// It opened a note, or its location was not the noted one.
+    Nothing,
+    /// It closed the note: nobody else wrote the location in between.
+    Quiet,
+    /// It closed the note: another thread wrote the location in between.
+    Interference,
 }
 
-/// For a checked operation that added `n` to the location at address `at`,
-/// finding `prev` there.
+/// For a checked operation whose add of `n` at address `at` found `prev`.
 #[cold]
-pub(crate) fn observe(at: usize, prev: u64, n: u64) -> Seen {
+pub(crate) fn checked(at: usize, prev: u64, n: u64) -> Seen {
     STATE.with(|s| {
         // `sample` already advanced the tick past this operation.
-        let first = s.tick.get().wrapping_sub(1) & 1 == 0;
-        if first {
-            s.pending_at.set(at);
-            s.pending_value.set(prev.wrapping_add(n));
-            return Seen::Noted;
+        let op = s.tick.get().wrapping_sub(1);
+        if op & (CHECK_PERIOD - 1) == 0 {
+            s.noted_at.set(at);
+            s.noted_value.set(prev.wrapping_add(n));
+            return Seen::Nothing;
         }
-        let pending = s.pending_at.replace(0);
-        if pending != at {
-            // The pair spanned two locations (another counter, or a move).
-            Seen::Noted
-        } else if s.pending_value.get() == prev {
+        if s.noted_at.get() != at {
+            return Seen::Nothing;
+        }
+        // Closed: the rest of this window has nothing left to check.
+        s.noted_at.set(0);
+        s.tick
+            .set((op & !(CHECK_PERIOD - 1)).wrapping_add(CHECK_WINDOW));
+        if s.noted_value.get() == prev {
             s.strikes.set(0);
-            Seen::Alone
+            Seen::Quiet
         } else {
-            Seen::Shared
+            Seen::Interference
         }
     })
 }
 
 /// Records interference: moves the calling thread to another probe.
 ///
-/// Returns `true` when interference persisted through
-/// [`STRIKES_TO_GROW`] checks in a row, so the caller should grow its table if
-/// it can.
+/// Returns `true` when interference persisted through [`STRIKES_TO_GROW`]
+/// resolved checks in a row, so the caller should grow its table if it can.
 #[cold]
 pub(crate) fn collided() -> bool {
     STATE.with(|s| {
@@ -157,9 +167,9 @@ pub(crate) fn collided() -> bool {
     })
 }
 
-/// The calling thread's probe without ticking the sampler.
-#[inline]
+/// The calling thread's probe, without advancing the tick.
 #[allow(dead_code)] // used by the types that follow Counter
+#[inline]
 pub(crate) fn probe() -> u32 {
     STATE.with(|s| {
         let probe = s.probe.get();

@@ -236,3 +236,35 @@ fn take_while_adding_loses_nothing() {
     });
     assert_eq!(taken + c.sum(), 3 * per);
 }
+
+#[test]
+fn contention_is_seen_when_threads_rotate_over_counters() {
+    // Metrics code often bumps several counters per request; sampling must
+    // still see each one contended (a check pairs adds to the same word).
+    let (a, b, c) = (
+        Counter::with_max_shards(2),
+        Counter::with_max_shards(2),
+        Counter::with_max_shards(2),
+    );
+    let mut rounds = 0u64;
+    while (a.shards() == 0 || b.shards() == 0 || c.shards() == 0) && rounds < 50 {
+        let barrier = Barrier::new(2);
+        thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    barrier.wait();
+                    for _ in 0..100_000 {
+                        a.inc();
+                        b.add(2);
+                        c.add(3);
+                    }
+                });
+            }
+        });
+        rounds += 1;
+    }
+    assert_eq!((a.shards(), b.shards(), c.shards()), (2, 2, 2), "after {rounds} rounds");
+    assert_eq!(a.sum(), rounds * 200_000);
+    assert_eq!(b.sum(), rounds * 400_000);
+    assert_eq!(c.sum(), rounds * 600_000);
+}
