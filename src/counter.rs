@@ -25,8 +25,9 @@
 //! value it left, and the thread's next add to the same word soon after
 //! checks whether the value is still that (see `thread_index`). Both are
 //! ordinary `fetch_add`s. Another writer in that short gap is interference:
-//! the thread moves to another shard, and when interference persists (on the
-//! base, or after moving) the table doubles, up to the cap. `grow` replaces the
+//! on the base it creates the first table; on a shard the thread moves to
+//! another shard, and if interference persists the table doubles, up to the
+//! cap. `grow` replaces the
 //! newest table by compare-exchange, so racing growers allocate at most one
 //! table each and the loser frees its own.
 
@@ -254,7 +255,9 @@ impl Counter {
         // Relaxed: a lone RMW; nothing is published through counts.
         let prev = at.fetch_add(n, Ordering::Relaxed);
         let seen = thread_index::checked(std::ptr::from_ref(at).addr(), prev, n);
-        if seen == Seen::Interference && thread_index::collided() {
+        // On the base, one interference grows (there is nowhere to move to);
+        // on a shard, the thread first moves, and grows only if that fails.
+        if seen == Seen::Interference && (!is_table(current) || thread_index::collided()) {
             self.grow(current);
         }
     }

@@ -10,7 +10,7 @@
 //! whether its cache line was contended, and a load + compare-exchange almost
 //! never loses the race even when it is (the load fetches the line and the
 //! exchange follows within cycles). So sampling watches the value instead.
-//! Once every [`CHECK_PERIOD`] operations a thread *notes* the location it
+//! About once every [`CHECK_PERIOD`] operations a thread *notes* the location it
 //! added to and the value its add left there. Its next add to that same
 //! location within the following [`CHECK_WINDOW`] - 1 operations *resolves*
 //! the note: if the value found is not the one left, another thread wrote the
@@ -45,6 +45,13 @@ const STRIKES_TO_GROW: u32 = 2;
 #[cfg(loom)]
 const STRIKES_TO_GROW: u32 = 1;
 
+/// Up to this many ticks are skipped at random after each window. None
+/// under loom, to keep its models deterministic.
+#[cfg(not(loom))]
+const JITTER_MASK: u32 = 15;
+#[cfg(loom)]
+const JITTER_MASK: u32 = 0;
+
 struct State {
     /// 0 until first use; never 0 afterwards.
     probe: Cell<u32>,
@@ -55,6 +62,8 @@ struct State {
     noted_at: Cell<usize>,
     /// ...and the value the noting add left there.
     noted_value: Cell<u64>,
+    /// State of the jitter sequence (0: not seeded).
+    jitter: Cell<u32>,
 }
 
 const_thread_local! {
@@ -64,6 +73,7 @@ const_thread_local! {
         strikes: Cell::new(0),
         noted_at: Cell::new(0),
         noted_value: Cell::new(0),
+        jitter: Cell::new(0),
     };
 }
 
@@ -123,25 +133,44 @@ pub(crate) fn checked(at: usize, prev: u64, n: u64) -> Seen {
     STATE.with(|s| {
         // `sample` already advanced the tick past this operation.
         let op = s.tick.get().wrapping_sub(1);
-        if op & (CHECK_PERIOD - 1) == 0 {
+        let phase = op & (CHECK_PERIOD - 1);
+        if phase == 0 {
             s.noted_at.set(at);
             s.noted_value.set(prev.wrapping_add(n));
             return Seen::Nothing;
         }
-        if s.noted_at.get() != at {
-            return Seen::Nothing;
-        }
-        // Closed: the rest of this window has nothing left to check.
-        s.noted_at.set(0);
-        s.tick
-            .set((op & !(CHECK_PERIOD - 1)).wrapping_add(CHECK_WINDOW));
-        if s.noted_value.get() == prev {
+        let seen = if s.noted_at.get() != at {
+            Seen::Nothing
+        } else if s.noted_value.get() == prev {
             s.strikes.set(0);
             Seen::Quiet
         } else {
             Seen::Interference
+        };
+        if seen != Seen::Nothing || phase == CHECK_WINDOW - 1 {
+            // The window is done. Skip the rest of it, and a few ticks more at
+            // random: with a fixed period, a thread bumping k counters in
+            // rotation (k dividing the period) would note the same one forever.
+            s.noted_at.set(0);
+            let jitter = next_jitter(s);
+            s.tick
+                .set((op & !(CHECK_PERIOD - 1)).wrapping_add(CHECK_WINDOW + jitter));
         }
+        seen
     })
+}
+
+/// A few bits of a per-thread xorshift sequence, seeded by the probe.
+fn next_jitter(s: &State) -> u32 {
+    let mut x = s.jitter.get();
+    if x == 0 {
+        x = s.probe.get() | 1;
+    }
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    s.jitter.set(x);
+    x & JITTER_MASK
 }
 
 /// Records interference: moves the calling thread to another probe.

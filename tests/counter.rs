@@ -263,7 +263,11 @@ fn contention_is_seen_when_threads_rotate_over_counters() {
         });
         rounds += 1;
     }
-    assert_eq!((a.shards(), b.shards(), c.shards()), (2, 2, 2), "after {rounds} rounds");
+    assert_eq!(
+        (a.shards(), b.shards(), c.shards()),
+        (2, 2, 2),
+        "after {rounds} rounds"
+    );
     assert_eq!(a.sum(), rounds * 200_000);
     assert_eq!(b.sum(), rounds * 400_000);
     assert_eq!(c.sum(), rounds * 600_000);
