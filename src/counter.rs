@@ -27,9 +27,8 @@
 //! ordinary `fetch_add`s. Another writer in that short gap is interference:
 //! on the base it creates the first table; on a shard the thread moves to
 //! another shard, and if interference persists the table doubles, up to the
-//! cap. `grow` replaces the
-//! newest table by compare-exchange, so racing growers allocate at most one
-//! table each and the loser frees its own.
+//! cap. `grow` replaces the newest table by compare-exchange, so racing
+//! growers allocate at most one table each and the loser frees its own.
 
 use crate::sync::{const_fn_unless_loom, AtomicPtr, AtomicU64, Ordering};
 use crate::thread_index::{self, Seen};
