@@ -1,0 +1,2 @@
+//! Loom models of `RoughCounter` (see the module docs of `src/rough.rs`).
+#![cfg(loom)]
