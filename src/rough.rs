@@ -207,8 +207,8 @@ impl Shared {
         }
     }
 
-    /// Calls `f` on every slot ever created, then on the orphan slot.
-    fn for_each_slot(&self, mut f: impl FnMut(&Slot)) {
+    /// Calls `f` on every thread slot ever created (not the orphan).
+    fn for_each_thread_slot(&self, mut f: impl FnMut(&Slot)) {
         // Acquire: pairs with the Release push in `acquire_slot`, so the
         // slots we walk are initialised.
         let mut p = self.head.load(Ordering::Acquire);
@@ -221,6 +221,11 @@ impl Shared {
             // the Release push we synchronised with above, and never changes.
             p = slot.next.load(Ordering::Relaxed);
         }
+    }
+
+    /// Calls `f` on every slot ever created, then on the orphan slot.
+    fn for_each_slot(&self, mut f: impl FnMut(&Slot)) {
+        self.for_each_thread_slot(&mut f);
         f(&self.orphan);
     }
 
@@ -239,7 +244,7 @@ impl Shared {
     /// Takes a free slot, or creates one, for the calling thread.
     fn acquire_slot(&self) -> *const Slot {
         let mut found: *const Slot = ptr::null();
-        self.for_each_slot(|s| {
+        self.for_each_thread_slot(|s| {
             // Relaxed pre-check avoids a locked op on slots that are busy.
             if found.is_null()
                 && !s.in_use.load(Ordering::Relaxed)
@@ -293,8 +298,19 @@ impl Shared {
 
     fn slots(&self) -> usize {
         let mut n = 0;
-        self.for_each_slot(|_| n += 1);
-        n - 1
+        self.for_each_thread_slot(|_| n += 1);
+        n
+    }
+
+    fn live_slots(&self) -> usize {
+        let mut n = 0;
+        self.for_each_thread_slot(|s| {
+            // Acquire: pairs with the Release in `release_slot`, so once a
+            // slot reads as free, the fold that preceded its release is
+            // visible (to `approx` too).
+            n += usize::from(s.in_use.load(Ordering::Acquire));
+        });
+        n
     }
 }
 
@@ -910,6 +926,37 @@ impl RoughCounter {
     #[must_use]
     pub fn slots(&self) -> usize {
         self.shared().map_or(0, Shared::slots)
+    }
+
+    /// How many slots are owned by a thread right now: threads that have
+    /// used the counter and not yet exited (or noticed it was dropped). The
+    /// [`approx`](Self::approx) lag bound is in terms of this number.
+    ///
+    /// Once it reads 0, every exited thread's exit fold is visible to
+    /// `approx`: a thread folds its slot before it gives the slot back.
+    ///
+    /// ```
+    /// use shardcount::RoughCounter;
+    /// static C: RoughCounter = RoughCounter::new();
+    /// std::thread::spawn(|| C.add(3)).join().unwrap();
+    /// assert_eq!(C.live_slots(), 0);
+    /// assert_eq!(C.approx(), 3);
+    /// C.inc(); // this thread now holds a slot
+    /// assert_eq!(C.live_slots(), 1);
+    /// ```
+    #[must_use]
+    pub fn live_slots(&self) -> usize {
+        self.shared().map_or(0, Shared::live_slots)
+    }
+
+    /// Adds `n` the way an add from a thread-local destructor does after the
+    /// thread's slots are gone. For loom models, whose thread-local
+    /// destructors run in a random order that loom cannot replay.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn add_orphan_for_test(&self, n: u64) {
+        // SAFETY: our own reference keeps the block alive while borrowed.
+        unsafe { &*self.shared_or_init() }.add_orphan(n);
     }
 
     /// For the background folder: this counter's shared block, created if
