@@ -10,6 +10,10 @@
 //! * [`Counter`]: a swap-in for a hot `AtomicU64` counter, `static`-friendly,
 //!   16 bytes while idle, as cheap as `fetch_add` on one thread, and sharded
 //!   when threads contend. Reads are exact at quiescence.
+//! * [`RoughCounter`]: adds cost about a thread-local add (no locked
+//!   instruction); each thread's counts are folded into a global sink now and
+//!   then. `approx()` is one load that lags a little, `sum()` is exact. A
+//!   [`Folder`] folds registered counters in the background.
 //!
 //! # Example
 //!
@@ -29,10 +33,16 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod counter;
+#[cfg(not(loom))]
+mod folder;
+mod rough;
 mod sync;
 mod thread_index;
 
 pub use counter::Counter;
+#[cfg(not(loom))]
+pub use folder::Folder;
+pub use rough::RoughCounter;
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

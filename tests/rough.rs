@@ -1,0 +1,336 @@
+//! `RoughCounter` and `Folder`: sequential spec and real-thread stress.
+//!
+//! Tests that rely on a thread's exit fold join it with `JoinHandle::join`,
+//! which waits for thread-local destructors (`std::thread::scope` may not).
+
+use shardcount::{Folder, RoughCounter};
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn assert_send_sync<T: Send + Sync>() {}
+
+#[test]
+fn is_send_and_sync() {
+    assert_send_sync::<RoughCounter>();
+    assert_send_sync::<Folder>();
+}
+
+#[test]
+fn sequential_spec() {
+    let c = RoughCounter::new().with_batch(10);
+    assert_eq!((c.sum(), c.approx(), c.slots()), (0, 0, 0));
+    c.add(4);
+    c.inc();
+    assert_eq!(c.sum(), 5);
+    assert_eq!(c.approx(), 0, "below the batch: not folded");
+    c.add(5); // unfolded delta reaches 10
+    assert_eq!(c.approx(), 10);
+    c.dec();
+    c.sub(2);
+    assert_eq!(c.sum(), 7);
+    c.flush();
+    assert_eq!(c.approx(), 7);
+    c.sub(8);
+    assert_eq!(c.sum(), u64::MAX);
+    assert_eq!(c.sum_i64(), -1);
+    c.flush_all();
+    assert_eq!(c.approx(), u64::MAX);
+    assert_eq!(c.slots(), 1);
+}
+
+#[test]
+fn subtraction_folds_by_magnitude() {
+    let c = RoughCounter::from(100).with_batch(10);
+    c.sub(9);
+    assert_eq!(c.approx(), 100);
+    c.sub(1); // |delta| reaches 10
+    assert_eq!(c.approx(), 90);
+    assert_eq!(c.sum(), 90);
+}
+
+#[test]
+fn debug_shows_sum_and_approx() {
+    let c = RoughCounter::from(3);
+    c.add(2);
+    assert_eq!(format!("{c:?}"), "RoughCounter { sum: 5, approx: 3 }");
+    assert_eq!(
+        format!("{:?}", RoughCounter::default()),
+        "RoughCounter { sum: 0, approx: 0 }"
+    );
+}
+
+#[test]
+#[should_panic(expected = "with_batch(0)")]
+fn zero_batch_panics() {
+    let _ = RoughCounter::new().with_batch(0);
+}
+
+#[test]
+fn static_counter_is_const() {
+    static C: RoughCounter = RoughCounter::new()
+        .with_batch(64)
+        .with_interval(Duration::from_secs(3600));
+    C.add(3);
+    assert_eq!(C.sum(), 3);
+    assert_eq!(C.batch(), 64);
+    assert_eq!(C.interval(), Duration::from_secs(3600));
+}
+
+#[test]
+fn interval_zero_folds_at_each_check() {
+    let c = RoughCounter::new().with_interval(Duration::ZERO);
+    for _ in 0..RoughCounter::CHECK_EVERY * 3 {
+        c.inc();
+    }
+    assert_eq!(c.approx(), RoughCounter::CHECK_EVERY * 3);
+}
+
+#[test]
+fn interleaved_counters_on_one_thread() {
+    let cs: Vec<RoughCounter> = (0..5).map(|_| RoughCounter::new().with_batch(7)).collect();
+    for i in 0..10_000u64 {
+        cs[(i % 5) as usize].add(i);
+        cs[(i * 3 % 5) as usize].inc();
+    }
+    for (k, c) in cs.iter().enumerate() {
+        let want: u64 = (0..10_000u64)
+            .map(|i| (if i % 5 == k as u64 { i } else { 0 }) + u64::from(i * 3 % 5 == k as u64))
+            .sum();
+        assert_eq!(c.sum(), want);
+        c.flush();
+        assert_eq!(c.approx(), want);
+    }
+}
+
+/// 100,000 short-lived threads each add once; slots are reused, so memory
+/// follows the peak concurrency (8 here), not the number of threads.
+#[test]
+fn churn_100k_threads() {
+    static C: RoughCounter = RoughCounter::new();
+    const WAVE: usize = 8;
+    for _ in 0..100_000 / WAVE {
+        let hs: Vec<_> = (0..WAVE).map(|_| thread::spawn(|| C.inc())).collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    }
+    assert_eq!(C.sum(), 100_000);
+    assert_eq!(C.approx(), 100_000);
+    assert!(C.slots() <= WAVE, "slots not reused: {}", C.slots());
+}
+
+#[test]
+fn multi_thread_exact_and_reads_bounded() {
+    const THREADS: u64 = 4;
+    const N: u64 = 200_000;
+    let c = Arc::new(RoughCounter::new().with_batch(100));
+    let want: u64 = THREADS * (0..N).map(|i| i % 7).sum::<u64>();
+    let hs: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let c = Arc::clone(&c);
+            thread::spawn(move || {
+                for i in 0..N {
+                    c.add(i % 7);
+                }
+            })
+        })
+        .collect();
+    // Add-only: approx then sum never inverts, sum never decreases, and
+    // neither exceeds the final total.
+    let mut last = 0;
+    while !hs.iter().all(|h| h.is_finished()) {
+        let a = c.approx();
+        let s = c.sum();
+        assert!(a <= s, "approx {a} > sum {s}");
+        assert!(s >= last, "sum went down: {last} -> {s}");
+        assert!(s <= want);
+        last = s;
+        c.flush_all();
+    }
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(c.sum(), want);
+    assert_eq!(c.approx(), want);
+}
+
+/// Threads stay alive holding slots; at quiescence, sum is exact and approx
+/// lags by less than live slots × batch; flush_all makes it exact.
+#[test]
+fn approx_bound_at_quiescence() {
+    const THREADS: usize = 6;
+    const BATCH: u64 = 50;
+    let c = Arc::new(
+        RoughCounter::new()
+            .with_batch(BATCH)
+            .with_interval(Duration::MAX),
+    );
+    let added = Arc::new(Barrier::new(THREADS + 1));
+    let release = Arc::new(Barrier::new(THREADS + 1));
+    let hs: Vec<_> = (0..THREADS as u64)
+        .map(|t| {
+            let (c, added, release) = (Arc::clone(&c), Arc::clone(&added), Arc::clone(&release));
+            thread::spawn(move || {
+                for i in 0..1000 + t * 37 {
+                    c.add(1 + i % 3);
+                }
+                added.wait();
+                release.wait();
+            })
+        })
+        .collect();
+    added.wait();
+    let want: u64 = (0..THREADS as u64)
+        .map(|t| (0..1000 + t * 37).map(|i| 1 + i % 3).sum::<u64>())
+        .sum();
+    let (s, a) = (c.sum(), c.approx());
+    assert_eq!(s, want);
+    assert!(a <= s);
+    assert!(
+        s - a < c.slots() as u64 * BATCH,
+        "lag {} not below slots {} × batch",
+        s - a,
+        c.slots()
+    );
+    assert!(
+        s - a > 0,
+        "some deltas should be unfolded (else the test is vacuous)"
+    );
+    c.flush_all();
+    assert_eq!(c.approx(), want);
+    release.wait();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!((c.sum(), c.approx()), (want, want));
+}
+
+/// The counter is dropped while threads still hold slots in it; they keep
+/// running and exit afterwards (folding into a block nobody reads). Run
+/// under valgrind to see that no freed memory is touched.
+#[test]
+fn drop_while_threads_live() {
+    const THREADS: usize = 4;
+    let c = Arc::new(RoughCounter::new());
+    let (added_tx, added_rx) = mpsc::channel();
+    let mut gos = Vec::new();
+    let hs: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (go_tx, go_rx) = mpsc::channel::<()>();
+            gos.push(go_tx);
+            let added_tx = added_tx.clone();
+            let c = Arc::clone(&c);
+            thread::spawn(move || {
+                c.add(3);
+                drop(c); // the thread keeps its slot, not the counter
+                added_tx.send(()).unwrap();
+                let _ = go_rx.recv(); // returns when the sender is dropped
+                if t % 2 == 0 {
+                    // A new counter on this thread prunes the dropped one
+                    // from its cache; odd threads just exit holding it.
+                    let fresh = RoughCounter::new();
+                    fresh.add(2);
+                    assert_eq!(fresh.sum(), 2);
+                }
+            })
+        })
+        .collect();
+    for _ in 0..THREADS {
+        added_rx.recv().unwrap();
+    }
+    assert_eq!(c.sum(), 3 * THREADS as u64);
+    let c = Arc::try_unwrap(c).expect("threads dropped their handles");
+    drop(c); // threads still hold slots in it
+    drop(gos);
+    for h in hs {
+        h.join().unwrap();
+    }
+}
+
+/// An add from a thread-local destructor, registered before or after the
+/// counter's own thread-locals, is still counted exactly and folded.
+#[test]
+fn add_from_tls_destructor_is_not_lost() {
+    static C: RoughCounter = RoughCounter::new();
+    struct AddOnDrop;
+    impl Drop for AddOnDrop {
+        fn drop(&mut self) {
+            C.add(10);
+        }
+    }
+    thread_local! {
+        static GUARD: AddOnDrop = const { AddOnDrop };
+    }
+    // Guard registered first, counter's thread-locals after.
+    let a = thread::spawn(|| {
+        GUARD.with(|_| {});
+        C.inc();
+    });
+    // Counter's thread-locals first, guard after.
+    let b = thread::spawn(|| {
+        C.inc();
+        GUARD.with(|_| {});
+    });
+    a.join().unwrap();
+    b.join().unwrap();
+    assert_eq!(C.sum(), 22);
+    assert_eq!(C.approx(), 22);
+}
+
+/// Waits (generously) until `f` holds; returns whether it did. The tests
+/// assert on values, never on how long this took.
+fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if f() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+    f()
+}
+
+#[test]
+fn folder_folds_idle_threads() {
+    let c = Arc::new(RoughCounter::new().with_interval(Duration::MAX));
+    let folder = Folder::new(Duration::from_millis(5));
+    folder.register(&c);
+    let (added_tx, added_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let h = thread::spawn({
+        let c = Arc::clone(&c);
+        move || {
+            c.add(5); // far below the batch, and then idle
+            added_tx.send(()).unwrap();
+            let _ = go_rx.recv(); // returns when the sender is dropped
+        }
+    });
+    added_rx.recv().unwrap();
+    assert!(eventually(|| c.approx() == 5));
+    assert_eq!(c.approx(), 5);
+    // A later add by the same idle-again thread is folded too.
+    c.add(1);
+    assert!(eventually(|| c.approx() == 6));
+    drop(go_tx);
+    h.join().unwrap();
+    drop(folder);
+    assert_eq!(c.sum(), 6);
+}
+
+#[test]
+fn folder_lets_go_of_dropped_counters() {
+    let folder = Folder::new(Duration::from_millis(2));
+    let c = RoughCounter::new();
+    c.inc();
+    folder.register(&c);
+    let keep = RoughCounter::new();
+    folder.register(&keep);
+    assert_eq!(folder.registered(), 2);
+    drop(c);
+    assert!(eventually(|| folder.registered() == 1));
+    assert_eq!(folder.registered(), 1);
+    let p = folder.passes();
+    assert!(eventually(|| folder.passes() > p), "folder stopped running");
+}
