@@ -251,7 +251,12 @@ impl Counter {
         let cur = self.base.load(Ordering::Relaxed);
         if self
             .base
-            .compare_exchange(cur, cur.wrapping_add(n), Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(
+                cur,
+                cur.wrapping_add(n),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
             .is_ok()
         {
             thread_index::uncontended();
@@ -262,7 +267,9 @@ impl Counter {
             // SAFETY: as in `add`: a published table, alive until `drop`.
             let table = unsafe { &*t };
             // Relaxed: a lone RMW; nothing is published through counts.
-            table.shard(thread_index::probe()).fetch_add(n, Ordering::Relaxed);
+            table
+                .shard(thread_index::probe())
+                .fetch_add(n, Ordering::Relaxed);
         } else {
             // Cap of 1 shard: the base is all there is.
             // Relaxed: a lone RMW; nothing is published through counts.
@@ -278,7 +285,12 @@ impl Counter {
         // Relaxed: the exchange only detects a race; counts publish nothing.
         let cur = shard.load(Ordering::Relaxed);
         if shard
-            .compare_exchange(cur, cur.wrapping_add(n), Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(
+                cur,
+                cur.wrapping_add(n),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
             .is_ok()
         {
             thread_index::uncontended();

@@ -29,7 +29,11 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod counter;
+mod insufficient;
+mod stock;
 mod sync;
 mod thread_index;
 
 pub use counter::Counter;
+pub use insufficient::Insufficient;
+pub use stock::Stock;

@@ -10,14 +10,23 @@
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Arc, Mutex};
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
 #[cfg(loom)]
-pub(crate) use loom::sync::{Arc, Mutex};
+pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
 
 pub(crate) use std::sync::atomic::Ordering;
+
+/// Locks `m`, ignoring poison: the crate's locks guard no data of their own
+/// (`Mutex<()>`), so a panic in another holder leaves nothing half-updated
+/// that the poison flag could warn about.
+#[inline]
+pub(crate) fn lock_ignoring_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Both std's and loom's `lock` return std's `LockResult`.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Tells the CPU (or loom's scheduler) that this thread is waiting on another.
 #[inline]
