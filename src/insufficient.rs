@@ -2,6 +2,7 @@
 //! returns.
 
 use std::fmt;
+use std::num::NonZeroU64;
 
 /// A [`Stock::try_sub`](crate::Stock::try_sub) found less stock than it was
 /// asked for, and took nothing.
@@ -20,18 +21,23 @@ use std::fmt;
 /// assert_eq!(err.available(), 2);
 /// assert_eq!(err.to_string(), "insufficient stock: requested 5, available 2");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Insufficient {
-    requested: u64,
+    /// Never 0 (taking nothing always succeeds); the niche keeps
+    /// `Result<(), Insufficient>` at two words, returned in registers.
+    requested: NonZeroU64,
     available: u64,
 }
 
 impl Insufficient {
     /// Built only by `Stock`, which guarantees `available < requested`.
     pub(crate) fn new(requested: u64, available: u64) -> Self {
-        debug_assert!(available < requested);
+        assert!(
+            available < requested,
+            "Insufficient needs available < requested"
+        );
         Insufficient {
-            requested,
+            requested: NonZeroU64::new(requested).expect("above `available`, so not 0"),
             available,
         }
     }
@@ -44,7 +50,7 @@ impl Insufficient {
     /// ```
     #[must_use]
     pub fn requested(&self) -> u64 {
-        self.requested
+        self.requested.get()
     }
 
     /// The whole stock at the instant that justified the failure (always
@@ -60,6 +66,21 @@ impl Insufficient {
     }
 }
 
+impl fmt::Debug for Insufficient {
+    /// Shows both amounts as plain numbers.
+    ///
+    /// ```
+    /// let err = shardcount::Stock::new(1).try_sub(2).unwrap_err();
+    /// assert_eq!(format!("{err:?}"), "Insufficient { requested: 2, available: 1 }");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Insufficient")
+            .field("requested", &self.requested())
+            .field("available", &self.available)
+            .finish()
+    }
+}
+
 impl fmt::Display for Insufficient {
     /// `insufficient stock: requested R, available A`.
     ///
@@ -71,7 +92,8 @@ impl fmt::Display for Insufficient {
         write!(
             f,
             "insufficient stock: requested {}, available {}",
-            self.requested, self.available
+            self.requested(),
+            self.available
         )
     }
 }

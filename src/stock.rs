@@ -155,9 +155,8 @@ enum Place {
 /// assert_eq!(tickets.sum(), 1);
 /// ```
 pub struct Stock {
+    /// A power of two in length.
     shards: Box<[CachePadded<AtomicU64>]>,
-    /// `shards.len() - 1`; the length is a power of two.
-    mask: usize,
     /// The most an open shard holds: `MAX / shards.len()`.
     cap: u64,
     /// Padded: slow paths write it, fast paths read the fields above.
@@ -239,7 +238,6 @@ impl Stock {
             shards: (0..len)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
-            mask: len - 1,
             cap: Stock::MAX >> len.trailing_zeros(),
             lock: CachePadded::new(Mutex::new(())),
         }
@@ -273,11 +271,22 @@ impl Stock {
     #[inline]
     pub fn try_sub(&self, n: u64) -> Result<(), Insufficient> {
         let home = self.home();
-        if self.take_open(home, n) {
-            Ok(())
-        } else {
-            self.try_sub_slow(n, home)
+        let shard = &self.shards[home];
+        // Relaxed: a guess, validated by the exchange.
+        let cur = shard.load(Ordering::Relaxed);
+        // Open words are below CLOSED; a closed one sends us to the lock.
+        if cur < CLOSED && cur >= n {
+            // SeqCst: puts this stock change in the total order the
+            // no-spurious-failure proof uses. Relaxed on failure: the slow
+            // path reloads.
+            if let Err(now) =
+                shard.compare_exchange(cur, cur - n, Ordering::SeqCst, Ordering::Relaxed)
+            {
+                return self.try_sub_lost_race(n, home, now);
+            }
+            return Ok(());
         }
+        self.try_sub_slow(n, home)
     }
 
     /// Adds `n` units (restocks).
@@ -298,9 +307,20 @@ impl Stock {
     #[inline]
     pub fn add(&self, n: u64) {
         let home = self.home();
-        if !self.add_open(home, n) {
-            self.add_slow(n, home);
+        let shard = &self.shards[home];
+        // Relaxed: a guess, validated by the exchange.
+        let cur = shard.load(Ordering::Relaxed);
+        // A closed word is above `cap`, so it fails this test too.
+        if let Some(new) = cur.checked_add(n).filter(|&v| v <= self.cap) {
+            // SeqCst: as in `try_sub`. Relaxed on failure: the slow path
+            // reloads.
+            if let Err(now) = shard.compare_exchange(cur, new, Ordering::SeqCst, Ordering::Relaxed)
+            {
+                return self.add_lost_race(n, home, now);
+            }
+            return;
         }
+        self.add_slow(n, home);
     }
 
     /// The whole stock.
@@ -407,23 +427,27 @@ impl Stock {
         s
     }
 
+    /// `shards.len() - 1`: the length is a power of two.
+    #[inline]
+    fn mask(&self) -> usize {
+        self.shards.len() - 1
+    }
+
     /// The calling thread's shard index.
     #[inline]
     fn home(&self) -> usize {
-        thread_index::probe() as usize & self.mask
+        thread_index::probe() as usize & self.mask()
     }
 
     /// Takes `n` from shard `i` if it is open and holds `n`; lock-free.
-    #[inline]
     fn take_open(&self, i: usize, n: u64) -> bool {
         let shard = &self.shards[i];
         // Relaxed: a guess, validated by the exchange.
         let mut cur = shard.load(Ordering::Relaxed);
         // Open words are below CLOSED; a closed one sends us to the lock.
         while cur < CLOSED && cur >= n {
-            // SeqCst: puts this stock change in the total order the
-            // no-spurious-failure proof uses. Relaxed on failure: the value
-            // read is only the next guess.
+            // SeqCst: as in `try_sub`. Relaxed on failure: the value read
+            // is only the next guess.
             match shard.compare_exchange(cur, cur - n, Ordering::SeqCst, Ordering::Relaxed) {
                 Ok(_) => return true,
                 Err(now) => {
@@ -436,7 +460,6 @@ impl Stock {
     }
 
     /// Adds `n` to shard `i` if it is open and stays within `cap`; lock-free.
-    #[inline]
     fn add_open(&self, i: usize, n: u64) -> bool {
         let shard = &self.shards[i];
         // Relaxed: a guess, validated by the exchange.
@@ -460,7 +483,7 @@ impl Stock {
     fn borrow(&self, n: u64, home: usize) -> bool {
         let rich = Stock::SPREAD_MIN.saturating_mul(self.shards.len() as u64);
         (1..self.shards.len())
-            .map(|k| (home + k) & self.mask)
+            .map(|k| (home + k) & self.mask())
             .any(|i| {
                 // Relaxed: a guess; `take_open` validates it.
                 let cur = self.shards[i].load(Ordering::Relaxed);
@@ -468,10 +491,28 @@ impl Stock {
             })
     }
 
+    /// The fast path's exchange failed (kept out of line so that the fast
+    /// path only makes tail calls and needs no stack frame).
+    #[cold]
+    #[inline(never)]
+    fn try_sub_lost_race(&self, n: u64, home: usize, now: u64) -> Result<(), Insufficient> {
+        collided(now);
+        self.try_sub_slow(n, home)
+    }
+
+    /// As `try_sub_lost_race`, for `add`.
+    #[cold]
+    #[inline(never)]
+    fn add_lost_race(&self, n: u64, home: usize, now: u64) {
+        collided(now);
+        self.add_slow(n, home);
+    }
+
     #[cold]
     #[inline(never)]
     fn try_sub_slow(&self, n: u64, home: usize) -> Result<(), Insufficient> {
-        if n == 0 || self.borrow(n, home) {
+        // Retry our own shard first if the fast path lost a race on it.
+        if n == 0 || self.take_open(home, n) || self.borrow(n, home) {
             return Ok(());
         }
         let _guard = lock_ignoring_poison(&self.lock);
@@ -493,7 +534,8 @@ impl Stock {
     #[cold]
     #[inline(never)]
     fn add_slow(&self, n: u64, home: usize) {
-        if n == 0 {
+        // Retry our own shard first if the fast path lost a race on it.
+        if n == 0 || self.add_open(home, n) {
             return;
         }
         let guard = lock_ignoring_poison(&self.lock);
@@ -553,7 +595,7 @@ impl Stock {
             for k in 0..self.shards.len() {
                 let share = q + u64::from((k as u64) < r);
                 // SeqCst: as above.
-                self.shards[(home + k) & self.mask].store(share, Ordering::SeqCst);
+                self.shards[(home + k) & self.mask()].store(share, Ordering::SeqCst);
             }
         }
     }

@@ -117,7 +117,10 @@ fn adds_past_one_shards_capacity_spread() {
 #[test]
 fn insufficient_formats() {
     let e = Stock::new(2).try_sub(7).unwrap_err();
-    assert_eq!(e.to_string(), "insufficient stock: requested 7, available 2");
+    assert_eq!(
+        e.to_string(),
+        "insufficient stock: requested 7, available 2"
+    );
     assert_eq!(
         format!("{e:?}"),
         "Insufficient { requested: 7, available: 2 }"
