@@ -135,3 +135,35 @@ fn merge_racing_fast_take() {
         assert_eq!(after.iter().sum::<u64>(), 1);
     });
 }
+
+/// A take of 2 from [1, 1] while another thread restocks one unit and only
+/// then a third takes one: the stock never drops below 2 during the take,
+/// so it must succeed even though the restock and the take may hit
+/// different shards (a failure decided by reading shards one by one, rather
+/// than by closing them, would be fooled here).
+#[test]
+fn take_with_restock_then_take_elsewhere() {
+    loom::model(|| {
+        let s = Arc::new(Stock::with_amounts_for_test(&[1, 1]));
+        let restocked = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        let (sa, sb, sc) = (s.clone(), s.clone(), s.clone());
+        let r2 = restocked.clone();
+        let a = thread::spawn(move || take(&sa, 2));
+        let b = thread::spawn(move || {
+            sb.add(1);
+            // Release: the third thread's take follows the restock.
+            r2.store(true, std::sync::atomic::Ordering::Release);
+        });
+        let c = thread::spawn(move || {
+            // Acquire: pairs with the Release above.
+            while !restocked.load(std::sync::atomic::Ordering::Acquire) {
+                thread::yield_now();
+            }
+            take(&sc, 1)
+        });
+        assert_eq!(a.join().unwrap(), Ok(()));
+        b.join().unwrap();
+        assert_eq!(c.join().unwrap(), Ok(()));
+        assert_eq!(s.sum(), 0);
+    });
+}

@@ -356,3 +356,39 @@ fn restocks_account_exactly() {
     assert_eq!(stock.try_sub(left), Ok(()));
     assert_eq!(err(&stock, 1), (1, 0));
 }
+
+/// As `never_fails_while_sufficient`, with restocks landing on other shards
+/// meanwhile: restocks only raise the stock, so no take may fail.
+#[test]
+fn never_fails_while_sufficient_with_restocks() {
+    const PER_THREAD: u64 = 20_000;
+    for shards in [2, 8] {
+        let stock = Stock::with_shards(shards);
+        stock.add(THREADS as u64 * PER_THREAD * 3);
+        let done = AtomicBool::new(false);
+        thread::scope(|sc| {
+            sc.spawn(|| {
+                let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+                while !done.load(Ordering::Relaxed) {
+                    stock.add(rng.amount());
+                }
+            });
+            let takers: Vec<_> = (0..THREADS as u64)
+                .map(|t| {
+                    let stock = &stock;
+                    sc.spawn(move || {
+                        let mut rng = Rng(0x8CB9_2BA7_2F3D_8DD7 ^ (t + 1));
+                        for _ in 0..PER_THREAD {
+                            let n = rng.amount();
+                            if let Err(e) = stock.try_sub(n) {
+                                panic!("spurious failure: {e}");
+                            }
+                        }
+                    })
+                })
+                .collect();
+            takers.into_iter().for_each(|t| t.join().unwrap());
+            done.store(true, Ordering::Relaxed);
+        });
+    }
+}
