@@ -10,6 +10,9 @@
 //! * [`Counter`]: a swap-in for a hot `AtomicU64` counter, `static`-friendly,
 //!   16 bytes while idle, as cheap as `fetch_add` on one thread, and sharded
 //!   when threads contend. Reads are exact at quiescence.
+//! * [`Stock`]: a never-negative quantity (inventory, tickets, permits) whose
+//!   `try_sub` takes from the caller's own shard lock-free and fails with
+//!   [`Insufficient`] only when the whole stock is short.
 //!
 //! # Example
 //!

@@ -116,8 +116,7 @@ enum Place {
 /// shard holds enough, lock-free and without touching any other shard. When
 /// it runs short, it borrows from another shard or briefly takes a lock to
 /// collect every shard's stock, so a take never fails while the stock as a
-/// whole could cover it. See the [module docs](self) for the protocol and the
-/// split/merge policy.
+/// whole could cover it.
 ///
 /// # Guarantees
 ///
@@ -130,6 +129,47 @@ enum Place {
 ///   successful takes.
 /// * The total is limited to [`Stock::MAX`] (2<sup>62</sup>); exceeding it
 ///   panics, it never wraps.
+///
+/// Failure is decided only by a *consolidation*: under a lock, it atomically
+/// swaps every shard to "closed, 0" and pools what they held. A closed shard
+/// can be written by no one else (takers and restockers that meet it wait
+/// for the lock), so once the last shard is closed the pool is the whole
+/// stock at that instant; the take fails only if that pool is short.
+///
+/// # Slow path: when it blocks, and why it cannot deadlock
+///
+/// * Lock-free: a take or restock on the caller's own shard, and a *borrow*
+///   (a take directly from another shard that holds enough).
+/// * Blocking: a consolidation, run when neither works (or to split a rich
+///   shard, see below), and any take or restock that meets a shard closed by
+///   one: it waits for the lock, by which time the shard is open again.
+///   [`sum`](Self::sum), [`merge`](Self::merge) and
+///   [`shard_amounts`](Self::shard_amounts) take the lock too.
+/// * No deadlock: there is one lock, and its holder runs a bounded loop of
+///   atomic operations (two per shard): it never waits for anything else,
+///   allocates nothing and runs no user code.
+/// * Starvation: each holder keeps the lock for a bounded time, but the lock
+///   is a `std::sync::Mutex`, which is not FIFO, so the number of times a
+///   waiter can be overtaken is not bounded in theory.
+///
+/// # Split and merge
+///
+/// * A consolidation *spreads* what remains evenly over all shards when each
+///   would get at least [`Stock::SPREAD_MIN`] units, and otherwise *merges*
+///   it into the caller's shard, so that the last units sit in one place
+///   that every thread can take from. [`merge`](Self::merge) merges on
+///   demand. [`new`](Self::new) places the initial stock by the same rule.
+/// * Splitting follows demand: a consolidation runs when a thread's own
+///   shard is short, i.e. when another thread starts taking or a thread has
+///   used up its share. A thread whose compare-exchange fails because another
+///   thread wrote its shard moves to another shard, so contending takers
+///   separate and then split the stock between them.
+/// * A short thread borrows from a shard holding at least `n` but less than
+///   `SPREAD_MIN × shards`; a richer shard is split by a consolidation
+///   instead, so threads stop sharing its cache line. Near empty, then, the
+///   stock sits in one shard and every thread takes from it, like from a
+///   single atomic, and a take fails only after a consolidation has gathered
+///   everything.
 ///
 /// # Example
 ///
@@ -254,7 +294,7 @@ impl Stock {
     /// Cost: while the caller's shard holds `n`, one load and one
     /// compare-exchange on that shard alone, lock-free. Otherwise it borrows
     /// from another shard (lock-free) or briefly takes a lock to collect all
-    /// shards (see the [module docs](self)).
+    /// shards (see [the slow path](Stock#slow-path-when-it-blocks-and-why-it-cannot-deadlock)).
     ///
     /// # Errors
     ///
@@ -354,9 +394,9 @@ impl Stock {
     /// shard. If the stock exceeds one shard's capacity (`MAX / shards`), the
     /// excess is spread evenly.
     ///
-    /// Consolidations merge by themselves when the stock runs low (see the
-    /// [module docs](self)); this is for callers that know better, e.g. one
-    /// thread about to drain the stock.
+    /// Consolidations merge by themselves when the stock runs low (see
+    /// [split and merge](Stock#split-and-merge)); this is for callers that
+    /// know better, e.g. one thread about to drain the stock.
     ///
     /// ```
     /// let s = shardcount::Stock::with_shards(4);
