@@ -14,6 +14,9 @@
 //!   instruction); each thread's counts are folded into a global sink now and
 //!   then. `approx()` is one load that lags a little, `sum()` is exact. A
 //!   [`Folder`] folds registered counters in the background.
+//! * [`Stock`]: a never-negative quantity (inventory, tickets, permits) whose
+//!   `try_sub` takes from the caller's own shard lock-free and fails with
+//!   [`Insufficient`] only when the whole stock is short.
 //!
 //! # Example
 //!
@@ -35,14 +38,18 @@
 mod counter;
 #[cfg(not(loom))]
 mod folder;
+mod insufficient;
 mod rough;
+mod stock;
 mod sync;
 mod thread_index;
 
 pub use counter::Counter;
 #[cfg(not(loom))]
 pub use folder::Folder;
+pub use insufficient::Insufficient;
 pub use rough::RoughCounter;
+pub use stock::Stock;
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

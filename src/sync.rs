@@ -19,6 +19,15 @@ pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 pub(crate) use std::sync::atomic::Ordering;
 
+/// Locks `m`, ignoring poison: the crate's locks guard no data of their own
+/// (`Mutex<()>`), so a panic in another holder leaves nothing half-updated
+/// that the poison flag could warn about.
+#[inline]
+pub(crate) fn lock_ignoring_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Both std's and loom's `lock` return std's `LockResult`.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Tells the CPU (or loom's scheduler) that this thread is waiting on another.
 #[inline]
 pub(crate) fn spin_loop() {
