@@ -31,7 +31,7 @@ use subjects::{Subject, Visit};
 /// Pits shardcount's counters against a shared AtomicU64, a Mutex and peer
 /// crates, with every thread incrementing the same counter at once.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about = None)]
+#[command(version)]
 struct Args {
     /// Worker thread counts to run, comma-separated (e.g. `1,2,4`).
     /// Default: 1, 2, 4, ... up to and including every core.
