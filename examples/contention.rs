@@ -56,6 +56,12 @@ struct Args {
     /// Write the figures as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+
+    /// Run the whole sweep this many times, cases interleaved, and report
+    /// medians; a speedup is the median of ratios to `AtomicU64` measured in
+    /// the same round. Use 5 or more for figures you publish.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
+    repeat: u16,
     // INVENTORY MODE GOES HERE (for the lead, once `shardcount::Stock` is
     // merged): an `--inventory` flag that runs `Stock` (`add` restocks,
     // `try_sub` sells) under the same harness and checks that no unit is
@@ -69,10 +75,12 @@ const BATCH: u64 = 64;
 /// Cap on a default run, so the README's first command ends within a minute.
 const DEFAULT_BUDGET: Duration = Duration::from_secs(45);
 
-/// One counter kind at one thread count.
+/// One run of one counter kind at one thread count.
 #[derive(Debug, Clone)]
 struct Outcome {
     name: &'static str,
+    /// Which pass over all the cases this run was part of.
+    round: usize,
     threads: usize,
     readers: usize,
     /// Increments the workers performed (sum of their local counts).
@@ -108,6 +116,70 @@ fn verdict(ops: u64, total: u64, max_read: u64) -> bool {
     total == ops && max_read <= total
 }
 
+/// Every run of one counter kind at one thread count, summarised.
+#[derive(Debug)]
+struct Row {
+    name: &'static str,
+    threads: usize,
+    readers: usize,
+    /// Medians over the rounds.
+    mops: f64,
+    ns_per_op_per_thread: f64,
+    reads_per_s: f64,
+    /// Median over the rounds of the ratio to `AtomicU64` in the same round.
+    speedup: Option<f64>,
+    /// Every round passed the check.
+    ok: bool,
+    runs: Vec<Outcome>,
+}
+
+/// Groups runs by (counter, threads) in the order first run, with medians
+/// and paired speedups.
+fn summarize(all: &[Outcome]) -> Vec<Row> {
+    let mut rows: Vec<Row> = Vec::new();
+    for o in all {
+        match rows
+            .iter_mut()
+            .find(|r| r.name == o.name && r.threads == o.threads)
+        {
+            Some(r) => r.runs.push(o.clone()),
+            None => rows.push(Row {
+                name: o.name,
+                threads: o.threads,
+                readers: o.readers,
+                mops: 0.0,
+                ns_per_op_per_thread: 0.0,
+                reads_per_s: 0.0,
+                speedup: None,
+                ok: false,
+                runs: vec![o.clone()],
+            }),
+        }
+    }
+    for r in &mut rows {
+        let med =
+            |f: fn(&Outcome) -> f64| common::median(&mut r.runs.iter().map(f).collect::<Vec<_>>());
+        r.mops = med(Outcome::mops);
+        r.ns_per_op_per_thread = med(Outcome::ns_per_op_per_thread);
+        r.reads_per_s = med(Outcome::reads_per_s);
+        r.ok = r.runs.iter().all(Outcome::ok);
+        let mut ratios: Vec<f64> = r
+            .runs
+            .iter()
+            .filter_map(|o| {
+                let base = all.iter().find(|b| {
+                    b.name == <AtomicU64 as Subject>::NAME
+                        && b.threads == o.threads
+                        && b.round == o.round
+                })?;
+                Some(o.mops() / base.mops())
+            })
+            .collect();
+        r.speedup = (!ratios.is_empty()).then(|| common::median(&mut ratios));
+    }
+    rows
+}
+
 /// A runnable counter kind: its name and its monomorphised case runner.
 struct Entry {
     name: &'static str,
@@ -127,6 +199,7 @@ impl Visit for Entries {
 
 /// What one case needs to know.
 struct Case<'a> {
+    round: usize,
     threads: usize,
     readers: usize,
     duration: Duration,
@@ -158,6 +231,7 @@ fn run_case<S: Subject>(case: &Case<'_>) -> Outcome {
     });
     Outcome {
         name: S::NAME,
+        round: case.round,
         threads: w,
         readers: r,
         ops: ops.iter().map(|n| n.load(Ordering::Relaxed)).sum(),
@@ -221,7 +295,8 @@ fn main() {
     let mut entries = Entries(Vec::new());
     subjects::for_each(&mut entries);
     let entries = entries.0;
-    let cases = thread_counts.len() * entries.len();
+    let rounds = usize::from(args.repeat);
+    let cases = thread_counts.len() * entries.len() * rounds;
     let duration = args.duration.unwrap_or_else(|| {
         Duration::from_secs(1)
             .min(DEFAULT_BUDGET / cases as u32)
@@ -230,11 +305,12 @@ fn main() {
     let readers = usize::from(args.readers);
 
     println!(
-        "contention: {} counters x threads {:?}, {} per case, {} reader(s), {} core(s)",
+        "contention: {} counters x threads {:?}, {} per case, {} reader(s), {} round(s), {} core(s)",
         entries.len(),
         thread_counts,
         fmt_duration(duration),
         readers,
+        rounds,
         cores
     );
 
@@ -246,36 +322,41 @@ fn main() {
             .progress_chars("=> "),
     );
     let mut outcomes = Vec::with_capacity(cases);
-    for &threads in &thread_counts {
-        for e in &entries {
-            bar.set_message(format!("{} x {threads}", e.name));
-            let case = Case {
-                threads,
-                readers,
-                duration,
-                bar: &bar,
-                bar_base: case_ms * outcomes.len() as u64,
-            };
-            let o = (e.run)(&case);
-            bar.println(format!(
-                "{:>14} x {:<3} {:>9.1} Mops/s  {}",
-                o.name,
-                o.threads,
-                o.mops(),
-                if o.ok() { "OK" } else { "FAIL" }
-            ));
-            outcomes.push(o);
+    for round in 0..rounds {
+        for &threads in &thread_counts {
+            for e in &entries {
+                bar.set_message(format!("{} x {threads}", e.name));
+                let case = Case {
+                    round,
+                    threads,
+                    readers,
+                    duration,
+                    bar: &bar,
+                    bar_base: case_ms * outcomes.len() as u64,
+                };
+                let o = (e.run)(&case);
+                bar.println(format!(
+                    "round {:<3} {:>14} x {:<3} {:>9.1} Mops/s  {}",
+                    round + 1,
+                    o.name,
+                    o.threads,
+                    o.mops(),
+                    if o.ok() { "OK" } else { "FAIL" }
+                ));
+                outcomes.push(o);
+            }
         }
     }
     bar.finish_and_clear();
 
-    print!("{}", table(&outcomes));
+    let rows = summarize(&outcomes);
+    print!("{}", table(&rows));
 
     if let Some(path) = &args.json {
-        write_or_die(path, &json(&outcomes, duration, cores));
+        write_or_die(path, &json(&rows, duration, cores));
     }
     if let Some(path) = &args.chart {
-        if let Err(e) = chart(path, &outcomes) {
+        if let Err(e) = chart(path, &rows) {
             eprintln!("error: cannot draw {}: {e}", path.display());
             std::process::exit(2);
         }
@@ -286,8 +367,13 @@ fn main() {
     if !failed.is_empty() {
         for o in &failed {
             eprintln!(
-                "FAIL: {} x {} threads: workers did {} increments, counter says {}, largest read {}",
-                o.name, o.threads, o.ops, o.total, o.max_read
+                "FAIL: {} x {} threads, round {}: workers did {} increments, counter says {}, largest read {}",
+                o.name,
+                o.threads,
+                o.round + 1,
+                o.ops,
+                o.total,
+                o.max_read
             );
         }
         std::process::exit(1);
@@ -303,16 +389,9 @@ fn default_threads(cores: usize) -> Vec<usize> {
     v
 }
 
-/// The speed of `AtomicU64` at the same thread count, the baseline.
-fn baseline(all: &[Outcome], o: &Outcome) -> Option<f64> {
-    all.iter()
-        .find(|b| b.name == <AtomicU64 as Subject>::NAME && b.threads == o.threads)
-        .map(Outcome::mops)
-}
-
-fn table(all: &[Outcome]) -> String {
+fn table(rows: &[Row]) -> String {
     use std::fmt::Write;
-    let readers = all.iter().any(|o| o.readers > 0);
+    let readers = rows.iter().any(|r| r.readers > 0);
     let mut s = String::new();
     let _ = write!(
         s,
@@ -323,49 +402,58 @@ fn table(all: &[Outcome]) -> String {
         let _ = write!(s, " {:>7} {:>10}", "readers", "Mreads/s");
     }
     let _ = writeln!(s, "  check");
-    for o in all {
-        let speedup = baseline(all, o).map_or("-".to_string(), |b| format!("{:.2}x", o.mops() / b));
+    for r in rows {
+        let speedup = r.speedup.map_or("-".to_string(), |x| format!("{x:.2}x"));
         let _ = write!(
             s,
             "{:<14} {:>7} {:>10.1} {:>13.2} {:>13}",
-            o.name,
-            o.threads,
-            o.mops(),
-            o.ns_per_op_per_thread(),
-            speedup
+            r.name, r.threads, r.mops, r.ns_per_op_per_thread, speedup
         );
         if readers {
-            let _ = write!(s, " {:>7} {:>10.2}", o.readers, o.reads_per_s() / 1e6);
+            let _ = write!(s, " {:>7} {:>10.2}", r.readers, r.reads_per_s / 1e6);
         }
-        let _ = writeln!(s, "  {}", if o.ok() { "OK" } else { "FAIL" });
+        let _ = writeln!(s, "  {}", if r.ok { "OK" } else { "FAIL" });
     }
     s
 }
 
-fn json(all: &[Outcome], duration: Duration, cores: usize) -> String {
-    let rows: Vec<_> = all
+fn json(rows: &[Row], duration: Duration, cores: usize) -> String {
+    let rows: Vec<_> = rows
         .iter()
-        .map(|o| {
+        .map(|r| {
+            let runs: Vec<_> = r
+                .runs
+                .iter()
+                .map(|o| {
+                    serde_json::json!({
+                        "round": o.round + 1,
+                        "ops": o.ops,
+                        "total": o.total,
+                        "elapsed_s": o.elapsed.as_secs_f64(),
+                        "mops": o.mops(),
+                        "reads": o.reads,
+                        "max_read": o.max_read,
+                        "ok": o.ok(),
+                    })
+                })
+                .collect();
             serde_json::json!({
-                "counter": o.name,
-                "threads": o.threads,
-                "readers": o.readers,
-                "ops": o.ops,
-                "total": o.total,
-                "elapsed_s": o.elapsed.as_secs_f64(),
-                "mops": o.mops(),
-                "ns_per_op_per_thread": o.ns_per_op_per_thread(),
-                "speedup_vs_atomic": baseline(all, o).map(|b| o.mops() / b),
-                "reads": o.reads,
-                "reads_per_s": o.reads_per_s(),
-                "max_read": o.max_read,
-                "ok": o.ok(),
+                "counter": r.name,
+                "threads": r.threads,
+                "readers": r.readers,
+                "mops": r.mops,
+                "ns_per_op_per_thread": r.ns_per_op_per_thread,
+                "speedup_vs_atomic": r.speedup,
+                "reads_per_s": r.reads_per_s,
+                "ok": r.ok,
+                "runs": runs,
             })
         })
         .collect();
     let doc = serde_json::json!({
         "duration_s": duration.as_secs_f64(),
         "cores": cores,
+        "figures": "medians over runs; speedup_vs_atomic is the median of per-round ratios",
         "results": rows,
     });
     serde_json::to_string_pretty(&doc).expect("plain values serialise") + "\n"
@@ -392,7 +480,7 @@ const COLORS: [plotters::style::RGBColor; 8] = [
 
 /// Throughput against threads, one line per counter, log-scaled throughput
 /// (the kinds differ by orders of magnitude).
-fn chart(path: &Path, all: &[Outcome]) -> Result<(), Box<dyn std::error::Error>> {
+fn chart(path: &Path, all: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
     use plotters::prelude::*;
 
     let mut names: Vec<&str> = Vec::new();
@@ -407,7 +495,7 @@ fn chart(path: &Path, all: &[Outcome]) -> Result<(), Box<dyn std::error::Error>>
     let tmax = all.iter().map(|o| o.threads).max().unwrap_or(1) as i64 * 100;
     let pad = ((tmax - tmin) / 20).max(50);
     let (x0, x1) = (tmin - pad, tmax + pad);
-    let positive = || all.iter().map(Outcome::mops).filter(|m| *m > 0.0);
+    let positive = || all.iter().map(|r| r.mops).filter(|m| *m > 0.0);
     let ymin = positive().fold(f64::INFINITY, f64::min);
     let ymax = positive().fold(0.0, f64::max);
     // Headroom above the data keeps the legend (upper left) off the lines.
@@ -422,12 +510,15 @@ fn chart(path: &Path, all: &[Outcome]) -> Result<(), Box<dyn std::error::Error>>
 
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE)?;
-    let readers = all.first().map_or(0, |o| o.readers);
-    let title = if readers > 0 {
-        format!("Increments per second, all threads on one counter ({readers} reader(s))")
-    } else {
-        "Increments per second, all threads on one counter".to_string()
-    };
+    let mut title = "Increments per second, all threads on one counter".to_string();
+    let readers = all.first().map_or(0, |r| r.readers);
+    if readers > 0 {
+        title += &format!(", {readers} reader(s)");
+    }
+    let rounds = all.first().map_or(1, |r| r.runs.len());
+    if rounds > 1 {
+        title += &format!(", median of {rounds}");
+    }
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
         .margin(16)
@@ -452,7 +543,7 @@ fn chart(path: &Path, all: &[Outcome]) -> Result<(), Box<dyn std::error::Error>>
         let points: Vec<(i64, f64)> = all
             .iter()
             .filter(|o| o.name == *name)
-            .map(|o| (o.threads as i64 * 100, o.mops().max(y0)))
+            .map(|o| (o.threads as i64 * 100, o.mops.max(y0)))
             .collect();
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(3)).point_size(4))?
@@ -556,6 +647,36 @@ mod tests {
     }
 
     #[test]
+    fn speedups_are_paired_within_rounds() {
+        let run = |name, round, ops| Outcome {
+            name,
+            round,
+            threads: 2,
+            readers: 0,
+            ops,
+            total: ops,
+            elapsed: Duration::from_secs(1),
+            reads: 0,
+            max_read: 0,
+        };
+        // A slow round 1 slows both kinds: the ratio stays 2.
+        let all = [
+            run("AtomicU64", 0, 100),
+            run("Counter", 0, 200),
+            run("AtomicU64", 1, 10),
+            run("Counter", 1, 20),
+            run("AtomicU64", 2, 100),
+            run("Counter", 2, 200),
+        ];
+        let rows = summarize(&all);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1].name, "Counter");
+        assert_eq!(rows[1].speedup, Some(2.0));
+        assert_eq!(rows[1].mops, 200e-6);
+        assert!(rows[1].ok);
+    }
+
+    #[test]
     fn default_threads_end_at_every_core() {
         assert_eq!(default_threads(1), vec![1]);
         assert_eq!(default_threads(2), vec![1, 2]);
@@ -570,6 +691,7 @@ mod tests {
         subjects::for_each(&mut entries);
         for e in &entries.0 {
             let case = Case {
+                round: 0,
                 threads: 2,
                 readers: 1,
                 duration: Duration::from_millis(5),
