@@ -33,6 +33,7 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode,
     Throughput,
 };
+use crossbeam_utils::CachePadded;
 use shardcount::Counter;
 use std::time::{Duration, Instant};
 use subjects::{Subject, Visit};
@@ -99,7 +100,8 @@ fn contended(c: &mut Criterion) {
                 let threads = self.1;
                 self.0.bench_function(S::NAME, |b| {
                     b.iter_custom(|iters| {
-                        let s = S::new();
+                        // Padded: only the counter's own layout is measured.
+                        let s = CachePadded::new(S::new());
                         let elapsed = common::run_threads(threads, |_| {
                             for _ in 0..iters {
                                 s.add_one();

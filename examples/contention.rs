@@ -22,6 +22,7 @@ mod common;
 mod subjects;
 
 use clap::Parser;
+use crossbeam_utils::CachePadded;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -209,8 +210,10 @@ struct Case<'a> {
 }
 
 fn run_case<S: Subject>(case: &Case<'_>) -> Outcome {
-    let counter = S::new();
-    let stop = AtomicBool::new(false);
+    // Padded, so that neither shares a cache line with the other or with
+    // the harness's own data: only the counter's own layout is measured.
+    let counter = CachePadded::new(S::new());
+    let stop = CachePadded::new(AtomicBool::new(false));
     let (w, r) = (case.threads, case.readers);
     let ops: Vec<AtomicU64> = (0..w).map(|_| AtomicU64::new(0)).collect();
     let reads: Vec<AtomicU64> = (0..r).map(|_| AtomicU64::new(0)).collect();
@@ -220,9 +223,9 @@ fn run_case<S: Subject>(case: &Case<'_>) -> Outcome {
     // orders them before the reads below.
     let elapsed = common::run_threads(w + r + 1, |i| {
         if i < w {
-            ops[i].store(write_loop(&counter, &stop), Ordering::Relaxed);
+            ops[i].store(write_loop(&*counter, &stop), Ordering::Relaxed);
         } else if i < w + r {
-            let (n, max) = read_loop(&counter, &stop);
+            let (n, max) = read_loop(&*counter, &stop);
             reads[i - w].store(n, Ordering::Relaxed);
             max_read.fetch_max(max, Ordering::Relaxed);
         } else {
