@@ -4,7 +4,8 @@
 //!   `std::hint::black_box(i)` it emits no store for locked ops to wait on.
 //! * [`run_threads`] pins one thread per core (round-robin when
 //!   oversubscribed) and starts them through a barrier; it returns the wall
-//!   time from the barrier to the last thread finishing.
+//!   time from the first thread starting to the last one finishing, as the
+//!   threads themselves clocked it.
 //! * [`median`] of paired ratios: measure the baseline and the candidate in
 //!   the same repetition, divide, and take the median over repetitions.
 #![allow(dead_code)]
@@ -34,27 +35,46 @@ pub fn pin(i: usize) {
 }
 
 /// Runs `work(thread_index)` on `threads` pinned threads started through a
-/// barrier; returns the time from the release of the barrier until all joined.
+/// barrier; returns the time from the first thread leaving the barrier to
+/// the last one finishing its work.
+///
+/// The threads time themselves: the spawning thread is not pinned, and with
+/// every core busy it may not run again until the work is over, so a clock
+/// it read after the barrier would say almost nothing had elapsed.
 pub fn run_threads<F>(threads: usize, work: F) -> Duration
 where
     F: Fn(usize) + Sync,
 {
-    let barrier = Barrier::new(threads + 1);
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let (barrier, work) = (&barrier, &work);
-            s.spawn(move || {
-                pin(t);
-                barrier.wait();
-                work(t);
-            });
-        }
-        barrier.wait();
-        let start = Instant::now();
-        // The scope joins every thread before returning.
-        start
-    })
-    .elapsed()
+    let barrier = Barrier::new(threads);
+    let spans: Vec<(Instant, Instant)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (barrier, work) = (&barrier, &work);
+                s.spawn(move || {
+                    pin(t);
+                    barrier.wait();
+                    let start = Instant::now();
+                    work(t);
+                    (start, Instant::now())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread panicked"))
+            .collect()
+    });
+    let first = spans
+        .iter()
+        .map(|s| s.0)
+        .min()
+        .expect("at least one thread");
+    let last = spans
+        .iter()
+        .map(|s| s.1)
+        .max()
+        .expect("at least one thread");
+    last - first
 }
 
 /// The median of `xs` (sorts in place). Panics on an empty slice.
