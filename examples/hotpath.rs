@@ -1,16 +1,15 @@
 //! Single-thread hot-path cost for callgrind, which counts instructions
-//! repeatably on this shared host where timings are noisy:
+//! repeatably on this shared host where timings are noisy.
+//! `scripts/callgrind` runs every subject at N and 2N ops; the difference of
+//! the totals over N is the per-op instruction count, start-up cancelled:
 //!
 //! ```text
 //! cargo build --release --example hotpath
 //! valgrind --tool=callgrind --callgrind-out-file=/dev/null \
 //!     target/release/examples/hotpath counter 1000000
 //! ```
-//!
-//! Run each subject at N and 2N ops; the difference of the totals over N is
-//! the per-op instruction count with start-up cost cancelled out.
 
-use shardcount::Counter;
+use shardcount::{Counter, RoughCounter, Stock};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[inline(always)]
@@ -61,7 +60,55 @@ fn main() {
             }
             acc
         }
-        other => panic!("unknown subject {other:?}: atomic, counter, atomic-load, counter-sum"),
+        "rough" => {
+            let c = RoughCounter::new();
+            for _ in 0..n {
+                c.inc();
+                opaque();
+            }
+            c.sum()
+        }
+        "rough-approx" => {
+            let c = RoughCounter::from(1);
+            let mut acc = 0u64;
+            for _ in 0..n {
+                acc += c.approx();
+                opaque();
+            }
+            acc
+        }
+        "cas-take" => {
+            // Stock's baseline: one word, a CAS loop that refuses to go below 0.
+            let a = AtomicU64::new(n);
+            for _ in 0..n {
+                let mut cur = a.load(Ordering::Relaxed);
+                while cur >= 1 {
+                    match a.compare_exchange_weak(
+                        cur,
+                        cur - 1,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => break,
+                        Err(now) => cur = now,
+                    }
+                }
+                opaque();
+            }
+            n - a.load(Ordering::Relaxed)
+        }
+        "stock-take" => {
+            let s = Stock::new(n);
+            for _ in 0..n {
+                s.try_sub(1).expect("stock covers every take");
+                opaque();
+            }
+            n - s.sum()
+        }
+        other => panic!(
+            "unknown subject {other:?}: atomic, counter, atomic-load, counter-sum, \
+             rough, rough-approx, cas-take, stock-take"
+        ),
     };
     assert_eq!(total, n, "lost ops");
 }
