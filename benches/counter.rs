@@ -10,7 +10,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{median, opaque, run_threads};
+use common::{escape, median, opaque, run_threads};
 use criterion::{criterion_group, Criterion};
 use shardcount::Counter;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +46,7 @@ impl Subject for Counter {
 
 /// `iters` adds on this thread; the count is checked so no work is elided.
 fn adds_1t<S: Subject>(s: &S, iters: u64) -> Duration {
+    let s = escape(s);
     let before = s.read();
     let start = Instant::now();
     for _ in 0..iters {
@@ -76,6 +77,7 @@ fn adds_nt<S: Subject>(s: &S, threads: usize, per_thread: u64) -> Duration {
 
 /// `iters` reads; their results are folded into a checked value.
 fn reads<S: Subject>(s: &S, iters: u64) -> Duration {
+    let s = escape(s);
     let expect = s.read();
     let mut acc = 0u64;
     let start = Instant::now();

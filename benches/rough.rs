@@ -103,6 +103,7 @@ fn paired_ratios(_: &mut Criterion) {
     );
 
     let c = RoughCounter::from(5);
+    let c = common::escape(&c);
     let mut r3 = Vec::new();
     const N_READ: u64 = 200_000_000;
     for _ in 0..REPS {

@@ -63,6 +63,7 @@ fn add_1thread(c: &mut Criterion) {
             self.0.bench_function(S::NAME, |b| {
                 b.iter_custom(|iters| {
                     let s = S::new();
+                    let s = common::escape(&s);
                     // First use (thread-local slots, lazy tables) stays out
                     // of the timing.
                     s.add_one();

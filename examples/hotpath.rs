@@ -12,6 +12,9 @@
 use shardcount::{Counter, RoughCounter, Stock};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// A compiler barrier emitting no instruction. Each subject's address is
+/// passed through `black_box` once first, so the barrier must assume it may
+/// have changed and cannot let loads be hoisted out of the loop.
 #[inline(always)]
 fn opaque() {
     // SAFETY: an empty asm block touches no memory, stack or flags.
@@ -28,6 +31,7 @@ fn main() {
     let total = match subject.as_str() {
         "atomic" => {
             let a = AtomicU64::new(0);
+            let a = std::hint::black_box(&a);
             for _ in 0..n {
                 a.fetch_add(1, Ordering::Relaxed);
                 opaque();
@@ -36,6 +40,7 @@ fn main() {
         }
         "counter" => {
             let c = Counter::new();
+            let c = std::hint::black_box(&c);
             for _ in 0..n {
                 c.inc();
                 opaque();
@@ -44,6 +49,7 @@ fn main() {
         }
         "atomic-load" => {
             let a = AtomicU64::new(1);
+            let a = std::hint::black_box(&a);
             let mut acc = 0u64;
             for _ in 0..n {
                 acc += a.load(Ordering::Relaxed);
@@ -53,6 +59,7 @@ fn main() {
         }
         "counter-sum" => {
             let c = Counter::from(1);
+            let c = std::hint::black_box(&c);
             let mut acc = 0u64;
             for _ in 0..n {
                 acc += c.sum();
@@ -62,6 +69,7 @@ fn main() {
         }
         "rough" => {
             let c = RoughCounter::new();
+            let c = std::hint::black_box(&c);
             for _ in 0..n {
                 c.inc();
                 opaque();
@@ -70,6 +78,7 @@ fn main() {
         }
         "rough-approx" => {
             let c = RoughCounter::from(1);
+            let c = std::hint::black_box(&c);
             let mut acc = 0u64;
             for _ in 0..n {
                 acc += c.approx();
@@ -80,6 +89,7 @@ fn main() {
         "cas-take" => {
             // Stock's baseline: one word, a CAS loop that refuses to go below 0.
             let a = AtomicU64::new(n);
+            let a = std::hint::black_box(&a);
             for _ in 0..n {
                 let mut cur = a.load(Ordering::Relaxed);
                 while cur >= 1 {
@@ -99,6 +109,7 @@ fn main() {
         }
         "stock-take" => {
             let s = Stock::new(n);
+            let s = std::hint::black_box(&s);
             for _ in 0..n {
                 s.try_sub(1).expect("stock covers every take");
                 opaque();

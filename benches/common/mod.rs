@@ -21,6 +21,15 @@ pub fn opaque() {
     unsafe { core::arch::asm!("", options(nostack, preserves_flags)) }
 }
 
+/// Hands `x`'s address to the optimiser's unknown once, so that every later
+/// [`opaque`] barrier must assume `x` may have changed. Without it, loads
+/// from a local that never escapes can be hoisted out of a timed loop
+/// (`asm!` can only touch memory whose address escaped). Call it once before
+/// the loop, never inside.
+pub fn escape<T>(x: &T) -> &T {
+    std::hint::black_box(x)
+}
+
 /// Pins the calling thread to core `i` modulo the core count, if possible.
 ///
 /// The core list is read once: `get_core_ids` lists only the cores the
