@@ -12,6 +12,7 @@ mod common;
 
 use common::{escape, median, opaque, run_threads};
 use criterion::{criterion_group, Criterion};
+use crossbeam_utils::CachePadded;
 use shardcount::Counter;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -72,6 +73,21 @@ fn adds_nt<S: Subject>(s: &S, threads: usize, per_thread: u64) -> Duration {
         threads as u64 * per_thread,
         "lost adds"
     );
+    t
+}
+
+/// `per_thread` adds on each of `threads` pinned threads, each to its own
+/// cache-padded atomic; checked.
+fn padded_per_thread(threads: usize, per_thread: u64) -> Duration {
+    let slots: Vec<CachePadded<AtomicU64>> = (0..threads).map(|_| CachePadded::default()).collect();
+    let t = run_threads(threads, |i| {
+        for _ in 0..per_thread {
+            slots[i].fetch_add(1, Ordering::Relaxed);
+            opaque();
+        }
+    });
+    let total: u64 = slots.iter().map(|s| s.load(Ordering::Relaxed)).sum();
+    assert_eq!(total, threads as u64 * per_thread, "lost adds");
     t
 }
 
@@ -176,6 +192,15 @@ fn paired_report() {
     println!(
         "  2 threads, Counter throughput / shared AtomicU64 throughput: {m:.2}x ({lo:.2}..{hi:.2})"
     );
+
+    // The ceiling for any sharded counter: one padded atomic per thread,
+    // indexed by the thread number (no lookup, no sharing at all).
+    let (m, lo, hi) = paired(
+        reps,
+        || padded_per_thread(2, N2).as_secs_f64(),
+        || adds_nt(&AtomicU64::new(0), 2, N2).as_secs_f64(),
+    );
+    println!("  (reference) 2 threads, one padded AtomicU64 per thread / shared AtomicU64: {m:.2}x ({lo:.2}..{hi:.2})");
 
     let (m, lo, hi) = paired(
         reps,

@@ -167,3 +167,40 @@ fn take_with_restock_then_take_elsewhere() {
         assert_eq!(s.sum(), 0);
     });
 }
+
+/// A restock whose own shard is full (at `cap` = MAX / 2 with two shards)
+/// cannot add lock-free: it consolidates (`add_slow`), closing both shards,
+/// while a take runs on either shard. The take must not fail (the stock
+/// never drops below `cap`), and the restock must not be lost.
+#[test]
+fn restock_into_full_shard_races_take() {
+    let cap = Stock::MAX / 2;
+    for amounts in [[cap, 1], [1, cap]] {
+        loom::model(move || {
+            let s = Arc::new(Stock::with_amounts_for_test(&amounts));
+            let (sa, sb) = (s.clone(), s.clone());
+            let adder = thread::spawn(move || sa.add(1));
+            let taker = thread::spawn(move || sb.try_sub(1).is_ok());
+            adder.join().unwrap();
+            assert!(taker.join().unwrap(), "a take failed with {cap} in stock");
+            assert_eq!(s.sum(), cap + 1);
+        });
+    }
+}
+
+/// `Stock::sum` docs: while only takes run, it lies between the stock at
+/// its end and at its start.
+#[test]
+fn stock_sum_during_takes_is_between_end_and_start() {
+    loom::model(|| {
+        let s = Arc::new(Stock::with_amounts_for_test(&[2, 1]));
+        let (sa, sb) = (s.clone(), s.clone());
+        let a = thread::spawn(move || sa.try_sub(1).unwrap());
+        let b = thread::spawn(move || sb.try_sub(2).unwrap());
+        let mid = s.sum();
+        a.join().unwrap();
+        b.join().unwrap();
+        assert!(mid <= 3, "sum {mid} above the starting stock");
+        assert_eq!(s.sum(), 0);
+    });
+}

@@ -25,9 +25,9 @@
 //! value it left, and the thread's next add to the same word soon after
 //! checks whether the value is still that (see `thread_index`). Both are
 //! ordinary `fetch_add`s. Another writer in that short gap is interference:
-//! on the base it creates the first table; on a shard the thread moves to
-//! another shard, and if interference persists the table doubles, up to the
-//! cap. `grow` replaces the newest table by compare-exchange, so racing
+//! the thread moves to another shard (if there is a table), and when the same
+//! counter shows interference twice in a row, it grows: the base gets its
+//! first table, or the table doubles, up to the cap. `grow` replaces the newest table by compare-exchange, so racing
 //! growers allocate at most one table each and the loser frees its own.
 
 use crate::sync::{const_fn_unless_loom, AtomicPtr, AtomicU64, Ordering};
@@ -253,10 +253,11 @@ impl Counter {
     fn add_checked(&self, current: *mut Table, at: &AtomicU64, n: u64) {
         // Relaxed: a lone RMW; nothing is published through counts.
         let prev = at.fetch_add(n, Ordering::Relaxed);
-        let seen = thread_index::checked(std::ptr::from_ref(at).addr(), prev, n);
-        // On the base, one interference grows (there is nowhere to move to);
-        // on a shard, the thread first moves, and grows only if that fails.
-        if seen == Seen::Interference && (!is_table(current) || thread_index::collided()) {
+        let key = std::ptr::from_ref(self).addr();
+        let seen = thread_index::checked(key, std::ptr::from_ref(at).addr(), prev, n);
+        // The thread moves to another shard at once; only interference that
+        // persists grows the table.
+        if seen == Seen::Interference && thread_index::collided(key) {
             self.grow(current);
         }
     }
@@ -481,6 +482,9 @@ fn tag_max_log2(tag: usize) -> u32 {
 
 impl Drop for Counter {
     fn drop(&mut self) {
+        // A note this thread left on our words must not be resolved against
+        // a counter that later takes our place in memory.
+        thread_index::forget(std::ptr::from_ref(self).addr());
         // Relaxed: `&mut self` means every other access already
         // happened-before this one.
         let mut t = self.table.load(Ordering::Relaxed);

@@ -13,8 +13,9 @@
 //! No atomics of its own: the mutex orders everything here.
 
 use crate::rough::{RoughCounter, SharedRef};
-use crate::sync::{Arc, Condvar, Mutex, MutexGuard};
+use crate::sync::{lock_ignoring_poison, Arc, Condvar, Mutex, MutexGuard};
 use std::fmt;
+use std::sync::PoisonError;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -157,26 +158,36 @@ impl Folder {
 /// Locks the state; a panic elsewhere cannot leave it inconsistent (every
 /// update is a single push, retain or flag store), so poisoning is ignored.
 fn lock(inner: &Inner) -> MutexGuard<'_, State> {
-    inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    lock_ignoring_poison(&inner.state)
 }
 
 fn run(inner: &Inner, interval: Duration) {
     let mut state = lock(inner);
     loop {
-        let deadline = Instant::now() + interval;
+        // None: an interval too long to represent as an instant means never
+        // (until stopped).
+        let deadline = Instant::now().checked_add(interval);
         loop {
             if state.stop {
                 return;
             }
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            state = inner
-                .wake
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            state = match deadline {
+                None => inner
+                    .wake
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break;
+                    }
+                    inner
+                        .wake
+                        .wait_timeout(state, deadline - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
         }
         // Folding holds the lock: `register` waits at most one pass.
         state.counters.retain(SharedRef::fold_all);

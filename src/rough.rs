@@ -127,12 +127,19 @@ impl Slot {
 
     /// Owner only: sets the window so the next slow check comes after at most
     /// `CHECK_EVERY` counts, and before the unfolded delta can reach `batch`.
+    ///
+    /// The window is also at most half a batch wide: a fold by another
+    /// thread (`flush_all`, a `Folder`) can set `folded` to any total inside
+    /// the window, and with subs the total can then swing to the far side of
+    /// it before the next check; two half-widths stay below `batch`.
     fn rearm(&self, batch: u64) {
         let u = self.unfolded();
         let w = if u >= batch {
             1
         } else {
-            (batch - u).min(RoughCounter::CHECK_EVERY)
+            (batch - u)
+                .min(batch.div_ceil(2))
+                .min(RoughCounter::CHECK_EVERY)
         };
         // Relaxed: owner reading its own writes.
         let t = self.total.load(Ordering::Relaxed);
@@ -642,7 +649,12 @@ impl RoughCounter {
     /// ```
     #[must_use]
     pub fn interval(&self) -> Duration {
-        Duration::from_nanos(self.interval)
+        if self.interval == u64::MAX {
+            // "Never": anything from 2^64 - 1 ns (about 584 years) up.
+            Duration::MAX
+        } else {
+            Duration::from_nanos(self.interval)
+        }
     }
 
     /// Adds `n`, wrapping at 2<sup>64</sup>.

@@ -77,7 +77,7 @@
 //!   shard runs short, which is when a second thread starts taking or the
 //!   first one emptied its share. A thread whose exchange fails because
 //!   another wrote its shard moves to another shard
-//!   ([`collided`](crate::thread_index::collided)), so contended takers
+//!   ([`rehash`](crate::thread_index::rehash)), so contended takers
 //!   separate and then split the stock between them.
 //! * A thread whose own shard is short first tries to *borrow*: take `n`
 //!   directly from another open shard, lock-free, if that shard holds at
@@ -391,8 +391,9 @@ impl Stock {
 
     /// Collects the whole stock into the caller's shard (a consolidation
     /// that takes nothing), so the next takes by this thread need no other
-    /// shard. If the stock exceeds one shard's capacity (`MAX / shards`), the
-    /// excess is spread evenly.
+    /// shard. If the stock exceeds one shard's capacity (`MAX / shards`), that
+    /// shard is filled to capacity and the excess is spread evenly over the
+    /// others.
     ///
     /// Consolidations merge by themselves when the stock runs low (see
     /// [split and merge](Stock#split-and-merge)); this is for callers that
@@ -623,11 +624,25 @@ impl Stock {
             Place::Auto => pool < Stock::SPREAD_MIN.saturating_mul(len),
             Place::Merge => true,
         };
-        if merge && pool <= self.cap {
-            for (i, shard) in self.shards.iter().enumerate() {
+        if merge {
+            // The caller's shard takes all it can; any excess over its cap is
+            // spread evenly over the others (each share ≤ cap, since
+            // pool ≤ MAX = len × cap).
+            let mine = pool.min(self.cap);
+            let others = len - 1;
+            let excess = pool - mine;
+            let (q, r) = excess
+                .checked_div(others)
+                .map_or((0, 0), |q| (q, excess % others));
+            for k in 0..self.shards.len() {
+                let share = if k == 0 {
+                    mine
+                } else {
+                    q + u64::from((k as u64 - 1) < r)
+                };
                 // SeqCst: in the proof's total order. A plain store loses
                 // nothing: a closed shard is written by the lock holder only.
-                shard.store(if i == home { pool } else { 0 }, Ordering::SeqCst);
+                self.shards[(home + k) & self.mask()].store(share, Ordering::SeqCst);
             }
         } else {
             // Each share is q or q + 1 ≤ cap, since pool ≤ MAX = len × cap.
@@ -665,8 +680,7 @@ fn collided(now: u64) {
 #[cold]
 #[inline(never)]
 fn moved() {
-    // The answer (grow?) is for growable tables; ours is fixed.
-    let _ = thread_index::collided();
+    thread_index::rehash();
 }
 
 impl Default for Stock {

@@ -37,9 +37,9 @@ pub(crate) const CHECK_WINDOW: u32 = 8;
 #[cfg(loom)]
 pub(crate) const CHECK_WINDOW: u32 = 2;
 
-/// Interference seen in this many resolved checks in a row (without a quiet
-/// one between) means moving did not help: grow. One under loom, whose
-/// models are short.
+/// Interference on one counter in this many resolved checks in a row
+/// (without a quiet one between) means moving did not help: grow. One under
+/// loom, whose models are short.
 #[cfg(not(loom))]
 const STRIKES_TO_GROW: u32 = 2;
 #[cfg(loom)]
@@ -56,8 +56,10 @@ struct State {
     /// 0 until first use; never 0 afterwards.
     probe: Cell<u32>,
     tick: Cell<u32>,
-    /// Interference seen since the last quiet check.
+    /// Interference seen in a row on the counter `strike_key`.
     strikes: Cell<u32>,
+    /// The counter (its address) the strikes were seen on.
+    strike_key: Cell<usize>,
     /// The noted location's address (0: no note open)...
     noted_at: Cell<usize>,
     /// ...and the value the noting add left there.
@@ -71,6 +73,7 @@ const_thread_local! {
         probe: Cell::new(0),
         tick: Cell::new(0),
         strikes: Cell::new(0),
+        strike_key: Cell::new(0),
         noted_at: Cell::new(0),
         noted_value: Cell::new(0),
         jitter: Cell::new(0),
@@ -129,9 +132,10 @@ pub(crate) enum Seen {
     Interference,
 }
 
-/// For a checked operation whose add of `n` at address `at` found `prev`.
+/// For a checked operation on the counter at address `key`, whose add of `n`
+/// at address `at` found `prev`.
 #[cold]
-pub(crate) fn checked(at: usize, prev: u64, n: u64) -> Seen {
+pub(crate) fn checked(key: usize, at: usize, prev: u64, n: u64) -> Seen {
     STATE.with(|s| {
         // `sample` already advanced the tick past this operation.
         let op = s.tick.get().wrapping_sub(1);
@@ -144,7 +148,9 @@ pub(crate) fn checked(at: usize, prev: u64, n: u64) -> Seen {
         let seen = if s.noted_at.get() != at {
             Seen::Nothing
         } else if s.noted_value.get() == prev {
-            s.strikes.set(0);
+            if s.strike_key.get() == key {
+                s.strikes.set(0);
+            }
             Seen::Quiet
         } else {
             Seen::Interference
@@ -175,18 +181,35 @@ fn next_jitter(s: &State) -> u32 {
     x & JITTER_MASK
 }
 
-/// Records interference: moves the calling thread to another probe.
-///
-/// Returns `true` when interference persisted through [`STRIKES_TO_GROW`]
-/// resolved checks in a row, so the caller should grow its table if it can.
+/// Moves the calling thread to another probe.
 #[cold]
-pub(crate) fn collided() -> bool {
+pub(crate) fn rehash() {
     STATE.with(|s| {
         let mut p = s.probe.get();
         p ^= p << 13;
         p ^= p >> 17;
         p ^= p << 5;
         s.probe.set(p);
+    });
+}
+
+/// Records interference on the counter at address `key` and moves the
+/// calling thread to another probe.
+///
+/// Returns `true` when that counter showed interference in
+/// [`STRIKES_TO_GROW`] resolved checks in a row, so the caller should grow
+/// its table if it can. Keyed by counter, so a thread that rotates over
+/// several counters keeps their strikes apart, and one stray mismatch (say,
+/// a note left on a word that a new counter now occupies) cannot grow a
+/// table by itself.
+#[cold]
+pub(crate) fn collided(key: usize) -> bool {
+    rehash();
+    STATE.with(|s| {
+        if s.strike_key.get() != key {
+            s.strike_key.set(key);
+            s.strikes.set(0);
+        }
         let strikes = s.strikes.get() + 1;
         if strikes >= STRIKES_TO_GROW {
             s.strikes.set(0);
@@ -198,8 +221,22 @@ pub(crate) fn collided() -> bool {
     })
 }
 
+/// Drops the calling thread's open note and its strikes on `key`: the
+/// counter at `key` is going away, and a counter created later at the same
+/// address must not inherit them.
+pub(crate) fn forget(key: usize) {
+    // Ignoring the error: during thread teardown the state may be gone, and
+    // then there is nothing to forget.
+    let _ = STATE.try_with(|s| {
+        s.noted_at.set(0);
+        if s.strike_key.get() == key {
+            s.strike_key.set(0);
+            s.strikes.set(0);
+        }
+    });
+}
+
 /// The calling thread's probe, without advancing the tick.
-#[allow(dead_code)] // used by the types that follow Counter
 #[inline]
 pub(crate) fn probe() -> u32 {
     STATE.with(|s| {
