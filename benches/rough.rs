@@ -5,17 +5,16 @@
 //! * `rough_read`: `approx()` vs `AtomicU64::load` (target ≤ 1.5×).
 //! * `rough_sum`: `sum()` with 1, 4, 16, 64 parked threads holding slots.
 //!
-//! Before the criterion groups, `paired ratios` prints medians of ratios
+//! After the criterion groups, a paired section prints medians of ratios
 //! measured in the same repetition (see `common`), with runs long enough
 //! (≥ 100 ms for the non-atomic loops) to be meaningful on two threads.
+//! `SHARDCOUNT_PAIRED=skip` skips it, `=only` runs only it;
+//! `SHARDCOUNT_REPS` sets its repetitions (default 7).
 //! Every run checks the count, so removed or broken work cannot post a time.
-// criterion_group! generates an undocumented `pub fn`.
-#![allow(missing_docs)]
-
 mod common;
 
 use common::{median, opaque, run_threads};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use shardcount::RoughCounter;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
@@ -55,8 +54,11 @@ fn per_op(t: Duration, n: u64) -> f64 {
 }
 
 /// Medians of paired ratios; printed, since criterion has no paired mode.
-fn paired_ratios(_: &mut Criterion) {
-    const REPS: usize = 7;
+fn paired_ratios() {
+    let reps: usize = std::env::var("SHARDCOUNT_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
     const N_ATOMIC: u64 = 20_000_000;
     const N_ROUGH: u64 = 300_000_000;
     // Warm-up: first use of ROUGH on this thread takes the slow path.
@@ -64,18 +66,18 @@ fn paired_ratios(_: &mut Criterion) {
     atomic_loop(1_000_000);
 
     let mut r1 = Vec::new();
-    for _ in 0..REPS {
+    for _ in 0..reps {
         let a = per_op(atomic_loop(N_ATOMIC), N_ATOMIC);
         let r = per_op(rough_loop(N_ROUGH), N_ROUGH);
         r1.push(r / a);
     }
     println!(
-        "paired ratios: 1T RoughCounter::inc cost / AtomicU64::fetch_add cost = {:.3}x (median of {REPS})",
+        "paired ratios: 1T RoughCounter::inc cost / AtomicU64::fetch_add cost = {:.3}x (median of {reps})",
         median(&mut r1)
     );
 
     let mut r2 = Vec::new();
-    for _ in 0..REPS {
+    for _ in 0..reps {
         let before = ATOMIC.load(Ordering::Relaxed);
         let ta = run_threads(2, |_| {
             for _ in 0..N_ATOMIC / 4 {
@@ -98,7 +100,7 @@ fn paired_ratios(_: &mut Criterion) {
         r2.push(per_op(ta, N_ATOMIC / 2) / per_op(tr, 2 * N_ROUGH));
     }
     println!(
-        "paired ratios: 2T aggregate throughput RoughCounter / AtomicU64 = {:.1}x (median of {REPS})",
+        "paired ratios: 2T aggregate throughput RoughCounter / AtomicU64 = {:.1}x (median of {reps})",
         median(&mut r2)
     );
 
@@ -106,7 +108,7 @@ fn paired_ratios(_: &mut Criterion) {
     let c = common::escape(&c);
     let mut r3 = Vec::new();
     const N_READ: u64 = 200_000_000;
-    for _ in 0..REPS {
+    for _ in 0..reps {
         let start = Instant::now();
         let mut acc = 0u64;
         for _ in 0..N_READ {
@@ -126,7 +128,7 @@ fn paired_ratios(_: &mut Criterion) {
         r3.push(ta.as_secs_f64() / tl.as_secs_f64());
     }
     println!(
-        "paired ratios: approx() cost / AtomicU64::load cost = {:.2}x (median of {REPS})",
+        "paired ratios: approx() cost / AtomicU64::load cost = {:.2}x (median of {reps})",
         median(&mut r3)
     );
 }
@@ -242,12 +244,17 @@ fn sum_vs_slots(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(
-    benches,
-    paired_ratios,
-    one_thread,
-    two_threads,
-    reads,
-    sum_vs_slots
-);
-criterion_main!(benches);
+criterion_group!(benches, one_thread, two_threads, reads, sum_vs_slots);
+
+/// Criterion's groups, then the paired ratios; `SHARDCOUNT_PAIRED=skip`
+/// skips the paired section, `=only` runs only it (as in the other benches).
+fn main() {
+    let mode = std::env::var("SHARDCOUNT_PAIRED").unwrap_or_default();
+    if mode != "only" {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
+    }
+    if mode != "skip" {
+        paired_ratios();
+    }
+}
