@@ -24,10 +24,12 @@
 //! [`CHECK_PERIOD`](crate::thread_index::CHECK_PERIOD) of a thread notes the
 //! value it left, and the thread's next add to the same word soon after
 //! checks whether the value is still that (see `thread_index`). Both are
-//! ordinary `fetch_add`s. Another writer in that short gap is interference:
-//! the thread moves to another shard (if there is a table), and when the same
-//! counter shows interference twice in a row, it grows: the base gets its
-//! first table, or the table doubles, up to the cap. `grow` replaces the newest table by compare-exchange, so racing
+//! ordinary `fetch_add`s. Another writer in that short gap is interference.
+//! On the base it creates the first table. On a shard the thread moves to
+//! another shard, and when the same counter shows interference twice in a
+//! row the table doubles, up to the cap. A counter forgets the dropping
+//! thread's note when dropped, so a counter later built at the same address
+//! cannot resolve it. `grow` replaces the newest table by compare-exchange, so racing
 //! growers allocate at most one table each and the loser frees its own.
 
 use crate::sync::{const_fn_unless_loom, AtomicPtr, AtomicU64, Ordering};
@@ -123,8 +125,12 @@ pub struct Counter {
 impl Counter {
     const_fn_unless_loom! {
         /// A counter at zero, with the default shard cap: the next power of
-        /// two at or above `std::thread::available_parallelism()`, read when
-        /// the counter first grows.
+        /// two at or above `std::thread::available_parallelism()`, and at
+        /// least 2, read once per process when first needed. (The floor of 2
+        /// is there because `available_parallelism` follows the calling
+        /// thread's affinity: a thread pinned to one core sees 1. If the
+        /// first read happens on a pinned thread of a larger machine, the cap
+        /// is too low; set it with [`with_max_shards`](Self::with_max_shards).)
         ///
         /// `const` (except under `cfg(loom)`), so it can initialise a `static`.
         ///
@@ -255,9 +261,10 @@ impl Counter {
         let prev = at.fetch_add(n, Ordering::Relaxed);
         let key = std::ptr::from_ref(self).addr();
         let seen = thread_index::checked(key, std::ptr::from_ref(at).addr(), prev, n);
-        // The thread moves to another shard at once; only interference that
-        // persists grows the table.
-        if seen == Seen::Interference && thread_index::collided(key) {
+        // On the base, interference grows the first table at once (there is
+        // nowhere to move to). On a shard the thread moves at once, and only
+        // interference that persists doubles the table.
+        if seen == Seen::Interference && (!is_table(current) || thread_index::collided(key)) {
             self.grow(current);
         }
     }

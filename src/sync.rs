@@ -75,14 +75,24 @@ pub(crate) fn next_sequence() -> u32 {
     }
 }
 
-/// The default number of shards a sharded type may grow to: the next power of
-/// two at or above the available parallelism.
+/// The default number of shards a sharded type may grow to: the next power
+/// of two at or above `available_parallelism()`, and at least 2. Read once
+/// per process, when first needed.
+///
+/// At least 2: `available_parallelism` follows the *calling thread's*
+/// affinity mask, so on a thread pinned to one core it says 1, although
+/// contention, which is what makes a counter grow, shows that threads do run
+/// side by side. Read once: it costs syscalls and file reads.
 pub(crate) fn default_max_shards() -> usize {
     #[cfg(not(loom))]
     {
-        std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .next_power_of_two()
+        static CACHED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *CACHED.get_or_init(|| {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .max(2)
+                .next_power_of_two()
+        })
     }
     // Loom models use at most a handful of threads; a fixed cap keeps them
     // deterministic.

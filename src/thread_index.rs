@@ -199,9 +199,7 @@ pub(crate) fn rehash() {
 /// Returns `true` when that counter showed interference in
 /// [`STRIKES_TO_GROW`] resolved checks in a row, so the caller should grow
 /// its table if it can. Keyed by counter, so a thread that rotates over
-/// several counters keeps their strikes apart, and one stray mismatch (say,
-/// a note left on a word that a new counter now occupies) cannot grow a
-/// table by itself.
+/// several counters keeps their strikes apart.
 #[cold]
 pub(crate) fn collided(key: usize) -> bool {
     rehash();

@@ -89,10 +89,11 @@ fn max_shards_rounds_up() {
     assert_eq!(Counter::with_max_shards(3).max_shards(), 4);
     assert_eq!(Counter::with_max_shards(8).max_shards(), 8);
     assert_eq!(Counter::with_max_shards(65536).max_shards(), 65536);
-    let default = Counter::new().max_shards();
-    assert!(default.is_power_of_two());
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
-    assert!(default >= cores && default < 2 * cores.max(1));
+    assert_eq!(
+        Counter::new().max_shards(),
+        cores.max(2).next_power_of_two()
+    );
 }
 
 #[test]
@@ -322,4 +323,37 @@ fn review_short_lived_counters_in_a_loop_never_grow() {
     })
     .join()
     .unwrap();
+}
+
+#[test]
+fn threads_pinned_to_one_core_each_still_grow_the_table() {
+    // `available_parallelism` follows the calling thread's affinity, so a
+    // thread pinned to one core sees 1; the default cap must not become 1.
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    if cores.len() < 2 {
+        eprintln!("skipped: fewer than 2 cores to pin to");
+        return;
+    }
+    let c = Counter::new();
+    let mut rounds = 0u64;
+    while c.shards() == 0 && rounds < 50 {
+        let barrier = Barrier::new(2);
+        thread::scope(|s| {
+            for core in cores.iter().take(2) {
+                let (c, barrier) = (&c, &barrier);
+                s.spawn(move || {
+                    core_affinity::set_for_current(*core);
+                    barrier.wait();
+                    (0..200_000).for_each(|_| c.inc());
+                });
+            }
+        });
+        rounds += 1;
+    }
+    assert!(
+        c.shards() >= 2,
+        "pinned threads never grew it in {rounds} rounds"
+    );
+    assert!(c.max_shards() >= 2);
+    assert_eq!(c.sum(), rounds * 400_000);
 }
