@@ -49,6 +49,24 @@ fn rough_loop(n: u64) -> Duration {
     t
 }
 
+std::thread_local! {
+    static LOCAL: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The floor: a plain add to a thread-local `Cell`, no atomics at all.
+#[inline(never)]
+fn local_loop(n: u64) -> Duration {
+    let before = LOCAL.with(|c| c.get());
+    let start = Instant::now();
+    for _ in 0..n {
+        LOCAL.with(|c| c.set(c.get() + 1));
+        opaque();
+    }
+    let t = start.elapsed();
+    assert_eq!(LOCAL.with(|c| c.get()) - before, n);
+    t
+}
+
 fn per_op(t: Duration, n: u64) -> f64 {
     t.as_secs_f64() / n as f64
 }
@@ -66,14 +84,21 @@ fn paired_ratios() {
     atomic_loop(1_000_000);
 
     let mut r1 = Vec::new();
+    let mut floor1 = Vec::new();
     for _ in 0..reps {
         let a = per_op(atomic_loop(N_ATOMIC), N_ATOMIC);
         let r = per_op(rough_loop(N_ROUGH), N_ROUGH);
+        let f = per_op(local_loop(N_ROUGH), N_ROUGH);
         r1.push(r / a);
+        floor1.push(f / a);
     }
     println!(
         "paired ratios: 1T RoughCounter::inc cost / AtomicU64::fetch_add cost = {:.3}x (median of {reps})",
         median(&mut r1)
+    );
+    println!(
+        "paired ratios: (floor) 1T thread_local! Cell<u64> add cost / AtomicU64::fetch_add cost = {:.3}x (median of {reps})",
+        median(&mut floor1)
     );
 
     let mut r2 = Vec::new();
