@@ -10,7 +10,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{escape, median, opaque, run_threads};
+use common::{escape, opaque, run_threads};
 use criterion::{criterion_group, Criterion};
 use crossbeam_utils::CachePadded;
 use shardcount::Counter;
@@ -146,27 +146,8 @@ fn criterion_benches(c: &mut Criterion) {
 
 criterion_group!(benches, criterion_benches);
 
-/// Median over `reps` interleaved repetitions of `candidate / baseline`.
-fn paired(
-    reps: usize,
-    mut baseline: impl FnMut() -> f64,
-    mut candidate: impl FnMut() -> f64,
-) -> (f64, f64, f64) {
-    let mut ratios = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let b = baseline();
-        let c = candidate();
-        ratios.push(c / b);
-    }
-    let med = median(&mut ratios);
-    (med, ratios[0], ratios[reps - 1])
-}
-
 fn paired_report() {
-    let reps: usize = std::env::var("SHARDCOUNT_REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(9);
+    let reps = common::reps(9);
     // ≥ 100 ms per side per repetition, as the measuring notes advise.
     const N1: u64 = 30_000_000;
     const N2: u64 = 10_000_000;
@@ -174,7 +155,7 @@ fn paired_report() {
     common::pin(0);
     println!("\npaired ratios, median of {reps} interleaved repetitions (min..max):");
 
-    let (m, lo, hi) = paired(
+    let (m, lo, hi) = common::paired(
         reps,
         || adds_1t(&AtomicU64::new(0), N1).as_secs_f64(),
         || adds_1t(&Counter::new(), N1).as_secs_f64(),
@@ -184,7 +165,7 @@ fn paired_report() {
     );
 
     // Throughput ratio = baseline time / candidate time for the same work.
-    let (m, lo, hi) = paired(
+    let (m, lo, hi) = common::paired(
         reps,
         || adds_nt(&Counter::new(), 2, N2).as_secs_f64(),
         || adds_nt(&AtomicU64::new(0), 2, N2).as_secs_f64(),
@@ -195,14 +176,14 @@ fn paired_report() {
 
     // The ceiling for any sharded counter: one padded atomic per thread,
     // indexed by the thread number (no lookup, no sharing at all).
-    let (m, lo, hi) = paired(
+    let (m, lo, hi) = common::paired(
         reps,
         || padded_per_thread(2, N2).as_secs_f64(),
         || adds_nt(&AtomicU64::new(0), 2, N2).as_secs_f64(),
     );
     println!("  (reference) 2 threads, one padded AtomicU64 per thread / shared AtomicU64: {m:.2}x ({lo:.2}..{hi:.2})");
 
-    let (m, lo, hi) = paired(
+    let (m, lo, hi) = common::paired(
         reps,
         || reads(&AtomicU64::new(7), NR).as_secs_f64(),
         || reads(&Counter::from(7), NR).as_secs_f64(),

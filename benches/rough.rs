@@ -73,10 +73,7 @@ fn per_op(t: Duration, n: u64) -> f64 {
 
 /// Medians of paired ratios; printed, since criterion has no paired mode.
 fn paired_ratios() {
-    let reps: usize = std::env::var("SHARDCOUNT_REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(7);
+    let reps = common::reps(7);
     const N_ATOMIC: u64 = 20_000_000;
     const N_ROUGH: u64 = 300_000_000;
     // Warm-up: first use of ROUGH on this thread takes the slow path.

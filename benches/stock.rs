@@ -14,7 +14,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{median, opaque, run_threads};
+use common::{opaque, run_threads};
 use criterion::Criterion;
 use shardcount::Stock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -167,27 +167,8 @@ mod group {
 }
 use group::benches;
 
-/// Median over `reps` interleaved repetitions of `candidate / baseline`.
-fn paired(
-    reps: usize,
-    mut baseline: impl FnMut() -> f64,
-    mut candidate: impl FnMut() -> f64,
-) -> (f64, f64, f64) {
-    let mut ratios = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let b = baseline();
-        let c = candidate();
-        ratios.push(c / b);
-    }
-    let med = median(&mut ratios);
-    (med, ratios[0], ratios[reps - 1])
-}
-
 fn paired_report() {
-    let reps: usize = std::env::var("SHARDCOUNT_REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(9);
+    let reps = common::reps(9);
     // ≥ 100 ms per side per repetition, as the measuring notes advise.
     const N: u64 = 5_000_000;
     const ND: u64 = 2_000_000;
@@ -195,14 +176,14 @@ fn paired_report() {
     println!("\npaired ratios, median of {reps} interleaved repetitions (min..max):");
 
     // Throughput ratio = baseline time / candidate time for the same work.
-    let (m, lo, hi) = paired(
+    let (m, lo, hi) = common::paired(
         reps,
         || takes_large(&stock(LARGE), 2, N).as_secs_f64(),
         || takes_large(&baseline(LARGE), 2, N).as_secs_f64(),
     );
     println!("  2 threads, large stock, Stock throughput / baseline: {m:.2}x ({lo:.2}..{hi:.2})");
 
-    let (m, lo, hi) = paired(
+    let (m, lo, hi) = common::paired(
         reps,
         || take_return_near_empty(&stock(2), 2, N).as_secs_f64(),
         || take_return_near_empty(&baseline(2), 2, N).as_secs_f64(),
@@ -212,7 +193,7 @@ fn paired_report() {
          {m:.2}x ({lo:.2}..{hi:.2})"
     );
 
-    let (m, lo, hi) = paired(
+    let (m, lo, hi) = common::paired(
         reps,
         || drain_to_failure(&stock(ND), 2, ND).as_secs_f64(),
         || drain_to_failure(&baseline(ND), 2, ND).as_secs_f64(),

@@ -33,12 +33,9 @@
 //! growers allocate at most one table each and the loser frees its own.
 
 use crate::sync::{const_fn_unless_loom, AtomicPtr, AtomicU64, Ordering};
-use crate::thread_index::{self, Seen};
+use crate::thread_index::{self, Seen, MAX_SHARDS};
 use crossbeam_utils::CachePadded;
 use std::fmt;
-
-/// The largest shard cap [`Counter::with_max_shards`] accepts.
-const MAX_SHARDS: usize = 1 << 16;
 
 /// The tag meaning "no table yet, cap from `available_parallelism`".
 const DEFAULT_TAG: usize = 1;

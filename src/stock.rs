@@ -90,15 +90,12 @@
 
 use crate::insufficient::Insufficient;
 use crate::sync::{lock_ignoring_poison, AtomicU64, Mutex, Ordering};
-use crate::thread_index;
+use crate::thread_index::{self, MAX_SHARDS};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 
 /// The flag bit of a shard word; the amount is in the bits below it.
 const CLOSED: u64 = 1 << 63;
-
-/// The most shards [`Stock::with_shards`] accepts.
-const MAX_SHARDS: usize = 1 << 16;
 
 /// Where a consolidation puts what remains.
 #[derive(Clone, Copy)]

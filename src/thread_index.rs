@@ -22,6 +22,10 @@
 use crate::sync::{const_thread_local, next_sequence};
 use std::cell::Cell;
 
+/// The most shards any sharded type accepts (a power of two): beyond this a
+/// sum's walk over the shards costs more than contention could.
+pub(crate) const MAX_SHARDS: usize = 1 << 16;
+
 /// One operation in this many notes a location (a power of two).
 ///
 /// Under loom every other operation notes and the next resolves, so the

@@ -1,3 +1,4 @@
+#![cfg(not(loom))] // real threads and std atomics; the loom models are in loom-tests/
 //! An idle or single-threaded `Counter` allocates nothing.
 
 use shardcount::Counter;

@@ -1,3 +1,4 @@
+#![cfg(not(loom))] // real threads and std atomics; the loom models are in loom-tests/
 //! `RoughCounter` and `Folder`: sequential spec and real-thread stress.
 //!
 //! Tests that rely on a thread's exit fold join it with `JoinHandle::join`,

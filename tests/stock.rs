@@ -1,3 +1,4 @@
+#![cfg(not(loom))] // real threads and std atomics; the loom models are in loom-tests/
 //! `Stock`: the sequential spec, bad input, and stress with real threads.
 
 use shardcount::{Insufficient, Stock};

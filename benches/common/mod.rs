@@ -97,3 +97,29 @@ pub fn median(xs: &mut [f64]) -> f64 {
         (xs[n / 2 - 1] + xs[n / 2]) / 2.0
     }
 }
+
+/// Median over `reps` interleaved repetitions of `candidate() / baseline()`,
+/// with the smallest and largest ratio: `(median, min, max)`.
+pub fn paired(
+    reps: usize,
+    mut baseline: impl FnMut() -> f64,
+    mut candidate: impl FnMut() -> f64,
+) -> (f64, f64, f64) {
+    let mut ratios = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let b = baseline();
+        let c = candidate();
+        ratios.push(c / b);
+    }
+    let med = median(&mut ratios);
+    (med, ratios[0], ratios[reps - 1])
+}
+
+/// Repetitions for a paired section: `SHARDCOUNT_REPS`, else `default`.
+pub fn reps(default: usize) -> usize {
+    std::env::var("SHARDCOUNT_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(default)
+}
