@@ -55,9 +55,10 @@
 //! counter it used, in a thread-local with a destructor (`LOCAL`). The strong
 //! reference keeps the slot's memory alive even if the counter is dropped
 //! first. A second, `const`-initialised thread-local without a destructor
-//! (`FAST`) caches the most recently used entry as two raw pointers: the
-//! counter's `Shared` address (the key) and its slot. The hot path compares
-//! the counter's pointer with the key and, on a match, adds to the slot.
+//! (`FAST`) caches up to four recently used entries, direct-mapped by the
+//! counter's address, each as two raw pointers: the counter's `Shared`
+//! address (the key) and its slot. The hot path compares the counter's
+//! pointer with the key of its way and, on a match, adds to the slot.
 //! `LOCAL`'s destructor first clears `FAST`, then folds every slot of the
 //! thread and returns it to its counter's free pool.
 
@@ -335,20 +336,41 @@ impl Drop for Shared {
     }
 }
 
-/// The thread's most recently used `(counter, slot)` pair.
-struct Fast {
+/// How many `(counter, slot)` pairs a thread caches for the hot path,
+/// direct-mapped by the counter's address: a thread that bumps a few
+/// counters in turn (requests, bytes, errors) keeps all of them on the fast
+/// path instead of missing on every switch (a power of two).
+const FAST_WAYS: usize = 4;
+
+/// One cached pair.
+struct FastWay {
     /// The `Shared` address of the counter, or `NO_KEY`.
     key: Cell<*const Shared>,
     slot: Cell<*const Slot>,
+}
+
+/// The thread's recently used `(counter, slot)` pairs.
+struct Fast {
+    ways: [FastWay; FAST_WAYS],
 }
 
 /// A key no `Shared` can have: odd, and not null (the uninitialised counter).
 const NO_KEY: *const Shared = ptr::without_provenance(1);
 
 impl Fast {
+    /// The way that caches the counter whose shared block is at `p`.
+    #[inline]
+    fn way(&self, p: *const Shared) -> &FastWay {
+        // `Shared` is 128-aligned (it holds cache-padded fields), so the bits
+        // from 7 up tell blocks apart.
+        &self.ways[(p.addr() >> 7) & (FAST_WAYS - 1)]
+    }
+
     fn clear(&self) {
-        self.key.set(NO_KEY);
-        self.slot.set(ptr::null());
+        for w in &self.ways {
+            w.key.set(NO_KEY);
+            w.slot.set(ptr::null());
+        }
     }
 }
 
@@ -402,8 +424,9 @@ impl Local {
             }
         };
         let _ = FAST.try_with(|f| {
-            f.key.set(p);
-            f.slot.set(slot);
+            let w = f.way(p);
+            w.key.set(p);
+            w.slot.set(slot);
         });
         slot
     }
@@ -433,8 +456,12 @@ impl Drop for Local {
 
 const_thread_local! {
     static FAST: Fast = Fast {
-        key: Cell::new(NO_KEY),
-        slot: Cell::new(ptr::null()),
+        ways: [const {
+            FastWay {
+                key: Cell::new(NO_KEY),
+                slot: Cell::new(ptr::null()),
+            }
+        }; FAST_WAYS],
     };
 }
 
@@ -673,14 +700,15 @@ impl RoughCounter {
         // key names was reached through an Acquire load on the slow path.
         let p = self.shared.load(Ordering::Relaxed).cast_const();
         let hit = FAST.try_with(|f| {
-            if f.key.get() != p {
+            let w = f.way(p);
+            if w.key.get() != p {
                 return false;
             }
             // SAFETY: FAST holds a key only together with a slot of that
             // counter owned by this thread; LOCAL's entry for it holds an
             // Arc that keeps the slot alive, and clears FAST before letting
             // go of it.
-            let slot = unsafe { &*f.slot.get() };
+            let slot = unsafe { &*w.slot.get() };
             if slot.bump(n) {
                 // SAFETY: `p` is this counter's live shared block (it matched).
                 self.check(unsafe { &*p }, slot);

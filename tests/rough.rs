@@ -405,3 +405,36 @@ fn review_folder_with_huge_interval_does_not_panic_in_background() {
         "the folder thread panicked on an interval Folder::new accepted"
     );
 }
+
+#[test]
+fn threads_rotating_over_more_counters_than_cached_ways_count_exactly() {
+    // The per-thread fast cache holds a few counters; more than that, in
+    // rotation, must keep evicting each other without losing or mixing up
+    // a single count.
+    // Leaked so spawned (joined, not scoped) threads can borrow them: a join
+    // waits for the exit folds, which the approx() check below relies on.
+    let shared: &'static [RoughCounter] = Box::leak(
+        (0..9)
+            .map(|_| RoughCounter::new())
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    let handles: Vec<_> = (0..3u64)
+        .map(|t| {
+            thread::spawn(move || {
+                for i in 0..90_000u64 {
+                    let k = ((i + t) % 9) as usize;
+                    shared[k].add(k as u64 + 1);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    for (k, c) in shared.iter().enumerate() {
+        let expect = 3 * 10_000 * (k as u64 + 1);
+        assert_eq!(c.sum(), expect, "counter {k}");
+        assert_eq!(c.approx(), expect, "counter {k} after exit folds");
+    }
+}
