@@ -449,8 +449,9 @@ impl Counter {
     }
 
     /// Forces one growth step, as a repeated collision would. For loom
-    /// models, which must race an add against a growth deterministically.
-    #[cfg(loom)]
+    /// models, which must race an add against a growth deterministically,
+    /// and miri tests, which must reach the table code.
+    #[cfg(any(loom, miri))]
     #[doc(hidden)]
     pub fn grow_for_test(&self) {
         // Acquire: pairs with the publish in `grow` before we read the table.

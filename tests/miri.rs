@@ -1,0 +1,143 @@
+#![cfg(not(loom))] // real threads and std atomics; the loom models are in loom-tests/
+//! Small tests that reach every `unsafe` block, sized for miri:
+//! `cargo +nightly miri test --test miri` (where miri is installed).
+//! They run as ordinary tests too.
+
+use shardcount::{Counter, Folder, RoughCounter};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::Duration;
+
+#[test]
+fn counter_tables_are_read_summed_taken_and_freed() {
+    let c = Counter::with_max_shards(4);
+    c.add(1);
+    #[cfg(miri)]
+    {
+        c.grow_for_test();
+        c.add(2);
+        c.grow_for_test();
+        assert_eq!(c.shards(), 4);
+    }
+    #[cfg(not(miri))]
+    c.add(2);
+    thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| (0..50).for_each(|_| c.inc()));
+        }
+    });
+    assert_eq!(c.sum(), 103);
+    assert_eq!(c.take(), 103);
+    c.sub(1);
+    assert_eq!(c.sum_i64(), -1);
+    assert!(format!("{c:?}").starts_with("Counter { sum: 18446744073709551615"));
+}
+
+#[test]
+fn counters_reusing_an_address_start_clean() {
+    for i in 0..20 {
+        let c = Counter::new();
+        c.add(i);
+        c.inc();
+        assert_eq!(c.into_inner(), i + 1);
+    }
+}
+
+#[test]
+fn rough_counter_across_threads_and_exit_folds() {
+    let c = Arc::new(RoughCounter::new().with_batch(4));
+    let hs: Vec<_> = (0..2)
+        .map(|_| {
+            let c = c.clone();
+            thread::spawn(move || (0..10).for_each(|_| c.inc()))
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    c.add(5);
+    c.flush();
+    assert_eq!(c.sum(), 25);
+    assert_eq!(c.approx(), 25);
+}
+
+#[test]
+fn rough_counter_dropped_while_a_thread_still_holds_its_slot() {
+    let c = Arc::new(RoughCounter::new());
+    let (added_tx, added_rx) = mpsc::channel();
+    let (dropped_tx, dropped_rx) = mpsc::channel::<()>();
+    let t = {
+        let c = c.clone();
+        thread::spawn(move || {
+            c.add(3);
+            drop(c); // the thread's cache still refers to the counter's block
+            added_tx.send(()).unwrap();
+            dropped_rx.recv().unwrap();
+            // A new counter on this thread prunes the dropped one's entry;
+            // thread exit then folds into a block nobody reads.
+            let other = RoughCounter::new();
+            other.inc();
+            assert_eq!(other.sum(), 1);
+        })
+    };
+    added_rx.recv().unwrap();
+    assert_eq!(c.sum(), 3);
+    drop(Arc::try_unwrap(c).expect("the only reference left"));
+    dropped_tx.send(()).unwrap();
+    t.join().unwrap();
+}
+
+static LATE: RoughCounter = RoughCounter::new();
+
+struct AddsOnDrop;
+
+impl Drop for AddsOnDrop {
+    fn drop(&mut self) {
+        // May run after the crate's own thread-locals are gone: the add must
+        // still count (the orphan path) and touch no freed memory.
+        LATE.add(7);
+    }
+}
+
+thread_local! {
+    static GUARD: AddsOnDrop = const { AddsOnDrop };
+}
+
+#[test]
+fn adds_from_a_thread_local_destructor_are_counted() {
+    let before = LATE.sum();
+    thread::spawn(|| {
+        GUARD.with(|_| ());
+        LATE.inc();
+    })
+    .join()
+    .unwrap();
+    assert_eq!(LATE.sum() - before, 8);
+    assert_eq!(LATE.approx(), LATE.sum());
+}
+
+#[test]
+fn rough_cache_evictions_keep_counts_apart() {
+    let cs: Vec<RoughCounter> = (0..6).map(|_| RoughCounter::new()).collect();
+    for round in 0..3u64 {
+        for (k, c) in cs.iter().enumerate() {
+            c.add(k as u64 + round);
+        }
+    }
+    for (k, c) in cs.iter().enumerate() {
+        assert_eq!(c.sum(), 3 * k as u64 + 3);
+    }
+}
+
+#[test]
+fn folder_folds_and_stops() {
+    let c = RoughCounter::new();
+    let folder = Folder::new(Duration::from_millis(1));
+    folder.register(&c);
+    c.add(2);
+    while c.approx() != 2 {
+        thread::sleep(Duration::from_millis(1));
+    }
+    drop(folder);
+    drop(c);
+}
