@@ -342,34 +342,31 @@ impl Drop for Shared {
 /// path instead of missing on every switch (a power of two).
 const FAST_WAYS: usize = 4;
 
-/// One cached pair.
-struct FastWay {
-    /// The `Shared` address of the counter, or `NO_KEY`.
-    key: Cell<*const Shared>,
-    slot: Cell<*const Slot>,
-}
-
-/// The thread's recently used `(counter, slot)` pairs.
+/// The thread's recently used `(counter, slot)` pairs, way `i` being
+/// `keys[i]` and `slots[i]`. Two arrays rather than one of pairs, so that a
+/// way is reached by one scaled-index TLS load each, with no multiply.
 struct Fast {
-    ways: [FastWay; FAST_WAYS],
+    /// The `Shared` address of each way's counter, or `NO_KEY`.
+    keys: [Cell<*const Shared>; FAST_WAYS],
+    slots: [Cell<*const Slot>; FAST_WAYS],
 }
 
 /// A key no `Shared` can have: odd, and not null (the uninitialised counter).
 const NO_KEY: *const Shared = ptr::without_provenance(1);
 
-impl Fast {
-    /// The way that caches the counter whose shared block is at `p`.
-    #[inline]
-    fn way(&self, p: *const Shared) -> &FastWay {
-        // `Shared` is 128-aligned (it holds cache-padded fields), so the bits
-        // from 7 up tell blocks apart.
-        &self.ways[(p.addr() >> 7) & (FAST_WAYS - 1)]
-    }
+/// The way that caches the counter whose shared block is at `p`.
+#[inline]
+fn way(p: *const Shared) -> usize {
+    // `Shared` is 128-aligned (it holds cache-padded fields), so the bits
+    // from 7 up tell blocks apart.
+    (p.addr() >> 7) & (FAST_WAYS - 1)
+}
 
+impl Fast {
     fn clear(&self) {
-        for w in &self.ways {
-            w.key.set(NO_KEY);
-            w.slot.set(ptr::null());
+        for (k, s) in self.keys.iter().zip(&self.slots) {
+            k.set(NO_KEY);
+            s.set(ptr::null());
         }
     }
 }
@@ -424,9 +421,9 @@ impl Local {
             }
         };
         let _ = FAST.try_with(|f| {
-            let w = f.way(p);
-            w.key.set(p);
-            w.slot.set(slot);
+            let w = way(p);
+            f.keys[w].set(p);
+            f.slots[w].set(slot);
         });
         slot
     }
@@ -456,12 +453,8 @@ impl Drop for Local {
 
 const_thread_local! {
     static FAST: Fast = Fast {
-        ways: [const {
-            FastWay {
-                key: Cell::new(NO_KEY),
-                slot: Cell::new(ptr::null()),
-            }
-        }; FAST_WAYS],
+        keys: [const { Cell::new(NO_KEY) }; FAST_WAYS],
+        slots: [const { Cell::new(ptr::null()) }; FAST_WAYS],
     };
 }
 
@@ -700,15 +693,15 @@ impl RoughCounter {
         // key names was reached through an Acquire load on the slow path.
         let p = self.shared.load(Ordering::Relaxed).cast_const();
         let hit = FAST.try_with(|f| {
-            let w = f.way(p);
-            if w.key.get() != p {
+            let w = way(p);
+            if f.keys[w].get() != p {
                 return false;
             }
             // SAFETY: FAST holds a key only together with a slot of that
             // counter owned by this thread; LOCAL's entry for it holds an
             // Arc that keeps the slot alive, and clears FAST before letting
             // go of it.
-            let slot = unsafe { &*w.slot.get() };
+            let slot = unsafe { &*f.slots[w].get() };
             if slot.bump(n) {
                 // SAFETY: `p` is this counter's live shared block (it matched).
                 self.check(unsafe { &*p }, slot);
