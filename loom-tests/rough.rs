@@ -1,3 +1,4 @@
+#![cfg(loom)]
 //! Loom models of `RoughCounter` (see the module docs of `src/rough.rs`).
 //!
 //! Each model checks one claim of the protocol: `sum` reads cumulative slot
@@ -8,7 +9,6 @@
 //! dropped counter exactly as long as a thread holds a slot in it. The
 //! interval rule is off (`Duration::MAX`) so the models do not depend on the
 //! clock.
-#![cfg(loom)]
 
 use loom::sync::Arc;
 use loom::thread;

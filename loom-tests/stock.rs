@@ -1,3 +1,4 @@
+#![cfg(loom)]
 //! Loom models of `Stock`'s protocol (the module docs of `src/stock.rs`).
 //!
 //! Each model starts from a given split over two shards. Spawned threads get
@@ -9,7 +10,6 @@
 //! (a failure's pool is the whole stock at its last swap); exact accounting
 //! across a consolidation (closed shards are frozen, so reopening stores lose
 //! nothing); restocks that meet a closed shard wait and are not lost.
-#![cfg(loom)]
 
 use loom::sync::Arc;
 use loom::thread;
