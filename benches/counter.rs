@@ -192,12 +192,5 @@ fn paired_report() {
 }
 
 fn main() {
-    let mode = std::env::var("SHARDCOUNT_PAIRED").unwrap_or_default();
-    if mode != "only" {
-        benches();
-        Criterion::default().configure_from_args().final_summary();
-    }
-    if mode != "skip" {
-        paired_report();
-    }
+    common::bench_main(benches, paired_report);
 }

@@ -268,15 +268,6 @@ fn sum_vs_slots(c: &mut Criterion) {
 
 criterion_group!(benches, one_thread, two_threads, reads, sum_vs_slots);
 
-/// Criterion's groups, then the paired ratios; `SHARDCOUNT_PAIRED=skip`
-/// skips the paired section, `=only` runs only it (as in the other benches).
 fn main() {
-    let mode = std::env::var("SHARDCOUNT_PAIRED").unwrap_or_default();
-    if mode != "only" {
-        benches();
-        Criterion::default().configure_from_args().final_summary();
-    }
-    if mode != "skip" {
-        paired_ratios();
-    }
+    common::bench_main(benches, paired_ratios);
 }

@@ -50,12 +50,17 @@ const WRITERS: [usize; 4] = [1, 4, 16, 64];
 /// small machine several caps end at the same size).
 const SHARDS: [usize; 5] = [1, 2, 8, 64, 256];
 
-fn add_1thread(c: &mut Criterion) {
-    let mut g = c.benchmark_group("add_1thread");
+/// The settings of the groups that time one operation at a time.
+fn per_op_settings(g: &mut BenchmarkGroup<'_, WallTime>) {
     g.warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(1))
         .sample_size(20)
         .throughput(Throughput::Elements(1));
+}
+
+fn add_1thread(c: &mut Criterion) {
+    let mut g = c.benchmark_group("add_1thread");
+    per_op_settings(&mut g);
 
     struct V<'a, 'b>(&'a mut BenchmarkGroup<'b, WallTime>);
     impl Visit for V<'_, '_> {
@@ -130,10 +135,7 @@ const PRELOAD: u64 = 50_000;
 
 fn read_after_writers(c: &mut Criterion) {
     let mut g = c.benchmark_group("read_after_writers");
-    g.warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(1))
-        .sample_size(20)
-        .throughput(Throughput::Elements(1));
+    per_op_settings(&mut g);
 
     struct V<'a, 'b>(&'a mut BenchmarkGroup<'b, WallTime>);
     impl Visit for V<'_, '_> {
@@ -192,10 +194,7 @@ fn grown_counter(cap: usize) -> (Counter, u64) {
 
 fn sum_vs_shards(c: &mut Criterion) {
     let mut g = c.benchmark_group("sum_vs_shards");
-    g.warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(1))
-        .sample_size(20)
-        .throughput(Throughput::Elements(1));
+    per_op_settings(&mut g);
 
     let mut measured = Vec::new();
     for shards in SHARDS {

@@ -123,3 +123,19 @@ pub fn reps(default: usize) -> usize {
         .filter(|&n| n > 0)
         .unwrap_or(default)
 }
+
+/// The `main` of a bench with a paired section: criterion's groups, then the
+/// paired ratios. `SHARDCOUNT_PAIRED=skip` leaves out the paired section,
+/// `=only` runs only it.
+pub fn bench_main(criterion_groups: impl FnOnce(), paired: impl FnOnce()) {
+    let mode = std::env::var("SHARDCOUNT_PAIRED").unwrap_or_default();
+    if mode != "only" {
+        criterion_groups();
+        criterion::Criterion::default()
+            .configure_from_args()
+            .final_summary();
+    }
+    if mode != "skip" {
+        paired();
+    }
+}
