@@ -6,11 +6,15 @@
 //!
 //! The handle and its thread share a `Mutex<State>` and a `Condvar`. The
 //! state holds the registered counters (as strong references to their shared
-//! blocks) and a `stop` flag. The thread waits on the condvar for one
-//! interval, then folds every registered counter with `flush_all` (whose
-//! orderings are described in `rough.rs`), dropping those whose counter was
-//! dropped. Dropping the handle sets `stop`, wakes the thread and joins it.
-//! No atomics of its own: the mutex orders everything here.
+//! blocks), a `stop` flag and the pass count. The thread waits on the condvar
+//! for one interval, copies the list of counters and lets go of the lock, then
+//! folds each with `flush_all` (whose orderings are described in `rough.rs`).
+//! It takes the lock again only to drop counters that were dropped and to
+//! count the pass. So the handle's calls wait at most for a list copy, never
+//! for a pass, however short the interval. Intervals below
+//! [`Folder::MIN_INTERVAL`] are raised to it, so the thread always sleeps
+//! between passes. Dropping the handle sets `stop`, wakes the thread and
+//! joins it. No atomics of its own: the mutex orders everything here.
 
 use crate::rough::{RoughCounter, SharedRef};
 use crate::sync::{lock_ignoring_poison, Arc, Condvar, Mutex, MutexGuard};
@@ -63,12 +67,24 @@ pub struct Folder {
 }
 
 impl Folder {
-    /// Starts the background thread, folding every `interval`.
+    /// The shortest interval a folder runs at: a shorter one is raised to
+    /// this, so the thread sleeps between passes instead of spinning a core.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let folder = shardcount::Folder::new(Duration::from_nanos(10));
+    /// assert_eq!(folder.interval(), shardcount::Folder::MIN_INTERVAL);
+    /// assert_eq!(shardcount::Folder::MIN_INTERVAL, Duration::from_millis(1));
+    /// ```
+    pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
+    /// Starts the background thread, folding every `interval` (at least
+    /// [`MIN_INTERVAL`](Self::MIN_INTERVAL)).
     ///
     /// # Panics
     ///
-    /// If `interval` is zero (the thread would spin), or if the thread
-    /// cannot be spawned.
+    /// If `interval` is zero (a folder that never waits is a mistake, not a
+    /// setting), or if the thread cannot be spawned.
     ///
     /// ```
     /// let folder = shardcount::Folder::new(std::time::Duration::from_secs(1));
@@ -80,6 +96,7 @@ impl Folder {
             !interval.is_zero(),
             "shardcount: Folder::new(Duration::ZERO): the interval must be positive"
         );
+        let interval = interval.max(Self::MIN_INTERVAL);
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 counters: Vec::new(),
@@ -103,7 +120,8 @@ impl Folder {
     }
 
     /// Adds `counter` to the counters folded every interval. Registering a
-    /// counter twice folds it twice per pass, which is harmless.
+    /// counter twice folds it twice per pass, which is harmless. Returns at
+    /// once: a pass in progress does not hold the folder's lock.
     ///
     /// ```
     /// use shardcount::{Folder, RoughCounter};
@@ -116,7 +134,8 @@ impl Folder {
         lock(&self.inner).counters.push(r);
     }
 
-    /// The interval this folder was started with.
+    /// The interval this folder runs at: the one it was started with, or
+    /// [`MIN_INTERVAL`](Self::MIN_INTERVAL) if that was shorter.
     ///
     /// ```
     /// use std::time::Duration;
@@ -189,8 +208,15 @@ fn run(inner: &Inner, interval: Duration) {
                 }
             };
         }
-        // Folding holds the lock: `register` waits at most one pass.
-        state.counters.retain(SharedRef::fold_all);
+        // Fold without the lock, so the handle's calls never wait for a
+        // pass; a counter registered meanwhile is folded from the next one.
+        let counters = state.counters.clone();
+        drop(state);
+        let dropped = counters.iter().filter(|c| !c.fold_all()).count();
+        state = lock(inner);
+        if dropped > 0 {
+            state.counters.retain(SharedRef::is_live);
+        }
         state.passes += 1;
     }
 }

@@ -1009,6 +1009,7 @@ impl RoughCounter {
 /// An opaque strong reference to a counter's shared block, for the
 /// background folder.
 #[cfg(not(loom))]
+#[derive(Clone)]
 pub(crate) struct SharedRef(Arc<Shared>);
 
 #[cfg(not(loom))]
@@ -1021,6 +1022,12 @@ impl SharedRef {
         }
         self.0.fold_all();
         true
+    }
+
+    /// Whether the counter is still alive (not dropped).
+    pub(crate) fn is_live(&self) -> bool {
+        // Relaxed: a hint, as in `fold_all`.
+        !self.0.dropped.load(Ordering::Relaxed)
     }
 }
 

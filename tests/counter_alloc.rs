@@ -86,7 +86,10 @@ fn allocation_counting_sees_this_thread_only() {
     let _noise = Noise::start();
     // The positive control: an allocation here is counted, so the next test
     // could fail.
-    assert_eq!(allocations_of(|| drop(std::hint::black_box(Box::new(1u64)))), 1);
+    assert_eq!(
+        allocations_of(|| drop(std::hint::black_box(Box::new(1u64)))),
+        1
+    );
     assert_eq!(
         allocations_of(|| std::thread::sleep(std::time::Duration::from_millis(5))),
         0,
