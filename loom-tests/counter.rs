@@ -124,3 +124,40 @@ fn take_racing_growth() {
         assert_eq!(taken + c.sum(), 7);
     });
 }
+
+/// One adder and one taker: a take between the adder's noting and resolving
+/// adds is not interference, so the counter never grows (the epoch protocol
+/// in `src/counter.rs`). Also exact.
+#[test]
+fn take_between_checks_never_grows_the_base() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(4));
+        let taker = {
+            let c = c.clone();
+            thread::spawn(move || c.take())
+        };
+        c.add(1);
+        c.add(2);
+        let taken = taker.join().unwrap();
+        assert_eq!(taken + c.sum(), 3);
+        assert_eq!(c.shards(), 0, "a take alone grew the counter");
+    });
+}
+
+/// The same on a counter that already has a table: it keeps its size.
+#[test]
+fn take_between_checks_never_grows_a_table() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(4));
+        c.grow_for_test();
+        let taker = {
+            let c = c.clone();
+            thread::spawn(move || c.take())
+        };
+        c.add(1);
+        c.add(2);
+        let taken = taker.join().unwrap();
+        assert_eq!(taken + c.sum(), 3);
+        assert_eq!(c.shards(), 2, "a take alone grew the table");
+    });
+}

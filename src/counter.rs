@@ -13,6 +13,18 @@
 //!   never freed before the counter is dropped and are always summed, so an
 //!   add that lands in an old table after a growth is still counted: growth
 //!   moves no counts and so can neither lose nor duplicate one.
+//! * **Take epochs.** A `take` rewrites the words adders write, which the
+//!   contention check below must not mistake for another adder. So each
+//!   take first counts itself *started*, swaps with `Release`, then counts
+//!   itself *finished* (`Release`). The two counts live in the tag while
+//!   there is no table (fields of a `usize`, compared modulo their width)
+//!   and in the newest table once there is one. A checked add reads them
+//!   (`Acquire`) before its add and notes only if `started == finished`;
+//!   the resolving add is an `Acquire` RMW, so if it reads a word a take
+//!   swapped, that take's start is visible to the `started` it reads after,
+//!   which then differs from the note's: no verdict. (`started == finished`
+//!   at the note means every take it saw had finished, so none of them can
+//!   land between note and resolution.)
 //! * All counting uses `Relaxed` read-modify-writes: every add is a single
 //!   atomic RMW on one location, so nothing is published through the counts
 //!   and exactness follows from RMW atomicity alone.
@@ -51,6 +63,36 @@ const fn cap_tag(log2: u32) -> usize {
     ((log2 as usize + 1) << 1) | 1
 }
 
+/// A tag's bits: 0 is set, 1..8 hold the cap (0: the default), and the rest
+/// is split into the take epoch's started and finished counts.
+const CAP_MASK: usize = 0xfe;
+const EPOCH_SHIFT: u32 = 8;
+const EPOCH_BITS: u32 = (usize::BITS - EPOCH_SHIFT) / 2;
+const EPOCH_MASK: usize = (1 << EPOCH_BITS) - 1;
+
+/// The tag's started and finished take counts.
+#[inline]
+fn tag_epoch(tag: usize) -> (usize, usize) {
+    let e = tag >> EPOCH_SHIFT;
+    (e & EPOCH_MASK, (e >> EPOCH_BITS) & EPOCH_MASK)
+}
+
+/// `tag` with one more take started (`field` 0) or finished (`field` 1),
+/// wrapping within the field.
+#[inline]
+fn tag_bump(tag: usize, field: u32) -> usize {
+    let shift = EPOCH_SHIFT + field * EPOCH_BITS;
+    let mask = EPOCH_MASK << shift;
+    (tag & !mask) | (tag.wrapping_add(1 << shift) & mask)
+}
+
+/// A table's take epoch (see the module docs), on its own cache line so
+/// takes do not disturb the adders' reads of the table's header.
+struct Takes {
+    started: AtomicU64,
+    finished: AtomicU64,
+}
+
 struct Table {
     /// A power of two in length.
     shards: Box<[CachePadded<AtomicU64>]>,
@@ -58,6 +100,7 @@ struct Table {
     older: *mut Table,
     /// The cap on `shards.len()`, as a power of two.
     max_log2: u32,
+    takes: CachePadded<Takes>,
 }
 
 impl Table {
@@ -254,15 +297,108 @@ impl Counter {
     #[cold]
     #[inline(never)]
     fn add_checked(&self, current: *mut Table, at: &AtomicU64, n: u64) {
-        // Relaxed: a lone RMW; nothing is published through counts.
-        let prev = at.fetch_add(n, Ordering::Relaxed);
+        let before = self.epoch_before(current);
+        // Acquire: if this reads a word a take swapped (Release), the take's
+        // start is visible to `epoch_after` (see the module docs).
+        let prev = at.fetch_add(n, Ordering::Acquire);
+        let epoch = thread_index::Epoch {
+            before,
+            after: self.epoch_after(current),
+        };
         let key = std::ptr::from_ref(self).addr();
-        let seen = thread_index::checked(key, std::ptr::from_ref(at).addr(), prev, n);
+        let seen = thread_index::checked(key, std::ptr::from_ref(at).addr(), prev, n, epoch);
         // On the base, interference grows the first table at once (there is
         // nowhere to move to). On a shard the thread moves at once, and only
         // interference that persists doubles the table.
         if seen == Seen::Interference && (!is_table(current) || thread_index::collided(key)) {
             self.grow(current);
+        }
+    }
+
+    /// The take epoch of the words `current` covers, read before a checked
+    /// add: `None` while a take is in progress.
+    fn epoch_before(&self, current: *mut Table) -> Option<u64> {
+        if is_table(current) {
+            // SAFETY: as in `add`: a published table, alive until `drop`.
+            let takes = &unsafe { &*current }.takes;
+            // Acquire (both): a finished count we see makes its take's start
+            // visible to the next load, so equal counts mean no take is
+            // half done among those we see.
+            let finished = takes.finished.load(Ordering::Acquire);
+            let started = takes.started.load(Ordering::Acquire);
+            (started == finished).then_some(started)
+        } else {
+            // `current` was loaded with Acquire just before this add.
+            let (started, finished) = tag_epoch(current.addr());
+            (started == finished).then_some(current.addr() as u64)
+        }
+    }
+
+    /// The take epoch of the same words, read after the (Acquire) add.
+    fn epoch_after(&self, current: *mut Table) -> u64 {
+        if is_table(current) {
+            // SAFETY: as in `add`: a published table, alive until `drop`.
+            let takes = &unsafe { &*current }.takes;
+            // Relaxed: the Acquire add before it provides the ordering.
+            takes.started.load(Ordering::Relaxed)
+        } else {
+            // Relaxed: as above. A table published meanwhile also differs
+            // from the noted tag: no verdict, which is right, as the base
+            // is no longer written.
+            self.table.load(Ordering::Relaxed).addr() as u64
+        }
+    }
+
+    /// Counts a take as started in the epoch of the newest table, or of the
+    /// tag if there is none; returns which.
+    fn begin_take(&self) -> *mut Table {
+        // Acquire: pairs with the publish in `grow` before we read a table.
+        let mut t = self.table.load(Ordering::Acquire);
+        loop {
+            if is_table(t) {
+                // SAFETY: as in `add`: a published table, alive until `drop`.
+                let takes = &unsafe { &*t }.takes;
+                // Relaxed: the Release swaps that follow publish it.
+                takes.started.fetch_add(1, Ordering::Relaxed);
+                return t;
+            }
+            let bumped = t.map_addr(|a| tag_bump(a, 0));
+            // Relaxed on success: the Release swaps that follow publish it.
+            // Acquire on failure: the value may be a new table we then use.
+            match self
+                .table
+                .compare_exchange_weak(t, bumped, Ordering::Relaxed, Ordering::Acquire)
+            {
+                Ok(_) => return bumped,
+                Err(now) => t = now,
+            }
+        }
+    }
+
+    /// Counts the take begun on `started_in` as finished.
+    fn end_take(&self, started_in: *mut Table) {
+        if is_table(started_in) {
+            // SAFETY: as in `add`: a published table, alive until `drop`.
+            let takes = &unsafe { &*started_in }.takes;
+            // Release: a note that sees it also sees the swaps before it.
+            takes.finished.fetch_add(1, Ordering::Release);
+            return;
+        }
+        // Relaxed: only the tag's bits are used; a table ends the loop.
+        let mut t = self.table.load(Ordering::Relaxed);
+        // A table published meanwhile retires the tag: nobody reads its
+        // epoch any more.
+        while !is_table(t) {
+            // Release: as above. Relaxed on failure: we only retry.
+            match self.table.compare_exchange_weak(
+                t,
+                t.map_addr(|a| tag_bump(a, 1)),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => t = now,
+            }
         }
     }
 
@@ -290,6 +426,10 @@ impl Counter {
                 .collect(),
             older: current,
             max_log2,
+            takes: CachePadded::new(Takes {
+                started: AtomicU64::new(0),
+                finished: AtomicU64::new(0),
+            }),
         }));
         // AcqRel on success: Release publishes the zeroed shards to the
         // Acquire loads in `add`/`sum`. Acquire on failure: we go on to use
@@ -376,10 +516,14 @@ impl Counter {
     /// assert_eq!(c.sum(), 0);
     /// ```
     pub fn take(&self) -> u64 {
-        // Relaxed: each swap is an RMW, so it takes exactly the updates
-        // before it in that shard's modification order; nothing else is read.
-        let mut total = self.base.swap(0, Ordering::Relaxed);
-        self.for_each_shard(|s| total = total.wrapping_add(s.swap(0, Ordering::Relaxed)));
+        let epoch = self.begin_take();
+        // Release: a checked add that reads what a swap left sees this
+        // take's start (module docs). The counts themselves need only the
+        // RMW: each swap takes exactly the updates before it in that word's
+        // modification order.
+        let mut total = self.base.swap(0, Ordering::Release);
+        self.for_each_shard(|s| total = total.wrapping_add(s.swap(0, Ordering::Release)));
+        self.end_take(epoch);
         total
     }
 
@@ -476,12 +620,12 @@ impl Counter {
 
 /// The cap (as a power of two) that a tag carries.
 fn tag_max_log2(tag: usize) -> u32 {
-    if tag == DEFAULT_TAG {
+    if tag & CAP_MASK == 0 {
         crate::sync::default_max_shards()
             .min(MAX_SHARDS)
             .trailing_zeros()
     } else {
-        (tag >> 1) as u32 - 1
+        ((tag & CAP_MASK) >> 1) as u32 - 1
     }
 }
 

@@ -66,8 +66,10 @@ struct State {
     strike_key: Cell<usize>,
     /// The noted location's address (0: no note open)...
     noted_at: Cell<usize>,
-    /// ...and the value the noting add left there.
+    /// ...and the value the noting add left there...
     noted_value: Cell<u64>,
+    /// ...and the location's take epoch at that moment (see [`checked`]).
+    noted_epoch: Cell<u64>,
     /// State of the jitter sequence (0: not seeded).
     jitter: Cell<u32>,
 }
@@ -80,6 +82,7 @@ const_thread_local! {
         strike_key: Cell::new(0),
         noted_at: Cell::new(0),
         noted_value: Cell::new(0),
+        noted_epoch: Cell::new(0),
         jitter: Cell::new(0),
     };
 }
@@ -136,20 +139,41 @@ pub(crate) enum Seen {
     Interference,
 }
 
+/// A location's take epoch, as a checked operation reads it: writes that are
+/// not adds (a counter's `take`) announce themselves by changing it, so a
+/// value they rewrote is not mistaken for another adder's.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Epoch {
+    /// Read before the add: `None` while a take is in progress (then the
+    /// operation notes nothing).
+    pub(crate) before: Option<u64>,
+    /// Read after the add (which must be an `Acquire` RMW).
+    pub(crate) after: u64,
+}
+
 /// For a checked operation on the counter at address `key`, whose add of `n`
 /// at address `at` found `prev`.
+///
+/// A note records `epoch.before`; a resolution whose `epoch.after` differs
+/// from it is inconclusive (a take ran in between), never interference.
 #[cold]
-pub(crate) fn checked(key: usize, at: usize, prev: u64, n: u64) -> Seen {
+pub(crate) fn checked(key: usize, at: usize, prev: u64, n: u64, epoch: Epoch) -> Seen {
     STATE.with(|s| {
         // `sample` already advanced the tick past this operation.
         let op = s.tick.get().wrapping_sub(1);
         let phase = op & (CHECK_PERIOD - 1);
         if phase == 0 {
-            s.noted_at.set(at);
-            s.noted_value.set(prev.wrapping_add(n));
+            if let Some(e) = epoch.before {
+                s.noted_at.set(at);
+                s.noted_value.set(prev.wrapping_add(n));
+                s.noted_epoch.set(e);
+            }
             return Seen::Nothing;
         }
         let seen = if s.noted_at.get() != at {
+            Seen::Nothing
+        } else if s.noted_epoch.get() != epoch.after {
+            // A take rewrote the word in between: no verdict.
             Seen::Nothing
         } else if s.noted_value.get() == prev {
             if s.strike_key.get() == key {

@@ -358,3 +358,87 @@ fn threads_pinned_to_one_core_each_still_grow_the_table() {
     assert!(c.max_shards() >= 2);
     assert_eq!(c.sum(), rounds * 400_000);
 }
+
+/// One adder and one thread calling `take` in a tight loop: the takes are
+/// writes to the adder's word, but not contention between adders, so the
+/// table must not grow (it used to double until the cap: 4096 shards after
+/// 10 s). Nothing is lost either.
+#[test]
+fn take_loop_with_one_adder_never_grows_the_table() {
+    const ADDS: u64 = 3_000_000;
+    let c = Counter::with_max_shards(1 << 16);
+    let done = AtomicBool::new(false);
+    let start = Barrier::new(2);
+    let taken = thread::scope(|s| {
+        let taker = s.spawn(|| {
+            start.wait();
+            let mut taken = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                taken += c.take();
+            }
+            taken
+        });
+        start.wait();
+        for _ in 0..ADDS {
+            c.inc();
+        }
+        done.store(true, Ordering::Relaxed);
+        taker.join().unwrap()
+    });
+    assert_eq!(taken + c.sum(), ADDS, "a take lost or doubled counts");
+    assert_eq!(c.shards(), 0, "takes alone grew the table");
+}
+
+/// The same with a counter that already has a table: takes must not make
+/// it double further.
+#[test]
+fn take_loop_with_one_adder_never_grows_a_sharded_table() {
+    const ADDS: u64 = 3_000_000;
+    let c = Counter::with_max_shards(1 << 16);
+    // Two adders until the first table exists.
+    while c.shards() == 0 {
+        hammer(&c, 2, 10_000, 1);
+    }
+    let before = c.shards();
+    let base = c.take();
+    let done = AtomicBool::new(false);
+    let start = Barrier::new(2);
+    let taken = thread::scope(|s| {
+        let taker = s.spawn(|| {
+            start.wait();
+            let mut taken = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                taken += c.take();
+            }
+            taken
+        });
+        start.wait();
+        for _ in 0..ADDS {
+            c.inc();
+        }
+        done.store(true, Ordering::Relaxed);
+        taker.join().unwrap()
+    });
+    assert_eq!(
+        taken + c.sum(),
+        ADDS,
+        "a take lost or doubled counts (base {base})"
+    );
+    assert_eq!(c.shards(), before, "takes alone grew the table");
+}
+
+/// One thread alone: a `take` or `reset` between its adds rewrites its word,
+/// which the contention check used to read as another writer.
+#[test]
+fn take_and_reset_on_one_thread_never_grow_the_table() {
+    let c = Counter::with_max_shards(1 << 16);
+    for i in 0..10_000u64 {
+        c.inc();
+        if i % 2 == 0 {
+            assert_eq!(c.take(), 1);
+        } else {
+            c.reset();
+        }
+    }
+    assert_eq!(c.shards(), 0, "takes and resets alone grew the table");
+}
