@@ -16,8 +16,8 @@
 //! between passes. Dropping the handle sets `stop`, wakes the thread and
 //! joins it. No atomics of its own: the mutex orders everything here.
 
+use crate::primitive::sync::{Arc, Condvar, Mutex, MutexGuard};
 use crate::rough::{RoughCounter, SharedRef};
-use crate::sync::{lock_ignoring_poison, Arc, Condvar, Mutex, MutexGuard};
 use std::fmt;
 use std::sync::PoisonError;
 use std::thread::JoinHandle;
@@ -177,7 +177,7 @@ impl Folder {
 /// Locks the state; a panic elsewhere cannot leave it inconsistent (every
 /// update is a single push, retain or flag store), so poisoning is ignored.
 fn lock(inner: &Inner) -> MutexGuard<'_, State> {
-    lock_ignoring_poison(&inner.state)
+    crate::primitive::sync::lock(&inner.state)
 }
 
 fn run(inner: &Inner, interval: Duration) {

@@ -62,9 +62,8 @@
 //! `LOCAL`'s destructor first clears `FAST`, then folds every slot of the
 //! thread and returns it to its counter's free pool.
 
-use crate::sync::{
-    const_fn_unless_loom, const_thread_local, Arc, AtomicBool, AtomicPtr, AtomicU64, Ordering,
-};
+use crate::primitive::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use crate::primitive::sync::Arc;
 use crossbeam_utils::CachePadded;
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -451,14 +450,14 @@ impl Drop for Local {
     }
 }
 
-const_thread_local! {
+crate::primitive::const_thread_local! {
     static FAST: Fast = Fast {
         keys: [const { Cell::new(NO_KEY) }; FAST_WAYS],
         slots: [const { Cell::new(ptr::null()) }; FAST_WAYS],
     };
 }
 
-const_thread_local! {
+crate::primitive::const_thread_local! {
     static LOCAL: Local = Local {
         entries: RefCell::new(Vec::new()),
     };
@@ -574,11 +573,10 @@ impl RoughCounter {
     /// ```
     pub const CHECK_EVERY: u64 = 256;
 
-    const_fn_unless_loom! {
+    crate::primitive::const_fn! {
         /// A counter at zero with the default batch and interval.
         ///
-        /// `const` (except under `cfg(loom)`), so it can initialise a
-        /// `static`; it allocates nothing until first used.
+        /// `const`, so it can initialise a `static`; it allocates nothing until first used.
         ///
         /// ```
         /// use shardcount::RoughCounter;
@@ -587,7 +585,7 @@ impl RoughCounter {
         /// assert_eq!(HITS.sum(), 1);
         /// ```
         #[must_use]
-        pub fn new() -> Self {
+        pub const fn new() -> Self {
             RoughCounter {
                 shared: AtomicPtr::new(ptr::null_mut()),
                 batch: Self::DEFAULT_BATCH,
@@ -596,7 +594,7 @@ impl RoughCounter {
         }
     }
 
-    const_fn_unless_loom! {
+    crate::primitive::const_fn! {
         /// Sets `batch`: a thread folds into the sink once its unfolded
         /// delta reaches `batch` counts (in either direction). `1` folds on
         /// every add (then every add costs a locked add on the sink).
@@ -616,7 +614,7 @@ impl RoughCounter {
         /// assert_eq!(HITS.approx(), 2);
         /// ```
         #[must_use]
-        pub fn with_batch(self, batch: u64) -> Self {
+        pub const fn with_batch(self, batch: u64) -> Self {
             assert!(batch > 0, "shardcount: RoughCounter::with_batch(0): batch must be at least 1");
             let mut s = self;
             s.batch = batch;
@@ -624,7 +622,7 @@ impl RoughCounter {
         }
     }
 
-    const_fn_unless_loom! {
+    crate::primitive::const_fn! {
         /// Sets `interval`: at a check (see [the type docs](RoughCounter)),
         /// a thread folds if this long has passed since its slot's last
         /// timed fold. `Duration::ZERO` folds at every check;
@@ -641,7 +639,7 @@ impl RoughCounter {
         /// assert_eq!(HITS.approx(), 256);
         /// ```
         #[must_use]
-        pub fn with_interval(self, interval: Duration) -> Self {
+        pub const fn with_interval(self, interval: Duration) -> Self {
             let nanos = interval.as_nanos();
             let mut s = self;
             s.interval = if nanos > u64::MAX as u128 { u64::MAX } else { nanos as u64 };
@@ -985,7 +983,7 @@ impl RoughCounter {
     /// Adds `n` the way an add from a thread-local destructor does after the
     /// thread's slots are gone. For loom models, whose thread-local
     /// destructors run in a random order that loom cannot replay.
-    #[cfg(loom)]
+    #[cfg(shardcount_loom)]
     #[doc(hidden)]
     pub fn add_orphan_for_test(&self, n: u64) {
         // SAFETY: our own reference keeps the block alive while borrowed.
@@ -994,7 +992,7 @@ impl RoughCounter {
 
     /// For the background folder: this counter's shared block, created if
     /// needed, as a strong reference.
-    #[cfg(not(loom))]
+    #[cfg(not(shardcount_loom))]
     pub(crate) fn shared_ref(&self) -> SharedRef {
         let p = self.shared_or_init();
         // SAFETY: `p` is alive (we hold our reference); we add one for the
@@ -1008,11 +1006,11 @@ impl RoughCounter {
 
 /// An opaque strong reference to a counter's shared block, for the
 /// background folder.
-#[cfg(not(loom))]
+#[cfg(not(shardcount_loom))]
 #[derive(Clone)]
 pub(crate) struct SharedRef(Arc<Shared>);
 
-#[cfg(not(loom))]
+#[cfg(not(shardcount_loom))]
 impl SharedRef {
     /// Folds every slot; returns `false` once the counter has been dropped.
     pub(crate) fn fold_all(&self) -> bool {

@@ -1,4 +1,4 @@
-#![cfg(not(loom))] // real threads and std atomics; the loom models are in loom-tests/
+#![cfg(not(shardcount_loom))] // real threads and std atomics; the loom models are in src/loom_models
 //! `Counter`: the sequential spec, and stress with real threads.
 
 use shardcount::Counter;

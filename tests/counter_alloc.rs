@@ -1,4 +1,4 @@
-#![cfg(not(loom))] // real threads and std atomics; the loom models are in loom-tests/
+#![cfg(not(shardcount_loom))] // real threads and std atomics; the loom models are in src/loom_models
 //! An idle or single-threaded `Counter` allocates nothing.
 //!
 //! The allocator counts only allocations made by a thread that has switched

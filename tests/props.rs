@@ -1,4 +1,4 @@
-#![cfg(not(loom))] // real threads and std atomics; the loom models are in loom-tests/
+#![cfg(not(shardcount_loom))] // real threads and std atomics; the loom models are in src/loom_models
 //! Property models: random sequences of operations on one thread, run on each
 //! type and on a plain reference built from the public docs, compared after
 //! every operation.

@@ -1,4 +1,4 @@
-#![cfg(not(loom))] // real threads and std atomics; the loom models are in loom-tests/
+#![cfg(not(shardcount_loom))] // real threads and std atomics; the loom models are in src/loom_models
 //! `RoughCounter` and `Folder`: sequential spec and real-thread stress.
 //!
 //! Tests that rely on a thread's exit fold join it with `JoinHandle::join`,

@@ -77,7 +77,7 @@
 //!   shard runs short, which is when a second thread starts taking or the
 //!   first one emptied its share. A thread whose exchange fails because
 //!   another wrote its shard moves to another shard
-//!   ([`rehash`](crate::thread_index::rehash)), so contended takers
+//!   ([`rehash`](crate::thread::rehash)), so contended takers
 //!   separate and then split the stock between them.
 //! * A thread whose own shard is short first tries to *borrow*: take `n`
 //!   directly from another open shard, lock-free, if that shard holds at
@@ -88,10 +88,13 @@
 //!   it, as from a single atomic; a take fails only after a consolidation
 //!   has collected everything.
 
-use crate::insufficient::Insufficient;
-use crate::sync::{lock_ignoring_poison, AtomicU64, Mutex, Ordering};
-use crate::thread_index::{self, MAX_SHARDS};
+mod error;
+
+use crate::primitive::sync::atomic::{AtomicU64, Ordering};
+use crate::primitive::sync::{lock, Mutex};
+use crate::thread::{self, MAX_SHARDS};
 use crossbeam_utils::CachePadded;
+pub use error::Insufficient;
 use std::fmt;
 
 /// The flag bit of a shard word; the amount is in the bits below it.
@@ -242,7 +245,7 @@ impl Stock {
     /// ```
     #[must_use]
     pub fn new(initial: u64) -> Self {
-        let s = Stock::with_shards(crate::sync::default_max_shards());
+        let s = Stock::with_shards(thread::default_max_shards());
         s.place_initial(initial);
         s
     }
@@ -379,7 +382,7 @@ impl Stock {
     /// ```
     #[must_use]
     pub fn sum(&self) -> u64 {
-        let _guard = lock_ignoring_poison(&self.lock);
+        let _guard = lock(&self.lock);
         // Relaxed: under the lock every shard is open and no stock is in
         // transit; coherence makes each load see every write that
         // happened-before the call.
@@ -405,7 +408,7 @@ impl Stock {
     /// ```
     pub fn merge(&self) {
         let home = self.home();
-        let _guard = lock_ignoring_poison(&self.lock);
+        let _guard = lock(&self.lock);
         let pool = self.close_all();
         self.reopen(pool, home, Place::Merge);
     }
@@ -431,7 +434,7 @@ impl Stock {
     /// ```
     #[must_use]
     pub fn shard_amounts(&self) -> Vec<u64> {
-        let _guard = lock_ignoring_poison(&self.lock);
+        let _guard = lock(&self.lock);
         // Relaxed: as in `sum`.
         self.shards
             .iter()
@@ -451,10 +454,9 @@ impl Stock {
     }
 
     /// A stock whose shards hold exactly `amounts` (a power-of-two count), so
-    /// loom models can start from a given split.
-    #[cfg(loom)]
-    #[doc(hidden)]
-    pub fn with_amounts_for_test(amounts: &[u64]) -> Self {
+    /// models and tests can start from a given split.
+    #[cfg(all(test, shardcount_loom))]
+    pub(crate) fn with_amounts(amounts: &[u64]) -> Self {
         let s = Stock::with_shards(amounts.len());
         assert_eq!(s.shards.len(), amounts.len());
         for (shard, &a) in s.shards.iter().zip(amounts) {
@@ -474,7 +476,7 @@ impl Stock {
     /// The calling thread's shard index.
     #[inline]
     fn home(&self) -> usize {
-        thread_index::probe() as usize & self.mask()
+        thread::probe() as usize & self.mask()
     }
 
     /// Takes `n` from shard `i` if it is open and holds `n`; lock-free.
@@ -553,7 +555,7 @@ impl Stock {
         if n == 0 || self.take_open(home, n) || self.borrow(n, home) {
             return Ok(());
         }
-        let _guard = lock_ignoring_poison(&self.lock);
+        let _guard = lock(&self.lock);
         // A consolidation may have refilled our shard while we waited.
         if self.take_open(home, n) || self.borrow(n, home) {
             return Ok(());
@@ -576,7 +578,7 @@ impl Stock {
         if n == 0 || self.add_open(home, n) {
             return;
         }
-        let guard = lock_ignoring_poison(&self.lock);
+        let guard = lock(&self.lock);
         // Closed while we looked, and now reopened; or our shard is full.
         if self.add_open(home, n) {
             return;
@@ -659,7 +661,7 @@ impl Stock {
             "shardcount: Stock::new({initial}): more than Stock::MAX ({})",
             Stock::MAX
         );
-        let _guard = lock_ignoring_poison(&self.lock);
+        let _guard = lock(&self.lock);
         self.close_all();
         self.reopen(initial, self.home(), Place::Auto);
     }
@@ -677,7 +679,7 @@ fn collided(now: u64) {
 #[cold]
 #[inline(never)]
 fn moved() {
-    thread_index::rehash();
+    thread::rehash();
 }
 
 impl Default for Stock {

@@ -1,64 +1,53 @@
-//! The per-thread shard index every sharded type uses.
+//! The contention signal.
 //!
-//! Each thread gets a probe value once (from a process-wide sequence, so the
-//! first threads spread over distinct shards), kept in a `const`-initialised
-//! thread-local: reading it is a bare TLS load, never a hash of the thread id.
-//! A thread that keeps colliding with others moves by rehashing its probe
-//! (xorshift, which never yields zero from a non-zero input).
+//! A locked add cannot say whether its cache line was contended, and a load
+//! and compare-exchange almost never loses the race even when it is (the load
+//! fetches the line and the exchange follows within cycles). So sampling
+//! watches the value instead. About once every [`CHECK_PERIOD`] operations a
+//! thread *notes* the location it added to and the value its add left there.
+//! Its next add to that same location within the following
+//! [`CHECK_WINDOW`] - 1 operations *resolves* the note: if the value found is
+//! not the one left, another thread wrote the location in between. The
+//! window (rather than just the next operation) lets a thread that updates a
+//! few counters in rotation still resolve its notes. The gap is a few
+//! operations, so a writer landing in it means the line is being fought over.
 //!
-//! The same thread-local drives contention sampling. A locked add cannot say
-//! whether its cache line was contended, and a load + compare-exchange almost
-//! never loses the race even when it is (the load fetches the line and the
-//! exchange follows within cycles). So sampling watches the value instead.
-//! About once every [`CHECK_PERIOD`] operations a thread *notes* the location it
-//! added to and the value its add left there. Its next add to that same
-//! location within the following [`CHECK_WINDOW`] - 1 operations *resolves*
-//! the note: if the value found is not the one left, another thread wrote the
-//! location in between. The window (rather than just the next operation) lets
-//! a thread that updates a few counters in rotation still resolve its notes.
-//! The gap is a few operations, so a writer landing in it means the line is
-//! being fought over.
+//! Writes that are not adds (a counter's `take`) announce themselves through
+//! an [`Epoch`], so they are never mistaken for another adder.
 
-use crate::sync::{const_thread_local, next_sequence};
 use std::cell::Cell;
-
-/// The most shards any sharded type accepts (a power of two): beyond this a
-/// sum's walk over the shards costs more than contention could.
-pub(crate) const MAX_SHARDS: usize = 1 << 16;
 
 /// One operation in this many notes a location (a power of two).
 ///
 /// Under loom every other operation notes and the next resolves, so the
 /// models reach the growth paths.
-#[cfg(not(loom))]
+#[cfg(not(shardcount_loom))]
 pub(crate) const CHECK_PERIOD: u32 = 64;
-#[cfg(loom)]
+#[cfg(shardcount_loom)]
 pub(crate) const CHECK_PERIOD: u32 = 2;
 
 /// How many operations, counting the noting one, may resolve a note.
-#[cfg(not(loom))]
+#[cfg(not(shardcount_loom))]
 pub(crate) const CHECK_WINDOW: u32 = 8;
-#[cfg(loom)]
+#[cfg(shardcount_loom)]
 pub(crate) const CHECK_WINDOW: u32 = 2;
 
 /// Interference on one counter in this many resolved checks in a row
 /// (without a quiet one between) means moving did not help: grow. One under
 /// loom, whose models are short.
-#[cfg(not(loom))]
+#[cfg(not(shardcount_loom))]
 const STRIKES_TO_GROW: u32 = 2;
-#[cfg(loom)]
+#[cfg(shardcount_loom)]
 const STRIKES_TO_GROW: u32 = 1;
 
 /// Up to this many ticks are skipped at random after each window. None
 /// under loom, to keep its models deterministic.
-#[cfg(not(loom))]
+#[cfg(not(shardcount_loom))]
 const JITTER_MASK: u32 = 15;
-#[cfg(loom)]
+#[cfg(shardcount_loom)]
 const JITTER_MASK: u32 = 0;
 
 struct State {
-    /// 0 until first use; never 0 afterwards.
-    probe: Cell<u32>,
     tick: Cell<u32>,
     /// Interference seen in a row on the counter `strike_key`.
     strikes: Cell<u32>,
@@ -74,9 +63,8 @@ struct State {
     jitter: Cell<u32>,
 }
 
-const_thread_local! {
+crate::primitive::const_thread_local! {
     static STATE: State = State {
-        probe: Cell::new(0),
         tick: Cell::new(0),
         strikes: Cell::new(0),
         strike_key: Cell::new(0),
@@ -100,13 +88,10 @@ pub(crate) struct Sample {
 /// Advances the calling thread's tick and says whether this operation checks.
 #[inline]
 // Under loom the window is the whole period, so the compare is always true.
-#[cfg_attr(loom, allow(clippy::bad_bit_mask))]
+#[cfg_attr(shardcount_loom, allow(clippy::bad_bit_mask))]
 pub(crate) fn sample() -> Sample {
+    let probe = super::probe();
     STATE.with(|s| {
-        let probe = s.probe.get();
-        if probe == 0 {
-            return first_use(s);
-        }
         let tick = s.tick.get();
         s.tick.set(tick.wrapping_add(1));
         Sample {
@@ -114,18 +99,6 @@ pub(crate) fn sample() -> Sample {
             check: tick & (CHECK_PERIOD - 1) < CHECK_WINDOW,
         }
     })
-}
-
-#[cold]
-fn first_use(s: &State) -> Sample {
-    // An odd multiplier keeps consecutive sequence numbers apart in the low
-    // bits used for masking (their parity differs), and spreads the high bits.
-    let probe = next_sequence().wrapping_mul(0x9E37_79B9);
-    let probe = if probe == 0 { 1 } else { probe };
-    s.probe.set(probe);
-    // This call is tick 0.
-    s.tick.set(1);
-    Sample { probe, check: true }
 }
 
 /// What a checked operation learnt.
@@ -196,31 +169,6 @@ pub(crate) fn checked(key: usize, at: usize, prev: u64, n: u64, epoch: Epoch) ->
     })
 }
 
-/// A few bits of a per-thread xorshift sequence, seeded by the probe.
-fn next_jitter(s: &State) -> u32 {
-    let mut x = s.jitter.get();
-    if x == 0 {
-        x = s.probe.get() | 1;
-    }
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    s.jitter.set(x);
-    x & JITTER_MASK
-}
-
-/// Moves the calling thread to another probe.
-#[cold]
-pub(crate) fn rehash() {
-    STATE.with(|s| {
-        let mut p = s.probe.get();
-        p ^= p << 13;
-        p ^= p >> 17;
-        p ^= p << 5;
-        s.probe.set(p);
-    });
-}
-
 /// Records interference on the counter at address `key` and moves the
 /// calling thread to another probe.
 ///
@@ -230,7 +178,7 @@ pub(crate) fn rehash() {
 /// several counters keeps their strikes apart.
 #[cold]
 pub(crate) fn collided(key: usize) -> bool {
-    rehash();
+    super::rehash();
     STATE.with(|s| {
         if s.strike_key.get() != key {
             s.strike_key.set(key);
@@ -262,15 +210,13 @@ pub(crate) fn forget(key: usize) {
     });
 }
 
-/// The calling thread's probe, without advancing the tick.
-#[inline]
-pub(crate) fn probe() -> u32 {
-    STATE.with(|s| {
-        let probe = s.probe.get();
-        if probe == 0 {
-            first_use(s).probe
-        } else {
-            probe
-        }
-    })
+/// A few bits of a per-thread xorshift sequence, seeded by the probe.
+fn next_jitter(s: &State) -> u32 {
+    let mut x = s.jitter.get();
+    if x == 0 {
+        x = super::probe() | 1;
+    }
+    x = super::xorshift(x);
+    s.jitter.set(x);
+    x & JITTER_MASK
 }

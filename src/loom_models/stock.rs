@@ -1,4 +1,3 @@
-#![cfg(loom)]
 //! Loom models of `Stock`'s protocol (the module docs of `src/stock.rs`).
 //!
 //! Each model starts from a given split over two shards. Spawned threads get
@@ -11,9 +10,9 @@
 //! across a consolidation (closed shards are frozen, so reopening stores lose
 //! nothing); restocks that meet a closed shard wait and are not lost.
 
+use crate::Stock;
 use loom::sync::Arc;
 use loom::thread;
-use shardcount::Stock;
 
 /// A take's outcome as plain values: `Err((requested, available))`.
 fn take(s: &Stock, n: u64) -> Result<(), (u64, u64)> {
@@ -40,7 +39,7 @@ where
 fn last_unit_has_one_winner() {
     for amounts in [[1, 0], [0, 1]] {
         loom::model(move || {
-            let s = Arc::new(Stock::with_amounts_for_test(&amounts));
+            let s = Arc::new(Stock::with_amounts(&amounts));
             let (a, b) = race(&s, |s| take(s, 1), |s| take(s, 1));
             let lost = (1, 0);
             assert!(
@@ -57,7 +56,7 @@ fn last_unit_has_one_winner() {
 #[test]
 fn two_units_three_takers() {
     loom::model(|| {
-        let s = Arc::new(Stock::with_amounts_for_test(&[1, 1]));
+        let s = Arc::new(Stock::with_amounts(&[1, 1]));
         let (sa, sb) = (s.clone(), s.clone());
         let ha = thread::spawn(move || sa.try_sub(1).is_ok());
         let hb = thread::spawn(move || sb.try_sub(1).is_ok());
@@ -74,7 +73,7 @@ fn two_units_three_takers() {
 #[test]
 fn fragmented_take_racing_fast_take() {
     loom::model(|| {
-        let s = Arc::new(Stock::with_amounts_for_test(&[1, 1]));
+        let s = Arc::new(Stock::with_amounts(&[1, 1]));
         let (two, one) = race(&s, |s| take(s, 2), |s| take(s, 1));
         match (two, one) {
             (Ok(()), Err(e)) => {
@@ -98,7 +97,7 @@ fn take_racing_add_never_fails() {
     // the taker consolidates while the restock may meet a closed shard.
     for (amounts, n) in [([1, 0], 1), ([1, 1], 2)] {
         loom::model(move || {
-            let s = Arc::new(Stock::with_amounts_for_test(&amounts));
+            let s = Arc::new(Stock::with_amounts(&amounts));
             let (took, ()) = race(&s, move |s| take(s, n), |s| s.add(1));
             assert_eq!(took, Ok(()));
             assert_eq!(s.sum(), amounts.iter().sum::<u64>() + 1 - n);
@@ -114,7 +113,7 @@ fn rebalance_racing_fast_take() {
     let rich = 4 * Stock::SPREAD_MIN;
     for amounts in [[rich, 0], [0, rich]] {
         loom::model(move || {
-            let s = Arc::new(Stock::with_amounts_for_test(&amounts));
+            let s = Arc::new(Stock::with_amounts(&amounts));
             let (a, b) = race(&s, |s| take(s, 1), |s| take(s, 1));
             assert_eq!((a, b), (Ok(()), Ok(())));
             let after = s.shard_amounts();
@@ -128,7 +127,7 @@ fn rebalance_racing_fast_take() {
 #[test]
 fn merge_racing_fast_take() {
     loom::model(|| {
-        let s = Arc::new(Stock::with_amounts_for_test(&[1, 1]));
+        let s = Arc::new(Stock::with_amounts(&[1, 1]));
         let (took, ()) = race(&s, |s| take(s, 1), |s| s.merge());
         assert_eq!(took, Ok(()));
         let after = s.shard_amounts();
@@ -144,7 +143,7 @@ fn merge_racing_fast_take() {
 #[test]
 fn take_with_restock_then_take_elsewhere() {
     loom::model(|| {
-        let s = Arc::new(Stock::with_amounts_for_test(&[1, 1]));
+        let s = Arc::new(Stock::with_amounts(&[1, 1]));
         let restocked = Arc::new(loom::sync::atomic::AtomicBool::new(false));
         let (sa, sb, sc) = (s.clone(), s.clone(), s.clone());
         let r2 = restocked.clone();
@@ -177,7 +176,7 @@ fn restock_into_full_shard_races_take() {
     let cap = Stock::MAX / 2;
     for amounts in [[cap, 1], [1, cap]] {
         loom::model(move || {
-            let s = Arc::new(Stock::with_amounts_for_test(&amounts));
+            let s = Arc::new(Stock::with_amounts(&amounts));
             let (sa, sb) = (s.clone(), s.clone());
             let adder = thread::spawn(move || sa.add(1));
             let taker = thread::spawn(move || sb.try_sub(1).is_ok());
@@ -193,7 +192,7 @@ fn restock_into_full_shard_races_take() {
 #[test]
 fn stock_sum_during_takes_is_between_end_and_start() {
     loom::model(|| {
-        let s = Arc::new(Stock::with_amounts_for_test(&[2, 1]));
+        let s = Arc::new(Stock::with_amounts(&[2, 1]));
         let (sa, sb) = (s.clone(), s.clone());
         let a = thread::spawn(move || sa.try_sub(1).unwrap());
         let b = thread::spawn(move || sb.try_sub(2).unwrap());

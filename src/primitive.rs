@@ -1,0 +1,105 @@
+//! The std/loom switch, and nothing else.
+//!
+//! Every atomic, lock, thread-local and spin hint in the crate comes from
+//! here, under std-shaped paths (`primitive::sync::atomic::AtomicU64`). A
+//! normal build uses `std`; the crate's own cfg, `shardcount_loom`, swaps in
+//! `loom`, so the code the models check is the code users run. The cfg is
+//! crate-specific on purpose: a user who runs loom on their own code with
+//! `--cfg loom` gets the ordinary shardcount, `const fn`s and all.
+
+// Each module takes what it needs from here.
+#![allow(unused_imports, dead_code)]
+
+pub(crate) mod sync {
+    pub(crate) mod atomic {
+        #[cfg(shardcount_loom)]
+        pub(crate) use loom::sync::atomic::{
+            AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+        };
+        pub(crate) use std::sync::atomic::Ordering;
+        #[cfg(not(shardcount_loom))]
+        pub(crate) use std::sync::atomic::{
+            AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+        };
+    }
+
+    #[cfg(shardcount_loom)]
+    pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+    #[cfg(not(shardcount_loom))]
+    pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+    /// Locks `m`, ignoring poison: the crate's locks guard nothing that a
+    /// panicking holder could leave half-updated.
+    #[inline]
+    pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        // Both std's and loom's `lock` return std's `LockResult`.
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+pub(crate) mod hint {
+    /// Tells the CPU (or loom's scheduler) that this thread waits on another.
+    #[inline]
+    pub(crate) fn spin_loop() {
+        #[cfg(not(shardcount_loom))]
+        std::hint::spin_loop();
+        // Under loom a spin must yield, or the model would never let the
+        // other thread run and the loop would not end.
+        #[cfg(shardcount_loom)]
+        loom::thread::yield_now();
+    }
+}
+
+pub(crate) mod thread {
+    /// How many threads can run at once (`available_parallelism`, or 1).
+    ///
+    /// A loom mock: models use a handful of threads and a fixed answer
+    /// keeps them deterministic.
+    pub(crate) fn available_parallelism() -> usize {
+        #[cfg(not(shardcount_loom))]
+        return std::thread::available_parallelism().map_or(1, |n| n.get());
+        #[cfg(shardcount_loom)]
+        return 4;
+    }
+}
+
+/// Declares a thread-local with a `const` initialiser.
+///
+/// On std this is `thread_local!` with `const { .. }`, a bare TLS access
+/// (no lazy-init check) when the type needs no drop. Loom's macro takes no
+/// `const` block, so there the same declaration is lazily initialised.
+macro_rules! const_thread_local {
+    ($(#[$attr:meta])* static $name:ident: $t:ty = $init:expr;) => {
+        #[cfg(not(shardcount_loom))]
+        ::std::thread_local! { $(#[$attr])* static $name: $t = const { $init }; }
+        #[cfg(shardcount_loom)]
+        ::loom::thread_local! { $(#[$attr])* static $name: $t = $init; }
+    };
+}
+pub(crate) use const_thread_local;
+
+/// Declares a process-wide atomic. Loom's atomics have no `const fn new`
+/// and must be created inside a model, so there it is a lazy static (reset
+/// for each model run).
+macro_rules! global {
+    ($(#[$attr:meta])* static $name:ident: $t:ty = $init:expr;) => {
+        #[cfg(not(shardcount_loom))]
+        $(#[$attr])* static $name: $t = $init;
+        #[cfg(shardcount_loom)]
+        ::loom::lazy_static! { $(#[$attr])* static ref $name: $t = $init; }
+    };
+}
+pub(crate) use global;
+
+/// Writes a function that is `const` except under `shardcount_loom`, whose
+/// atomics have no `const fn new`. The `const` stays in the source, so a
+/// reader (or grep) sees that the function is `const`.
+macro_rules! const_fn {
+    ($(#[$attr:meta])* $vis:vis const fn $($rest:tt)*) => {
+        #[cfg(not(shardcount_loom))]
+        $(#[$attr])* $vis const fn $($rest)*
+        #[cfg(shardcount_loom)]
+        $(#[$attr])* $vis fn $($rest)*
+    };
+}
+pub(crate) use const_fn;

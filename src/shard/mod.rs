@@ -1,0 +1,311 @@
+//! The grow-only shard table: a chain of cache-padded, power-of-two rows of
+//! atomic words, summed together, freed only when the owner drops it.
+//!
+//! # Protocol
+//!
+//! * `head: AtomicPtr<Table>` is either a *tag* (an odd value: no table
+//!   yet; it carries the shard cap and a take epoch) or a pointer to the
+//!   newest table. A table is published once, by a compare-exchange with
+//!   `AcqRel`; readers load the head with `Acquire`, so the zeroed shards
+//!   are visible before use.
+//! * Each table links to the older, smaller one it replaced. Older tables
+//!   are never freed before the owner drops and are always visited by
+//!   [`ShardTable::for_each_shard`], so an add that lands in an old table
+//!   after a growth is still counted: growth moves no counts and so can
+//!   neither lose nor duplicate one.
+//! * `grow` replaces the newest table by compare-exchange, so racing growers
+//!   allocate at most one table each and the loser frees its own.
+//! * **Take epochs.** A take rewrites the words adders write, which the
+//!   contention check must not mistake for another adder. So each take
+//!   counts itself *started*, swaps the words with `Release`, then counts
+//!   itself *finished* (`Release`). The two counts live in the tag while
+//!   there is no table (fields of a `usize`, compared modulo their width) and
+//!   in the newest table once there is one. A checked add reads them
+//!   (`Acquire`) before its add and notes only if `started == finished`; the
+//!   resolving add is an `Acquire` RMW, so if it reads a word a take swapped,
+//!   that take's start is visible to the `started` it reads after, which
+//!   then differs from the note's: no verdict. (`started == finished` at the
+//!   note means every take it saw had finished, so none of them can land
+//!   between note and resolution.)
+
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use crossbeam_utils::CachePadded;
+
+/// A tag's bits: 0 is set, 1..8 hold the cap (0: the default), and the rest
+/// is split into the take epoch's started and finished counts.
+const CAP_MASK: usize = 0xfe;
+const EPOCH_SHIFT: u32 = 8;
+const EPOCH_BITS: u32 = (usize::BITS - EPOCH_SHIFT) / 2;
+const EPOCH_MASK: usize = (1 << EPOCH_BITS) - 1;
+
+/// Tags are odd; tables are at least 8-aligned, so their addresses are even.
+#[inline]
+fn is_table(p: *mut Table) -> bool {
+    p.addr() & 1 == 0
+}
+
+/// The tag for "no table yet, cap `2^log2`", or the default cap for `None`.
+const fn tag(max_log2: Option<u32>) -> usize {
+    match max_log2 {
+        Some(log2) => ((log2 as usize + 1) << 1) | 1,
+        None => 1,
+    }
+}
+
+/// The cap (as a power of two) that a tag carries.
+fn tag_max_log2(tag: usize) -> u32 {
+    match (tag & CAP_MASK) >> 1 {
+        0 => crate::thread::default_max_shards().trailing_zeros(),
+        field => field as u32 - 1,
+    }
+}
+
+/// The tag's started and finished take counts.
+#[inline]
+fn tag_epoch(tag: usize) -> (usize, usize) {
+    let e = tag >> EPOCH_SHIFT;
+    (e & EPOCH_MASK, (e >> EPOCH_BITS) & EPOCH_MASK)
+}
+
+/// `tag` with one more take started (`field` 0) or finished (`field` 1),
+/// wrapping within the field.
+#[inline]
+fn tag_bump(tag: usize, field: u32) -> usize {
+    let shift = EPOCH_SHIFT + field * EPOCH_BITS;
+    let mask = EPOCH_MASK << shift;
+    (tag & !mask) | (tag.wrapping_add(1 << shift) & mask)
+}
+
+/// One table of the chain.
+pub(crate) struct Table {
+    /// A power of two in length.
+    shards: Box<[CachePadded<AtomicU64>]>,
+    /// The table this one replaced, or a tag when this is the first.
+    older: *mut Table,
+    /// The cap on `shards.len()`, as a power of two.
+    max_log2: u32,
+    /// The take epoch, on its own line so takes do not disturb adders'
+    /// reads of the header above.
+    takes: CachePadded<Takes>,
+}
+
+struct Takes {
+    started: AtomicU64,
+    finished: AtomicU64,
+}
+
+impl Table {
+    /// The shard for a thread's probe.
+    #[inline]
+    pub(crate) fn shard(&self, probe: u32) -> &AtomicU64 {
+        &self.shards[probe as usize & (self.shards.len() - 1)]
+    }
+}
+
+/// A value of the head, as loaded once: a tag or the newest table then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Head(*mut Table);
+
+/// A grow-only chain of shard rows behind one word.
+pub(crate) struct ShardTable {
+    head: AtomicPtr<Table>,
+}
+
+// SAFETY: the tables are reached only through `&self` as shared atomics, and
+// freed in `drop` (`&mut self`); nothing in them is tied to a thread.
+unsafe impl Send for ShardTable {}
+// SAFETY: as above: every access through `&self` is atomic.
+unsafe impl Sync for ShardTable {}
+
+impl ShardTable {
+    crate::primitive::const_fn! {
+        /// No table yet; the cap is `2^max_log2`, or the default for `None`.
+        pub(crate) const fn new(max_log2: Option<u32>) -> Self {
+            ShardTable {
+                head: AtomicPtr::new(std::ptr::without_provenance_mut(tag(max_log2))),
+            }
+        }
+    }
+
+    /// The head as it is now.
+    #[inline]
+    pub(crate) fn load(&self) -> Head {
+        // Acquire: pairs with the AcqRel publish in `grow`, so a table's
+        // zeroed shards are initialised before anyone touches them.
+        Head(self.head.load(Ordering::Acquire))
+    }
+
+    /// The table `head` names, if it names one.
+    #[inline]
+    pub(crate) fn table(&self, head: Head) -> Option<&Table> {
+        if is_table(head.0) {
+            // SAFETY: an even value was published by `grow` from a live Box,
+            // and tables are freed only in `drop`, which has `&mut self`, so
+            // the table outlives this borrow of `self`.
+            Some(unsafe { &*head.0 })
+        } else {
+            None
+        }
+    }
+
+    /// How many shards the newest table has; 0 without one.
+    pub(crate) fn shards(&self) -> usize {
+        self.table(self.load()).map_or(0, |t| t.shards.len())
+    }
+
+    /// The most shards this table will grow to (a power of two).
+    pub(crate) fn max_shards(&self) -> usize {
+        let head = self.load();
+        1 << self
+            .table(head)
+            .map_or_else(|| tag_max_log2(head.0.addr()), |t| t.max_log2)
+    }
+
+    /// Replaces `current` (a tag or the newest table) by a table twice as
+    /// large (or 2 shards), unless the cap is reached. Returns the head after.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn grow(&self, current: Head) -> Head {
+        let (max_log2, len) = match self.table(current) {
+            Some(t) => (t.max_log2, t.shards.len()),
+            None => (tag_max_log2(current.0.addr()), 0),
+        };
+        let max = 1usize << max_log2;
+        let new_len = if len == 0 { max.min(2) } else { len * 2 };
+        if max <= 1 || new_len > max {
+            return current;
+        }
+        let new = Box::into_raw(Box::new(Table {
+            shards: (0..new_len)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            older: current.0,
+            max_log2,
+            takes: CachePadded::new(Takes {
+                started: AtomicU64::new(0),
+                finished: AtomicU64::new(0),
+            }),
+        }));
+        // AcqRel on success: Release publishes the zeroed shards to the
+        // Acquire loads in `load`. Acquire on failure: the caller goes on to
+        // use the winner's table, so it needs its initialisation too.
+        match self
+            .head
+            .compare_exchange(current.0, new, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Head(new),
+            Err(winner) => {
+                // SAFETY: `new` came from Box::into_raw above and was never
+                // shared; dropping a Table does not free its `older`.
+                drop(unsafe { Box::from_raw(new) });
+                Head(winner)
+            }
+        }
+    }
+
+    /// Visits every shard of the newest table and of the older ones.
+    #[inline]
+    pub(crate) fn for_each_shard(&self, mut f: impl FnMut(&AtomicU64)) {
+        let mut head = self.load();
+        while let Some(t) = self.table(head) {
+            t.shards.iter().for_each(|s| f(s));
+            head = Head(t.older);
+        }
+    }
+
+    /// The take epoch of the words `current` covers, read before a checked
+    /// add: `None` while a take is in progress.
+    pub(crate) fn epoch_before(&self, current: Head) -> Option<u64> {
+        match self.table(current) {
+            Some(t) => {
+                // Acquire (both): a finished count we see makes its take's
+                // start visible to the next load, so equal counts mean no
+                // take we see is half done.
+                let finished = t.takes.finished.load(Ordering::Acquire);
+                let started = t.takes.started.load(Ordering::Acquire);
+                (started == finished).then_some(started)
+            }
+            None => {
+                // `current` itself was loaded with Acquire before the add.
+                let (started, finished) = tag_epoch(current.0.addr());
+                (started == finished).then_some(current.0.addr() as u64)
+            }
+        }
+    }
+
+    /// The take epoch of the same words, read after the (Acquire) add.
+    pub(crate) fn epoch_after(&self, current: Head) -> u64 {
+        match self.table(current) {
+            // Relaxed: the Acquire add before it provides the ordering.
+            Some(t) => t.takes.started.load(Ordering::Relaxed),
+            // Relaxed: as above. A table published meanwhile also differs
+            // from the noted tag: no verdict, which is right, as the words
+            // under the tag are no longer written.
+            None => self.head.load(Ordering::Relaxed).addr() as u64,
+        }
+    }
+
+    /// Counts a take as started, in the newest table's epoch or the tag's;
+    /// returns which, for [`end_take`](Self::end_take).
+    pub(crate) fn begin_take(&self) -> Head {
+        let mut head = self.load();
+        loop {
+            if let Some(t) = self.table(head) {
+                // Relaxed: the Release swaps that follow publish it.
+                t.takes.started.fetch_add(1, Ordering::Relaxed);
+                return head;
+            }
+            let bumped = head.0.map_addr(|a| tag_bump(a, 0));
+            // Relaxed on success: the Release swaps that follow publish it.
+            // Acquire on failure: the value may be a new table we then use.
+            match self.head.compare_exchange_weak(
+                head.0,
+                bumped,
+                Ordering::Relaxed,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Head(bumped),
+                Err(now) => head = Head(now),
+            }
+        }
+    }
+
+    /// Counts the take begun on `started_in` as finished.
+    pub(crate) fn end_take(&self, started_in: Head) {
+        if let Some(t) = self.table(started_in) {
+            // Release: a note that sees it also sees the swaps before it.
+            t.takes.finished.fetch_add(1, Ordering::Release);
+            return;
+        }
+        // Relaxed: only the tag's bits are used; a table ends the loop.
+        let mut now = self.head.load(Ordering::Relaxed);
+        // A table published meanwhile retires the tag: nobody reads its
+        // epoch any more.
+        while !is_table(now) {
+            // Release: as above. Relaxed on failure: we only retry.
+            match self.head.compare_exchange_weak(
+                now,
+                now.map_addr(|a| tag_bump(a, 1)),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(h) => now = h,
+            }
+        }
+    }
+}
+
+impl Drop for ShardTable {
+    fn drop(&mut self) {
+        // Relaxed: `&mut self` means every other access already
+        // happened-before this one.
+        let mut t = self.head.load(Ordering::Relaxed);
+        while is_table(t) {
+            // SAFETY: every table in the chain came from Box::into_raw in
+            // `grow`, is owned by this chain alone and is freed once, here.
+            let table = unsafe { Box::from_raw(t) };
+            t = table.older;
+        }
+    }
+}
