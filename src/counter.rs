@@ -13,20 +13,19 @@
 //!
 //! # Detecting contention
 //!
-//! A sampled add (see `thread::sampler`) notes the value it left, and the
-//! thread's next add to the same word soon after checks whether the value is
-//! still that. Another writer in that short gap is interference. On the base
-//! it creates the first table. On a shard the thread moves to another shard,
-//! and when the same counter shows interference twice in a row the table
-//! doubles, up to the cap. A `take` between the two adds gives no verdict
-//! (the table's take epoch), so takes never grow a counter. A counter
-//! forgets the dropping thread's note when dropped, so a counter later built
-//! at the same address cannot resolve it.
+//! About one add in 64, picked by the value its `fetch_add` returned,
+//! re-loads the word at once (see `thread::sampler`): any value but the one
+//! it left means another thread wrote the word in those few nanoseconds. On
+//! the base that creates the first table. On a shard the thread moves to
+//! another shard, and when the same counter shows interference twice in a
+//! row the table doubles, up to the cap. A `take` in between gives no
+//! verdict (the shard table's take epoch), so takes never grow a counter.
+//! The uncontended path reads no thread-local at all.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{Head, ShardTable};
-use crate::thread::sampler::{self, Epoch, Seen};
-use crate::thread::MAX_SHARDS;
+use crate::thread::sampler::{self, Seen};
+use crate::thread::{self, MAX_SHARDS};
 use std::fmt;
 
 /// A sharded `u64` counter: a drop-in for a hot `AtomicU64` counter.
@@ -141,6 +140,10 @@ impl Counter {
 
     /// Adds `n`, wrapping at 2<sup>64</sup> like `AtomicU64::fetch_add`.
     ///
+    /// While the counter has no table this is one `fetch_add` on the base
+    /// word and a sampling test on the value it returns: no thread-local is
+    /// read. Once sharded, the thread's probe picks its shard.
+    ///
     /// ```
     /// let c = shardcount::Counter::new();
     /// c.add(5);
@@ -148,42 +151,50 @@ impl Counter {
     /// ```
     #[inline]
     pub fn add(&self, n: u64) {
-        let s = sampler::sample();
         let head = self.table.load();
-        let at = match self.table.table(head) {
-            Some(t) => t.shard(s.probe),
-            None => &self.base,
-        };
-        if s.check {
-            self.add_checked(head, at, n);
-        } else {
-            // Relaxed: a lone RMW; nothing is published through counts.
-            at.fetch_add(n, Ordering::Relaxed);
+        match self.table.table(head) {
+            None => {
+                // Relaxed: a lone RMW; nothing is published through counts.
+                let prev = self.base.fetch_add(n, Ordering::Relaxed);
+                if sampler::sampled(prev) {
+                    // The tag's epoch is bits of `head`, loaded before the add.
+                    self.check(head, self.table.epoch_before(head), &self.base, prev, n);
+                }
+            }
+            Some(t) => {
+                let before = self.table.epoch_before(head);
+                let at = t.shard(thread::probe());
+                // Relaxed: as above.
+                let prev = at.fetch_add(n, Ordering::Relaxed);
+                if sampler::sampled(prev) {
+                    self.check(head, before, at, prev, n);
+                }
+            }
         }
     }
 
-    /// The sampled path: an ordinary add that also notes, or checks, the
-    /// value it finds (see `thread::sampler`).
+    /// A sampled add: re-load the word at once and act on what it shows
+    /// (see `thread::sampler`). `before` is the take epoch read before the
+    /// add.
     #[cold]
     #[inline(never)]
-    fn add_checked(&self, head: Head, at: &AtomicU64, n: u64) {
-        let before = self.table.epoch_before(head);
-        // Acquire: if this reads a word a take swapped (Release), the take's
-        // start is visible to `epoch_after` (see `shard`).
-        let prev = at.fetch_add(n, Ordering::Acquire);
-        let epoch = Epoch {
-            before,
-            after: self.table.epoch_after(head),
-        };
+    fn check(&self, head: Head, before: Option<u64>, at: &AtomicU64, prev: u64, n: u64) {
+        // Acquire: if this reads what a take's swap (Release) left, the
+        // take's start shows in `epoch_after` (see `shard`).
+        let now = at.load(Ordering::Acquire);
+        let after = self.table.epoch_after(head);
         let key = std::ptr::from_ref(self).addr();
-        let seen = sampler::checked(key, std::ptr::from_ref(at).addr(), prev, n, epoch);
-        // On the base, interference grows the first table at once (there is
-        // nowhere to move to). On a shard the thread moves at once, and only
-        // interference that persists doubles the table.
-        if seen == Seen::Interference
-            && (self.table.table(head).is_none() || sampler::collided(key))
-        {
-            self.table.grow(head);
+        match sampler::verdict(prev, n, now, before, after) {
+            Seen::Unknown => {}
+            Seen::Quiet => sampler::quiet(key),
+            // On the base, interference grows the first table at once
+            // (there is nowhere to move to). On a shard the thread moves at
+            // once, and only interference that persists doubles the table.
+            Seen::Interference => {
+                if self.table.table(head).is_none() || sampler::collided(key) {
+                    self.table.grow(head);
+                }
+            }
         }
     }
 
@@ -312,8 +323,8 @@ impl Counter {
 
 impl Drop for Counter {
     fn drop(&mut self) {
-        // A note this thread left on our words must not be resolved against
-        // a counter that later takes our place in memory. (The table frees
+        // Strikes this thread counted against us must not count against a
+        // counter that later takes our place in memory. (The table frees
         // itself.)
         sampler::forget(std::ptr::from_ref(self).addr());
     }

@@ -16,27 +16,38 @@
 //! * `grow` replaces the newest table by compare-exchange, so racing growers
 //!   allocate at most one table each and the loser frees its own.
 //! * **Take epochs.** A take rewrites the words adders write, which the
-//!   contention check must not mistake for another adder. So each take
-//!   counts itself *started*, swaps the words with `Release`, then counts
-//!   itself *finished* (`Release`). The two counts live in the tag while
-//!   there is no table (fields of a `usize`, compared modulo their width) and
-//!   in the newest table once there is one. A checked add reads them
-//!   (`Acquire`) before its add and notes only if `started == finished`; the
-//!   resolving add is an `Acquire` RMW, so if it reads a word a take swapped,
-//!   that take's start is visible to the `started` it reads after, which
-//!   then differs from the note's: no verdict. (`started == finished` at the
-//!   note means every take it saw had finished, so none of them can land
-//!   between note and resolution.)
+//!   contention check must not mistake for another adder. One word holds
+//!   the number of takes *in progress* (low [`IN_PROGRESS_BITS`] bits) and
+//!   the number *completed* (the bits above): the tag while there is no
+//!   table, the newest table's `takes` once there is one. A take adds one
+//!   in progress (an RMW), swaps the words with `Release`, then moves itself
+//!   from in progress to completed (a `Release` RMW). Every such RMW changes
+//!   the word, so its values never repeat (short of wrapping).
+//!
+//!   A sampled add reads the epoch (`Acquire`) before its add and gives a
+//!   verdict only if no take was in progress; it re-reads the word it added
+//!   to with `Acquire` and then the epoch again, and the two epochs must be
+//!   equal. If a take's swap landed between the add and the re-read, the
+//!   re-read synchronises with that swap, so the second epoch includes the
+//!   take's start; the first cannot (it saw nothing in progress, and had it
+//!   seen the take completed, the swap would have come before the add).
+//!   So they differ: no verdict.
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 
-/// A tag's bits: 0 is set, 1..8 hold the cap (0: the default), and the rest
-/// is split into the take epoch's started and finished counts.
+/// A tag's bits: 0 is set, 1..8 hold the cap (0: the default), and from
+/// bit 8 up is the take epoch (see the module docs).
 const CAP_MASK: usize = 0xfe;
 const EPOCH_SHIFT: u32 = 8;
-const EPOCH_BITS: u32 = (usize::BITS - EPOCH_SHIFT) / 2;
-const EPOCH_MASK: usize = (1 << EPOCH_BITS) - 1;
+
+/// The low bits of an epoch count takes in progress; one more completed
+/// takes one off them and adds one above them. At most 2^16 - 1 takes may
+/// run at once (far beyond any real use).
+const IN_PROGRESS_BITS: u32 = 16;
+const IN_PROGRESS: u64 = (1 << IN_PROGRESS_BITS) - 1;
+/// What ending a take adds to its epoch: one completed, one fewer running.
+const END_TAKE: u64 = (1 << IN_PROGRESS_BITS) - 1;
 
 /// Tags are odd; tables are at least 8-aligned, so their addresses are even.
 #[inline]
@@ -60,20 +71,10 @@ fn tag_max_log2(tag: usize) -> u32 {
     }
 }
 
-/// The tag's started and finished take counts.
+/// The take epoch a tag carries.
 #[inline]
-fn tag_epoch(tag: usize) -> (usize, usize) {
-    let e = tag >> EPOCH_SHIFT;
-    (e & EPOCH_MASK, (e >> EPOCH_BITS) & EPOCH_MASK)
-}
-
-/// `tag` with one more take started (`field` 0) or finished (`field` 1),
-/// wrapping within the field.
-#[inline]
-fn tag_bump(tag: usize, field: u32) -> usize {
-    let shift = EPOCH_SHIFT + field * EPOCH_BITS;
-    let mask = EPOCH_MASK << shift;
-    (tag & !mask) | (tag.wrapping_add(1 << shift) & mask)
+fn tag_epoch(tag: usize) -> u64 {
+    (tag >> EPOCH_SHIFT) as u64
 }
 
 /// One table of the chain.
@@ -86,12 +87,7 @@ pub(crate) struct Table {
     max_log2: u32,
     /// The take epoch, on its own line so takes do not disturb adders'
     /// reads of the header above.
-    takes: CachePadded<Takes>,
-}
-
-struct Takes {
-    started: AtomicU64,
-    finished: AtomicU64,
+    takes: CachePadded<AtomicU64>,
 }
 
 impl Table {
@@ -181,10 +177,7 @@ impl ShardTable {
                 .collect(),
             older: current.0,
             max_log2,
-            takes: CachePadded::new(Takes {
-                started: AtomicU64::new(0),
-                finished: AtomicU64::new(0),
-            }),
+            takes: CachePadded::new(AtomicU64::new(0)),
         }));
         // AcqRel on success: Release publishes the zeroed shards to the
         // Acquire loads in `load`. Acquire on failure: the caller goes on to
@@ -213,49 +206,52 @@ impl ShardTable {
         }
     }
 
-    /// The take epoch of the words `current` covers, read before a checked
+    /// The take epoch of the words `current` covers, read before a sampled
     /// add: `None` while a take is in progress.
+    #[inline]
     pub(crate) fn epoch_before(&self, current: Head) -> Option<u64> {
-        match self.table(current) {
-            Some(t) => {
-                // Acquire (both): a finished count we see makes its take's
-                // start visible to the next load, so equal counts mean no
-                // take we see is half done.
-                let finished = t.takes.finished.load(Ordering::Acquire);
-                let started = t.takes.started.load(Ordering::Acquire);
-                (started == finished).then_some(started)
-            }
-            None => {
-                // `current` itself was loaded with Acquire before the add.
-                let (started, finished) = tag_epoch(current.0.addr());
-                (started == finished).then_some(current.0.addr() as u64)
-            }
-        }
+        let epoch = match self.table(current) {
+            // Acquire: had it seen a take completed, that take's swaps
+            // come before our add (see the module docs).
+            Some(t) => t.takes.load(Ordering::Acquire),
+            // `current` itself was loaded with Acquire before the add.
+            None => tag_epoch(current.0.addr()),
+        };
+        (epoch & IN_PROGRESS == 0).then_some(epoch)
     }
 
-    /// The take epoch of the same words, read after the (Acquire) add.
+    /// The take epoch of the same words, read after the `Acquire` re-load
+    /// of the word added to.
+    #[inline]
     pub(crate) fn epoch_after(&self, current: Head) -> u64 {
         match self.table(current) {
-            // Relaxed: the Acquire add before it provides the ordering.
-            Some(t) => t.takes.started.load(Ordering::Relaxed),
-            // Relaxed: as above. A table published meanwhile also differs
-            // from the noted tag: no verdict, which is right, as the words
-            // under the tag are no longer written.
-            None => self.head.load(Ordering::Relaxed).addr() as u64,
+            // Relaxed: the Acquire re-load before it provides the ordering.
+            Some(t) => t.takes.load(Ordering::Relaxed),
+            // Relaxed: as above. A table published meanwhile has another
+            // epoch too: no verdict, which is right, as the base is no
+            // longer written.
+            None => {
+                let now = self.head.load(Ordering::Relaxed);
+                if is_table(now) {
+                    u64::MAX
+                } else {
+                    tag_epoch(now.addr())
+                }
+            }
         }
     }
 
-    /// Counts a take as started, in the newest table's epoch or the tag's;
-    /// returns which, for [`end_take`](Self::end_take).
+    /// Counts a take as in progress, in the newest table's epoch or the
+    /// tag's; returns which, for [`end_take`](Self::end_take).
     pub(crate) fn begin_take(&self) -> Head {
         let mut head = self.load();
         loop {
             if let Some(t) = self.table(head) {
                 // Relaxed: the Release swaps that follow publish it.
-                t.takes.started.fetch_add(1, Ordering::Relaxed);
+                t.takes.fetch_add(1, Ordering::Relaxed);
                 return head;
             }
-            let bumped = head.0.map_addr(|a| tag_bump(a, 0));
+            let bumped = head.0.map_addr(|a| a.wrapping_add(1 << EPOCH_SHIFT));
             // Relaxed on success: the Release swaps that follow publish it.
             // Acquire on failure: the value may be a new table we then use.
             match self.head.compare_exchange_weak(
@@ -270,11 +266,11 @@ impl ShardTable {
         }
     }
 
-    /// Counts the take begun on `started_in` as finished.
+    /// Counts the take begun on `started_in` as completed.
     pub(crate) fn end_take(&self, started_in: Head) {
         if let Some(t) = self.table(started_in) {
-            // Release: a note that sees it also sees the swaps before it.
-            t.takes.finished.fetch_add(1, Ordering::Release);
+            // Release: an add that sees it completed also sees its swaps.
+            t.takes.fetch_add(END_TAKE, Ordering::Release);
             return;
         }
         // Relaxed: only the tag's bits are used; a table ends the loop.
@@ -282,13 +278,14 @@ impl ShardTable {
         // A table published meanwhile retires the tag: nobody reads its
         // epoch any more.
         while !is_table(now) {
-            // Release: as above. Relaxed on failure: we only retry.
-            match self.head.compare_exchange_weak(
-                now,
-                now.map_addr(|a| tag_bump(a, 1)),
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
+            // Release: as above. Relaxed on failure: we only retry. The add
+            // wraps off the top of the word, which only shortens the count
+            // of completed takes.
+            let ended = now.map_addr(|a| a.wrapping_add((END_TAKE as usize) << EPOCH_SHIFT));
+            match self
+                .head
+                .compare_exchange_weak(now, ended, Ordering::Release, Ordering::Relaxed)
+            {
                 Ok(_) => return,
                 Err(h) => now = h,
             }
