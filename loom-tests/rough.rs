@@ -226,3 +226,72 @@ fn slot_reuse_races_flush_all() {
         assert_eq!(c.approx(), 3);
     });
 }
+
+/// `|sum - approx|` of a counter, as a distance around the `u64` circle.
+fn lag(c: &RoughCounter) -> u64 {
+    (c.sum().wrapping_sub(c.approx()) as i64).unsigned_abs()
+}
+
+/// The scenario: an owner counts up and down while another thread
+/// folds its slot. A foreign fold reads the slot's total, the owner then
+/// passes a check that does not fold and re-centres its window, and the
+/// foreign claim lands afterwards with the total from before the check.
+/// The owner measures once it is out of `add` and the folder is joined, so
+/// no fold of its slot is in progress: the lag must be below one batch (one
+/// live slot). The owner is a spawned thread so that a failure unwinds
+/// through a model with no slot held by the model's main thread.
+#[test]
+fn stale_foreign_fold_keeps_lag_below_batch() {
+    const BATCH: u64 = 10;
+    loom::model(|| {
+        let c = counter(BATCH);
+        let owner = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.sub(4); // first add: takes the slot, arms a window around 0
+                let folder = {
+                    let c = c.clone();
+                    thread::spawn(move || c.flush_all())
+                };
+                c.add(9); // leaves the window: a check that does not fold
+                c.add(4); // inside the re-centred window: no check
+                folder.join().unwrap();
+                lag(&c)
+            })
+        };
+        let l = owner.join().unwrap();
+        wait_for_exit_folds(&c);
+        assert!(
+            l < BATCH,
+            "lag {l} not below one batch with no fold in progress"
+        );
+    });
+}
+
+/// The same stale claim on a slot whose owner has exited: a foreign fold
+/// reads the total after the owner's +5, the owner's -5 brings the total
+/// back to what is folded, so its exit fold has nothing to claim, and the
+/// foreign claim of +5 then lands on the free slot. Once every thread is
+/// joined and no slot is live, `approx` must be exact, as documented.
+#[test]
+fn stale_foreign_fold_after_exit_leaves_approx_exact() {
+    loom::model(|| {
+        let c = counter(100);
+        let owner = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(5);
+                c.sub(5); // back to the folded 0: the exit fold claims nothing
+            })
+        };
+        let folder = {
+            let c = c.clone();
+            thread::spawn(move || c.flush_all())
+        };
+        owner.join().unwrap();
+        folder.join().unwrap();
+        wait_for_exit_folds(&c);
+        assert_eq!(c.sum(), 0);
+        assert_eq!(c.approx(), 0, "a stale claim stayed on a free slot");
+    });
+}
