@@ -295,3 +295,23 @@ fn stale_foreign_fold_after_exit_leaves_approx_exact() {
         assert_eq!(c.approx(), 0, "a stale claim stayed on a free slot");
     });
 }
+
+/// The same stale claim on the orphan slot, which every thread may add to:
+/// one thread's fold reads the orphan's total after its +1, another's -1
+/// brings the total back to what is folded (its fold claims nothing), and
+/// the first claim of +1 lands afterwards. After the joins nothing is in
+/// progress and `approx` must be exact.
+#[test]
+fn stale_orphan_fold_leaves_approx_exact() {
+    loom::model(|| {
+        let c = counter(100);
+        let t = {
+            let c = c.clone();
+            thread::spawn(move || c.add_orphan_for_test(1))
+        };
+        c.add_orphan_for_test(1u64.wrapping_neg());
+        t.join().unwrap();
+        assert_eq!(c.sum(), 0);
+        assert_eq!(c.approx(), 0, "a stale claim stayed on the orphan slot");
+    });
+}
