@@ -4,11 +4,14 @@
 //! Each model checks one claim of the protocol: `sum` reads cumulative slot
 //! totals only (no double count, no loss, whatever the folds do); a fold's
 //! `Release` add to the sink pairs with `approx`'s `Acquire` so that
-//! `approx() ≤ sum()`; any thread may fold any slot while its owner adds;
-//! thread exit folds and releases the slot, and the shared block outlives a
-//! dropped counter exactly as long as a thread holds a slot in it. The
-//! interval rule is off (`Duration::MAX`) so the models do not depend on the
-//! clock.
+//! `approx() ≤ sum()`; any thread may fold any slot while its owner adds,
+//! and a claim of a total older than the owner's last check (or than the
+//! slot's give-back, or another orphan add) is claimed again, so with
+//! nothing in progress each live slot is within a batch and every other
+//! slot exact; thread exit folds and releases the slot, and the shared
+//! block outlives a dropped counter exactly as long as a thread holds a slot
+//! in it. The interval rule is off (`Duration::MAX`) so the models do not
+//! depend on the clock.
 
 use loom::sync::Arc;
 use loom::thread;
