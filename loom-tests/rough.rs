@@ -4,11 +4,14 @@
 //! Each model checks one claim of the protocol: `sum` reads cumulative slot
 //! totals only (no double count, no loss, whatever the folds do); a fold's
 //! `Release` add to the sink pairs with `approx`'s `Acquire` so that
-//! `approx() ≤ sum()`; any thread may fold any slot while its owner adds;
-//! thread exit folds and releases the slot, and the shared block outlives a
-//! dropped counter exactly as long as a thread holds a slot in it. The
-//! interval rule is off (`Duration::MAX`) so the models do not depend on the
-//! clock.
+//! `approx() ≤ sum()`; any thread may fold any slot while its owner adds,
+//! and a claim of a total older than the owner's last check (or than the
+//! slot's give-back, or another orphan add) is claimed again, so with
+//! nothing in progress each live slot is within a batch and every other
+//! slot exact; thread exit folds and releases the slot, and the shared
+//! block outlives a dropped counter exactly as long as a thread holds a slot
+//! in it. The interval rule is off (`Duration::MAX`) so the models do not
+//! depend on the clock.
 
 use loom::sync::Arc;
 use loom::thread;
@@ -224,5 +227,94 @@ fn slot_reuse_races_flush_all() {
         }
         assert_eq!(c.sum(), 3);
         assert_eq!(c.approx(), 3);
+    });
+}
+
+/// `|sum - approx|` of a counter, as a distance around the `u64` circle.
+fn lag(c: &RoughCounter) -> u64 {
+    (c.sum().wrapping_sub(c.approx()) as i64).unsigned_abs()
+}
+
+/// The scenario: an owner counts up and down while another thread
+/// folds its slot. A foreign fold reads the slot's total, the owner then
+/// passes a check that does not fold and re-centres its window, and the
+/// foreign claim lands afterwards with the total from before the check.
+/// The owner measures once it is out of `add` and the folder is joined, so
+/// no fold of its slot is in progress: the lag must be below one batch (one
+/// live slot). The owner is a spawned thread so that a failure unwinds
+/// through a model with no slot held by the model's main thread.
+#[test]
+fn stale_foreign_fold_keeps_lag_below_batch() {
+    const BATCH: u64 = 10;
+    loom::model(|| {
+        let c = counter(BATCH);
+        let owner = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.sub(4); // first add: takes the slot, arms a window around 0
+                let folder = {
+                    let c = c.clone();
+                    thread::spawn(move || c.flush_all())
+                };
+                c.add(9); // leaves the window: a check that does not fold
+                c.add(4); // inside the re-centred window: no check
+                folder.join().unwrap();
+                lag(&c)
+            })
+        };
+        let l = owner.join().unwrap();
+        wait_for_exit_folds(&c);
+        assert!(
+            l < BATCH,
+            "lag {l} not below one batch with no fold in progress"
+        );
+    });
+}
+
+/// The same stale claim on a slot whose owner has exited: a foreign fold
+/// reads the total after the owner's +5, the owner's -5 brings the total
+/// back to what is folded, so its exit fold has nothing to claim, and the
+/// foreign claim of +5 then lands on the free slot. Once every thread is
+/// joined and no slot is live, `approx` must be exact, as documented.
+#[test]
+fn stale_foreign_fold_after_exit_leaves_approx_exact() {
+    loom::model(|| {
+        let c = counter(100);
+        let owner = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(5);
+                c.sub(5); // back to the folded 0: the exit fold claims nothing
+            })
+        };
+        let folder = {
+            let c = c.clone();
+            thread::spawn(move || c.flush_all())
+        };
+        owner.join().unwrap();
+        folder.join().unwrap();
+        wait_for_exit_folds(&c);
+        assert_eq!(c.sum(), 0);
+        assert_eq!(c.approx(), 0, "a stale claim stayed on a free slot");
+    });
+}
+
+/// The same stale claim on the orphan slot, which every thread may add to:
+/// one thread's fold reads the orphan's total after its +1, another's -1
+/// brings the total back to what is folded (its fold claims nothing), and
+/// the first claim of +1 lands afterwards. After the joins nothing is in
+/// progress and `approx` must be exact.
+#[test]
+fn stale_orphan_fold_leaves_approx_exact() {
+    loom::model(|| {
+        let c = counter(100);
+        let t = {
+            let c = c.clone();
+            thread::spawn(move || c.add_orphan_for_test(1))
+        };
+        c.add_orphan_for_test(1u64.wrapping_neg());
+        t.join().unwrap();
+        assert_eq!(c.sum(), 0);
+        assert_eq!(c.approx(), 0, "a stale claim stayed on the orphan slot");
     });
 }

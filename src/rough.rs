@@ -16,7 +16,8 @@
 //!   from an `Acquire` load; slots are freed only when `Shared` is.
 //! * `orphan: Slot`: a slot no thread owns, for adds made after the calling
 //!   thread's slot table was destroyed (from another thread-local's
-//!   destructor). It is updated with `fetch_add` and folded at once.
+//!   destructor). Each such add is a `fetch_add` of its `total`, a bump of
+//!   its `armed` (below) and a fold, at once.
 //!
 //! Each `Slot` holds:
 //!
@@ -27,12 +28,19 @@
 //!   same total. So `sum()` is simply the sum of every slot's `total`; it
 //!   never reads the sink and folding cannot make it count anything twice.
 //! * `folded: AtomicU64`: the part of `total` already added to the sink.
-//!   Any thread may fold any slot: it loads `folded` (`Acquire`), then
-//!   `total`, claims the range by a compare-exchange of `folded` from the old
-//!   value to the loaded total (`AcqRel`), and adds the difference to the
-//!   sink. The sink always changes by exactly what `folded` changed by, so
-//!   once all folds are finished, `sink == Σ folded`, and after a final
-//!   fold, `approx() == sum()`.
+//!   Any thread may fold any slot: it loads `armed` and `folded` (both
+//!   `Acquire`), then `total`, claims the range by a compare-exchange of
+//!   `folded` from the old value to the loaded total (`AcqRel`), adds the
+//!   difference to the sink, and loads `armed` again (`Acquire`); if that
+//!   moved, it claims again from the total it installed (see below). Every
+//!   write of `folded` is a read-modify-write. The sink always changes by
+//!   exactly what `folded` changed by, so once all folds are finished,
+//!   `sink == Σ folded`, and after a final fold, `approx() == sum()`.
+//! * `armed: AtomicU64`: the slot's generation. The owner, its only writer,
+//!   bumps it (`Relaxed` load, `Release` store) at each slow check, when it
+//!   takes the slot and before the fold that gives the slot back, and then
+//!   reads `folded` by a `fetch_add(0, Release)`. The orphan's is bumped by every orphan add,
+//!   with `fetch_add(1, Release)`, followed by the same read of `folded`.
 //! * `in_use: AtomicBool`: whether a thread owns the slot. Taken with a
 //!   compare-exchange (`Acquire`) and given back with a `Release` store, so
 //!   the next owner sees the last `total` its predecessor wrote.
@@ -45,9 +53,49 @@
 //! are read-modify-writes, so they continue the release sequence) therefore
 //! happens-after the fold's read of `total`, and its later `sum()` reads that
 //! total or a newer one. The `Acquire`/`AcqRel` chain on `folded` makes each
-//! fold read a total no older than the one the previous fold claimed, so for
-//! add-only use every claimed range is non-negative and the sink never holds
-//! more than the totals a following `sum()` reads.
+//! fold read a total no older than the one the previous fold claimed (a
+//! fold's second round claims from its own claim to a total it read later),
+//! so for add-only use every claimed range is non-negative and the sink never
+//! holds more than the totals a following `sum()` reads.
+//!
+//! # Why each live slot's unfolded delta stays below `batch`
+//!
+//! At a slow check the owner bumps `armed`, reads `folded` by an RMW (call
+//! it R, and the distance `u = |t0 - folded|`, `t0` being the total then),
+//! folds if `u ≥ batch` (then `u = 0`), and arms a window: the hot path
+//! checks again before `total` moves `w` from `t0`, with
+//! `w ≤ batch - u` and `w ≤ ⌈batch/2⌉`. While the owner is not inside an add,
+//! `total` is within `w - 1` of `t0`, so `|total - folded| < batch` as long
+//! as `folded` holds what R read (or the owner's fold left, `t0`) or any
+//! total inside the window. A claim C of `folded` by another thread is
+//! before or after R in `folded`'s modification order:
+//!
+//! * before: R reads C's value or a later one, and the window allows for it;
+//! * after: C reads from R's release sequence (every write of `folded` is an
+//!   RMW), so it synchronises with R, and the fold's load of `armed` after C
+//!   sees the bump. If its load before reading `total` saw that generation
+//!   too, it synchronised with the bump's `Release` store, so the total it
+//!   claimed is `t0` or a newer one, inside the window. If not, its total
+//!   may be from before the check, and it claims again, from that total to
+//!   one it reads now, which is inside the window.
+//!
+//! So at an instant when the owner is not inside an add and no fold of the
+//! slot is in progress, `|total - folded| < batch`. R must be an RMW: the
+//! check's store to `armed` then load of `folded`, against a fold's claim
+//! then load of `armed`, is the store-buffering shape, where plain loads
+//! could both miss the other side's write. It costs the check one locked
+//! instruction on the owner's own cache line; `bump` is unchanged.
+//!
+//! The same argument with the owner's exit fold in place of the window (and
+//! every orphan add in place of the owner, for the orphan slot) shows that a
+//! free slot, and the orphan, hold `folded == total` once their folds and
+//! the claims racing them are finished. Hence, with no thread inside an add
+//! and no fold in progress, `sum - approx` (a signed distance) is at most
+//! live slots × (`batch` - 1) in magnitude, and 0 with no live slot.
+//!
+//! A fold claims again only if the generation moved between its two loads
+//! of `armed`, which takes another check (at least one count by the owner)
+//! or another orphan add: folds are lock-free, not wait-free.
 //!
 //! # The per-thread cache
 //!
@@ -76,6 +124,10 @@ struct Slot {
     total: AtomicU64,
     /// The prefix of `total` already moved into the sink.
     folded: AtomicU64,
+    /// The slot's generation: bumped when its owner checks, takes or gives
+    /// back the slot, and at every orphan add. A fold that sees it move
+    /// between its read of `total` and its claim claims again.
+    armed: AtomicU64,
     /// Owner-only: the hot path takes the slow check when
     /// `total - lo >= width` (wrapping), i.e. once the total has moved `w`
     /// away from where the last check left it, with `width = 2w - 1`.
@@ -95,6 +147,7 @@ impl Slot {
         Slot {
             total: AtomicU64::new(0),
             folded: AtomicU64::new(0),
+            armed: AtomicU64::new(0),
             lo: AtomicU64::new(0),
             width: AtomicU64::new(0),
             last_fold: AtomicU64::new(0),
@@ -115,32 +168,47 @@ impl Slot {
         t.wrapping_sub(self.lo.load(Ordering::Relaxed)) >= self.width.load(Ordering::Relaxed)
     }
 
-    /// Owner only: the distance between `total` and `folded`, ignoring sign.
-    fn unfolded(&self) -> u64 {
+    /// Owner only: starts a new generation and returns the unfolded distance
+    /// `|total - folded|` as of then. Every claim of the slot is either in
+    /// that distance or, if it lands later, sees the new generation.
+    fn begin_generation(&self) -> u64 {
+        // Relaxed: only the owner writes `armed`; a new owner sees its
+        // predecessor's last store through the `in_use` handoff.
+        let g = self.armed.load(Ordering::Relaxed);
+        // Release: a fold whose Acquire load reads this generation reads a
+        // total no older than the owner's last store before it.
+        self.armed.store(g.wrapping_add(1), Ordering::Release);
+        let f = self.folded_after_bump();
         // Relaxed: owner reading its own writes.
         let t = self.total.load(Ordering::Relaxed);
-        // Relaxed: an estimate to decide whether to fold; `fold` re-reads it
-        // with the orderings that matter.
-        let f = self.folded.load(Ordering::Relaxed);
         (t.wrapping_sub(f) as i64).unsigned_abs()
     }
 
+    /// Reads `folded` after a bump of `armed`, by a read-modify-write.
+    fn folded_after_bump(&self) -> u64 {
+        // Release, and an RMW rather than a load: a claim later in
+        // `folded`'s order reads from its release sequence, so it
+        // synchronises with it and then sees the bump; an earlier claim is
+        // in the value read. A load could miss a claim that misses the bump
+        // too (store buffering), leaving a stale claim unnoticed.
+        self.folded.fetch_add(0, Ordering::Release)
+    }
+
     /// Owner only: sets the window so the next slow check comes after at most
-    /// `CHECK_EVERY` counts, and before the unfolded delta can reach `batch`.
+    /// `CHECK_EVERY` counts, and before the unfolded distance `u` (from
+    /// `begin_generation`, 0 after a fold) can reach `batch`.
     ///
     /// The window is also at most half a batch wide: a fold by another
     /// thread (`flush_all`, a `Folder`) can set `folded` to any total inside
     /// the window, and with subs the total can then swing to the far side of
-    /// it before the next check; two half-widths stay below `batch`.
-    fn rearm(&self, batch: u64) {
-        let u = self.unfolded();
-        let w = if u >= batch {
-            1
-        } else {
-            (batch - u)
-                .min(batch.div_ceil(2))
-                .min(RoughCounter::CHECK_EVERY)
-        };
+    /// it before the next check; two half-widths stay below `batch`. (A
+    /// claim of a total from before the window is claimed again: see
+    /// `Shared::fold`.)
+    fn arm(&self, u: u64, batch: u64) {
+        debug_assert!(u < batch, "the check folds at a distance of a batch");
+        let w = (batch - u)
+            .min(batch.div_ceil(2))
+            .min(RoughCounter::CHECK_EVERY);
         // Relaxed: owner reading its own writes.
         let t = self.total.load(Ordering::Relaxed);
         // Relaxed: owner-only bookkeeping.
@@ -184,7 +252,17 @@ impl Shared {
 
     /// Moves `slot`'s unfolded delta into the sink. Any thread may call it,
     /// at any time, concurrently with the owner's adds and other folds.
+    ///
+    /// If the slot's generation moved between our read of `total` and our
+    /// claim, the owner checked in between and may have armed its window
+    /// around a newer total, reading `folded` from before our claim: we claim
+    /// again, from the total we installed, until a claim sees no new
+    /// generation. Each extra round needs another bump: a check by the owner
+    /// (at least one count), a takeover or give-back, or an orphan add.
     fn fold(&self, slot: &Slot) {
+        // Acquire: pairs with the Release bump, so the total read below is no
+        // older than the one the bumping thread stored before it.
+        let mut seen = slot.armed.load(Ordering::Acquire);
         // Acquire: pairs with the AcqRel claim of the previous fold, so the
         // total read below is no older than the one that fold claimed.
         let mut f = slot.folded.load(Ordering::Acquire);
@@ -196,8 +274,9 @@ impl Shared {
                 return;
             }
             // AcqRel: Release so the next fold's Acquire load of `folded`
-            // happens-after our read of `total`; Acquire for the same reason
-            // as the load above when we retry.
+            // happens-after our read of `total`; Acquire as the load above
+            // when we retry, and so that a claim after a bump's RMW on
+            // `folded` synchronises with it (see below).
             match slot
                 .folded
                 .compare_exchange(f, t, Ordering::AcqRel, Ordering::Acquire)
@@ -207,7 +286,16 @@ impl Shared {
                     // our read of `total`, so a following `sum` reads at
                     // least that total (approx ≤ sum for add-only use).
                     self.sink.fetch_add(t.wrapping_sub(f), Ordering::Release);
-                    return;
+                    // Acquire: as the first load of `armed`, for the next
+                    // round. If our claim came after a bump's RMW on
+                    // `folded`, it synchronised with it, so this sees the
+                    // bump.
+                    let now = slot.armed.load(Ordering::Acquire);
+                    if now == seen {
+                        return;
+                    }
+                    seen = now;
+                    f = t;
                 }
                 Err(now) => f = now,
             }
@@ -289,6 +377,9 @@ impl Shared {
 
     /// Folds the slot and gives it back to the free pool.
     fn release_slot(&self, slot: &Slot) {
+        // A new generation first: a claim of an older total that lands after
+        // our fold is then claimed again, so the free slot ends fully folded.
+        slot.begin_generation();
         self.fold(slot);
         // Release: the next owner's Acquire takeover sees our last `total`.
         slot.in_use.store(false, Ordering::Release);
@@ -298,9 +389,29 @@ impl Shared {
     /// a locked add, and fold it at once.
     #[cold]
     fn add_orphan(&self, n: u64) {
-        // Relaxed: one RMW; `fold` reads it back in program order.
+        // Relaxed: one RMW; `fold` reads it back in program order, and the
+        // Release bump below publishes it to other folds.
         self.orphan.total.fetch_add(n, Ordering::Relaxed);
+        // Release: as an owner's bump (`Slot::begin_generation`), here an
+        // RMW since every thread may bump the orphan's generation.
+        self.orphan.armed.fetch_add(1, Ordering::Release);
+        // Every other add's claim is then either folded over by our fold or
+        // claimed again by its own, so the orphan ends fully folded.
+        self.orphan.folded_after_bump();
         self.fold(&self.orphan);
+    }
+
+    /// Owner only: the slow check of `slot`. Starts a new generation, folds
+    /// if the unfolded distance reached `batch` or `timed()` says a timed
+    /// fold is due (not called if the batch rule folds), and arms the window
+    /// for the next check.
+    fn check(&self, slot: &Slot, batch: u64, timed: impl FnOnce() -> bool) {
+        let mut u = slot.begin_generation();
+        if u >= batch || timed() {
+            self.fold(slot);
+            u = 0;
+        }
+        slot.arm(u, batch);
     }
 
     fn slots(&self) -> usize {
@@ -414,7 +525,9 @@ impl Local {
                 let s = unsafe { &*slot };
                 // Relaxed: owner-only bookkeeping.
                 s.last_fold.store(shared.now(), Ordering::Relaxed);
-                s.rearm(batch);
+                // The first check: a new generation (for folds still
+                // claiming from the previous owner's time) and a window.
+                shared.check(s, batch, || false);
                 entries.push(Entry { shared, slot });
                 slot
             }
@@ -505,12 +618,16 @@ crate::primitive::const_thread_local! {
 ///   as many slots as the peak number of threads that used the counter at
 ///   once.
 /// * [`approx`](Self::approx) is one load of the sink. For add-only use it
-///   never exceeds a `sum` that the same thread calls after it, and when no
-///   fold is in progress it lags `sum` by less than
-///   **live slots × `batch`** counts plus what the interval rule has not yet
-///   folded from idle threads. After every thread that added has exited
-///   (and been joined), or after [`flush_all`](Self::flush_all) with no
-///   concurrent adds or folds, it is exact.
+///   never exceeds a `sum` that the same thread calls after it. At an
+///   instant when no thread is inside an add to the counter and no fold of
+///   it is in progress (a batch or interval fold, `flush`, `flush_all`, a
+///   [`Folder`](crate::Folder) pass), it differs from `sum` by at most
+///   **live slots × (`batch` − 1)** counts, up or down: each live slot's
+///   unfolded delta is below `batch` in magnitude, and an exited thread's is
+///   0. An idle thread's delta stays unfolded, within that bound, until
+///   something folds it (see above). After every thread that added has
+///   exited (and been joined), or after [`flush_all`](Self::flush_all) with
+///   no concurrent adds or folds, it is exact.
 ///
 /// # Memory and lifetime
 ///
@@ -678,7 +795,9 @@ impl RoughCounter {
     /// Adds `n`, wrapping at 2<sup>64</sup>.
     ///
     /// Costs a relaxed load and store on the thread's own slot; no locked
-    /// instruction, no clock, unless a fold is due.
+    /// instruction and no clock, except at a slow check (see
+    /// [`CHECK_EVERY`](Self::CHECK_EVERY)), which costs one locked
+    /// instruction on that slot and more if a fold is due.
     ///
     /// ```
     /// let c = shardcount::RoughCounter::new();
@@ -754,19 +873,20 @@ impl RoughCounter {
     #[cold]
     #[inline(never)]
     fn check(&self, shared: &Shared, slot: &Slot) {
-        if slot.unfolded() >= self.batch {
-            shared.fold(slot);
-        } else if self.interval != u64::MAX {
+        shared.check(slot, self.batch, || {
+            if self.interval == u64::MAX {
+                return false;
+            }
             let now = shared.now();
             // Relaxed: owner-only bookkeeping.
             let last = slot.last_fold.load(Ordering::Relaxed);
-            if now.saturating_sub(last) >= self.interval {
-                shared.fold(slot);
+            let due = now.saturating_sub(last) >= self.interval;
+            if due {
                 // Relaxed: owner-only bookkeeping.
                 slot.last_fold.store(now, Ordering::Relaxed);
             }
-        }
-        slot.rearm(self.batch);
+            due
+        });
     }
 
     /// First add of this thread to this counter, or a cache miss.
@@ -869,10 +989,12 @@ impl RoughCounter {
     /// The folded total: one load of the sink.
     ///
     /// Approximate: for add-only use it never exceeds a [`sum`](Self::sum)
-    /// the same thread calls after it, and when no fold is in progress it
-    /// lags by less than (live slots × `batch`) counts, plus counts of
-    /// threads not yet folded by the interval rule (see [the type
-    /// docs](RoughCounter#when-a-threads-counts-reach-the-sink)). Not
+    /// the same thread calls after it. At an instant when no thread is inside
+    /// an add to the counter and no fold of it is in progress, it is within
+    /// [`live_slots`](Self::live_slots) × (`batch` − 1) counts of `sum`,
+    /// below it for add-only use, either side with subs. Idle threads' deltas
+    /// stay unfolded within that bound until something folds them (see [the
+    /// type docs](RoughCounter#when-a-threads-counts-reach-the-sink)). Not
     /// monotonic under a mix of adds and subs. Exact once every thread that
     /// added has exited and been joined, or after [`flush_all`](Self::flush_all)
     /// with no concurrent adds or folds.
