@@ -1105,9 +1105,8 @@ impl RoughCounter {
     /// Adds `n` the way an add from a thread-local destructor does after the
     /// thread's slots are gone. For loom models, whose thread-local
     /// destructors run in a random order that loom cannot replay.
-    #[cfg(shardcount_loom)]
-    #[doc(hidden)]
-    pub fn add_orphan_for_test(&self, n: u64) {
+    #[cfg(all(test, shardcount_loom))]
+    pub(crate) fn add_orphan(&self, n: u64) {
         // SAFETY: our own reference keeps the block alive while borrowed.
         unsafe { &*self.shared_or_init() }.add_orphan(n);
     }

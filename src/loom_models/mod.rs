@@ -10,4 +10,5 @@
 //! models the claims its type's module docs make.
 
 mod counter;
+mod rough;
 mod stock;

@@ -1,4 +1,3 @@
-#![cfg(loom)]
 //! Loom models of `RoughCounter` (see the module docs of `src/rough.rs`).
 //!
 //! Each model checks one claim of the protocol: `sum` reads cumulative slot
@@ -15,7 +14,7 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use shardcount::RoughCounter;
+use crate::RoughCounter;
 use std::time::Duration;
 
 /// Loom's `join` returns before the thread's thread-local destructors run
@@ -181,11 +180,11 @@ fn orphan_adds_race_flush_all() {
         let t = {
             let c = c.clone();
             thread::spawn(move || {
-                c.add_orphan_for_test(1);
-                c.add_orphan_for_test(2);
+                c.add_orphan(1);
+                c.add_orphan(2);
             })
         };
-        c.add_orphan_for_test(4);
+        c.add_orphan(4);
         c.flush_all();
         let a = c.approx();
         // Not necessarily ≥ 4: the other thread's fold may have claimed our
@@ -310,9 +309,9 @@ fn stale_orphan_fold_leaves_approx_exact() {
         let c = counter(100);
         let t = {
             let c = c.clone();
-            thread::spawn(move || c.add_orphan_for_test(1))
+            thread::spawn(move || c.add_orphan(1))
         };
-        c.add_orphan_for_test(1u64.wrapping_neg());
+        c.add_orphan(1u64.wrapping_neg());
         t.join().unwrap();
         assert_eq!(c.sum(), 0);
         assert_eq!(c.approx(), 0, "a stale claim stayed on the orphan slot");
