@@ -1,164 +1,39 @@
-//! `RoughCounter` against a shared `AtomicU64`.
+//! `RoughCounter` against its references.
 //!
-//! * `rough_1t`: one thread, `add` vs `fetch_add` (target ≤ 0.10× its cost).
-//! * `rough_2t`: two pinned threads, aggregate throughput (target ≥ 45×).
-//! * `rough_read`: `approx()` vs `AtomicU64::load` (target ≤ 1.5×).
+//! Criterion groups:
+//! * `rough_1t`: one thread, `inc` vs `fetch_add`.
+//! * `rough_2t`: two pinned threads, aggregate throughput.
+//! * `rough_read`: `approx()` vs `AtomicU64::load`.
 //! * `rough_sum`: `sum()` with 1, 4, 16, 64 parked threads holding slots.
 //!
-//! After the criterion groups, a paired section prints medians of ratios
-//! measured in the same repetition (see `common`), with runs long enough
-//! (≥ 100 ms for the non-atomic loops) to be meaningful on two threads.
-//! `SHARDCOUNT_PAIRED=skip` skips it, `=only` runs only it;
-//! `SHARDCOUNT_REPS` sets its repetitions (default 7).
-//! Every run checks the count, so removed or broken work cannot post a time.
-mod common;
+//! Then a paired section (see `shardcount_harness::measure::Session`): one
+//! thread against the thread-local limit and `ThreadLocal<AtomicU64>`; two
+//! threads as a fraction of the limit; one thread round-robin over 1,024
+//! counters against one counter; `approx()` against a `load`. Every run is
+//! sized to about 200 ms and checks the count. `SHARDCOUNT_PAIRED=skip`
+//! skips it, `=only` runs only it; `SHARDCOUNT_REPS` sets its repetitions
+//! (default 7); `SHARDCOUNT_ONLY=<substring>` picks figures by title.
 
-use common::{median, opaque, run_threads};
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use shardcount::RoughCounter;
+use shardcount_harness::measure::{bench_main, escape, opaque, Figure, Ratio, Session};
+use shardcount_harness::subjects::{
+    time_adds, time_adds_fresh, time_reads, Stripe, Subject, TlLimit,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};
 
-static ATOMIC: AtomicU64 = AtomicU64::new(0);
-static ROUGH: RoughCounter = RoughCounter::new();
-
-#[inline(never)]
-fn atomic_loop(n: u64) -> Duration {
-    let before = ATOMIC.load(Ordering::Relaxed);
-    let start = Instant::now();
-    for _ in 0..n {
-        ATOMIC.fetch_add(1, Ordering::Relaxed);
-        opaque();
-    }
-    let t = start.elapsed();
-    assert!(ATOMIC.load(Ordering::Relaxed).wrapping_sub(before) >= n);
-    t
-}
-
-#[inline(never)]
-fn rough_loop(n: u64) -> Duration {
-    let before = ROUGH.sum();
-    let start = Instant::now();
-    for _ in 0..n {
-        ROUGH.inc();
-        opaque();
-    }
-    let t = start.elapsed();
-    assert!(ROUGH.sum().wrapping_sub(before) >= n);
-    t
-}
-
-std::thread_local! {
-    static LOCAL: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// The floor: a plain add to a thread-local `Cell`, no atomics at all.
-#[inline(never)]
-fn local_loop(n: u64) -> Duration {
-    let before = LOCAL.with(|c| c.get());
-    let start = Instant::now();
-    for _ in 0..n {
-        LOCAL.with(|c| c.set(c.get() + 1));
-        opaque();
-    }
-    let t = start.elapsed();
-    assert_eq!(LOCAL.with(|c| c.get()) - before, n);
-    t
-}
-
-fn per_op(t: Duration, n: u64) -> f64 {
-    t.as_secs_f64() / n as f64
-}
-
-/// Medians of paired ratios; printed, since criterion has no paired mode.
-fn paired_ratios() {
-    let reps = common::reps(7);
-    const N_ATOMIC: u64 = 20_000_000;
-    const N_ROUGH: u64 = 300_000_000;
-    // Warm-up: first use of ROUGH on this thread takes the slow path.
-    rough_loop(1_000_000);
-    atomic_loop(1_000_000);
-
-    let mut r1 = Vec::new();
-    let mut floor1 = Vec::new();
-    for _ in 0..reps {
-        let a = per_op(atomic_loop(N_ATOMIC), N_ATOMIC);
-        let r = per_op(rough_loop(N_ROUGH), N_ROUGH);
-        let f = per_op(local_loop(N_ROUGH), N_ROUGH);
-        r1.push(r / a);
-        floor1.push(f / a);
-    }
-    println!(
-        "paired ratios: 1T RoughCounter::inc cost / AtomicU64::fetch_add cost = {:.3}x (median of {reps})",
-        median(&mut r1)
-    );
-    println!(
-        "paired ratios: (floor) 1T thread_local! Cell<u64> add cost / AtomicU64::fetch_add cost = {:.3}x (median of {reps})",
-        median(&mut floor1)
-    );
-
-    let mut r2 = Vec::new();
-    for _ in 0..reps {
-        let before = ATOMIC.load(Ordering::Relaxed);
-        let ta = run_threads(2, |_| {
-            for _ in 0..N_ATOMIC / 4 {
-                ATOMIC.fetch_add(1, Ordering::Relaxed);
-                opaque();
-            }
-        });
-        assert_eq!(ATOMIC.load(Ordering::Relaxed) - before, N_ATOMIC / 2);
-        let before = ROUGH.sum();
-        let tr = run_threads(2, |_| {
-            for _ in 0..N_ROUGH {
-                ROUGH.inc();
-                opaque();
-            }
-        });
-        // run_threads uses a scope; the exit folds may still be running,
-        // but sum() does not depend on them.
-        assert_eq!(ROUGH.sum() - before, 2 * N_ROUGH);
-        // Throughput ratio: ops per second, rough over atomic.
-        r2.push(per_op(ta, N_ATOMIC / 2) / per_op(tr, 2 * N_ROUGH));
-    }
-    println!(
-        "paired ratios: 2T aggregate throughput RoughCounter / AtomicU64 = {:.1}x (median of {reps})",
-        median(&mut r2)
-    );
-
-    let c = RoughCounter::from(5);
-    let c = common::escape(&c);
-    let mut r3 = Vec::new();
-    const N_READ: u64 = 200_000_000;
-    for _ in 0..reps {
-        let start = Instant::now();
-        let mut acc = 0u64;
-        for _ in 0..N_READ {
-            acc = acc.wrapping_add(ATOMIC.load(Ordering::Relaxed));
-            opaque();
-        }
-        let tl = start.elapsed();
-        assert_ne!(acc, 1);
-        let start = Instant::now();
-        let mut acc = 0u64;
-        for _ in 0..N_READ {
-            acc = acc.wrapping_add(c.approx());
-            opaque();
-        }
-        let ta = start.elapsed();
-        assert_eq!(acc, 5 * N_READ);
-        r3.push(ta.as_secs_f64() / tl.as_secs_f64());
-    }
-    println!(
-        "paired ratios: approx() cost / AtomicU64::load cost = {:.2}x (median of {reps})",
-        median(&mut r3)
-    );
-}
+type TlAtomic = shardcount_harness::peers::thread_local::ThreadLocal<AtomicU64>;
 
 fn one_thread(c: &mut Criterion) {
     let mut g = c.benchmark_group("rough_1t");
-    g.bench_function("atomic_fetch_add", |b| b.iter_custom(atomic_loop));
-    g.bench_function("rough_inc", |b| b.iter_custom(rough_loop));
+    let a = AtomicU64::new(0);
+    g.bench_function("atomic_fetch_add", |b| {
+        b.iter_custom(|n| time_adds(&a, 1, n))
+    });
+    let r = RoughCounter::new();
+    g.bench_function("rough_inc", |b| b.iter_custom(|n| time_adds(&r, 1, n)));
     g.finish();
 }
 
@@ -166,63 +41,24 @@ fn two_threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("rough_2t");
     // One iteration = one op on each of the two threads.
     g.throughput(Throughput::Elements(2));
+    let a = AtomicU64::new(0);
     g.bench_function("atomic_fetch_add", |b| {
-        b.iter_custom(|n| {
-            let before = ATOMIC.load(Ordering::Relaxed);
-            let t = run_threads(2, |_| {
-                for _ in 0..n {
-                    ATOMIC.fetch_add(1, Ordering::Relaxed);
-                    opaque();
-                }
-            });
-            assert_eq!(ATOMIC.load(Ordering::Relaxed) - before, 2 * n);
-            t
-        });
+        b.iter_custom(|n| time_adds(&a, 2, n))
     });
-    g.bench_function("rough_inc", |b| {
-        b.iter_custom(|n| {
-            let before = ROUGH.sum();
-            let t = run_threads(2, |_| {
-                for _ in 0..n {
-                    ROUGH.inc();
-                    opaque();
-                }
-            });
-            assert_eq!(ROUGH.sum() - before, 2 * n);
-            t
-        });
-    });
+    let r = RoughCounter::new();
+    g.bench_function("rough_inc", |b| b.iter_custom(|n| time_adds(&r, 2, n)));
     g.finish();
 }
 
 fn reads(c: &mut Criterion) {
     let mut g = c.benchmark_group("rough_read");
-    let rough = RoughCounter::from(5);
+    let a = AtomicU64::new(5);
     g.bench_function("atomic_load", |b| {
-        b.iter_custom(|n| {
-            let start = Instant::now();
-            let mut acc = 0u64;
-            for _ in 0..n {
-                acc = acc.wrapping_add(ATOMIC.load(Ordering::Relaxed));
-                opaque();
-            }
-            let t = start.elapsed();
-            assert_ne!(acc, 1);
-            t
-        });
+        b.iter_custom(|n| time_reads(&a, n, 5, |a| a.load(Ordering::Relaxed)))
     });
+    let rough = RoughCounter::from(5);
     g.bench_function("rough_approx", |b| {
-        b.iter_custom(|n| {
-            let start = Instant::now();
-            let mut acc = 0u64;
-            for _ in 0..n {
-                acc = acc.wrapping_add(rough.approx());
-                opaque();
-            }
-            let t = start.elapsed();
-            assert_eq!(acc, 5 * n);
-            t
-        });
+        b.iter_custom(|n| time_reads(&rough, n, 5, RoughCounter::approx))
     });
     g.finish();
 }
@@ -249,14 +85,7 @@ fn sum_vs_slots(c: &mut Criterion) {
         ready.wait();
         assert_eq!(counter.live_slots(), k);
         g.bench_with_input(BenchmarkId::from_parameter(k), &k, |b, &k| {
-            b.iter_custom(|n| {
-                let start = Instant::now();
-                for _ in 0..n {
-                    assert_eq!(counter.sum(), k as u64);
-                    opaque();
-                }
-                start.elapsed()
-            });
+            b.iter_custom(|n| time_reads(&*counter, n, k as u64, RoughCounter::sum));
         });
         drop(stops);
         for h in hs {
@@ -268,6 +97,98 @@ fn sum_vs_slots(c: &mut Criterion) {
 
 criterion_group!(benches, one_thread, two_threads, reads, sum_vs_slots);
 
+/// `n` adds on this thread, round-robin over `counters` (a power-of-two
+/// count; the same loop for one counter and for many). Checked.
+fn round_robin(counters: &[RoughCounter], n: u64) -> Duration {
+    assert!(counters.len().is_power_of_two());
+    let mask = counters.len() - 1;
+    let cs = escape(counters);
+    let total = || cs.iter().map(RoughCounter::sum).sum::<u64>();
+    let before = total();
+    let start = Instant::now();
+    for i in 0..n {
+        cs[i as usize & mask].inc();
+        opaque();
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(total() - before, n, "round robin: lost or extra counts");
+    elapsed
+}
+
+fn paired_report() {
+    let mut s = Session::new("rough", 7);
+
+    s.run(
+        Figure::new(
+            "1 thread: RoughCounter::add cost vs the thread-local limit",
+            1,
+            Ratio::Cost,
+        )
+        .reference(TlLimit::NAME, |n| time_adds_fresh::<TlLimit>(1, n))
+        .vs(RoughCounter::NAME, |n| {
+            time_adds_fresh::<RoughCounter>(1, n)
+        })
+        .vs("ThreadLocal<AtomicU64>", |n| {
+            time_adds_fresh::<TlAtomic>(1, n)
+        })
+        .vs("AtomicU64::fetch_add", |n| {
+            time_adds_fresh::<AtomicU64>(1, n)
+        })
+        .compare(RoughCounter::NAME, "ThreadLocal<AtomicU64>")
+        .compare(RoughCounter::NAME, "AtomicU64::fetch_add"),
+    );
+
+    s.run(
+        Figure::new(
+            "2 threads: throughput as a fraction of the thread-local limit",
+            2,
+            Ratio::Throughput,
+        )
+        .reference(TlLimit::NAME, |n| time_adds_fresh::<TlLimit>(2, n))
+        .vs(RoughCounter::NAME, |n| {
+            time_adds_fresh::<RoughCounter>(2, n)
+        })
+        .vs("ThreadLocal<AtomicU64>", |n| {
+            time_adds_fresh::<TlAtomic>(2, n)
+        })
+        .vs(Stripe::NAME, |n| time_adds_fresh::<Stripe>(2, n))
+        .vs("AtomicU64 (shared)", |n| time_adds_fresh::<AtomicU64>(2, n))
+        .compare(RoughCounter::NAME, "AtomicU64 (shared)"),
+    );
+
+    // Built once: a thread's first add to a counter takes a slot, and the
+    // slots of dropped counters are not what this figure is about.
+    let one: Vec<RoughCounter> = (0..1).map(|_| RoughCounter::new()).collect();
+    let many: Vec<RoughCounter> = (0..1024).map(|_| RoughCounter::new()).collect();
+    s.run(
+        Figure::new(
+            "1 thread: round-robin over 1,024 RoughCounters vs one",
+            1,
+            Ratio::Cost,
+        )
+        .reference("1 counter", |n| round_robin(&one, n))
+        .vs("1,024 counters, round-robin", |n| round_robin(&many, n)),
+    );
+
+    let a = AtomicU64::new(5);
+    let r = RoughCounter::from(5);
+    s.run(
+        Figure::new(
+            "idle: RoughCounter::approx cost vs AtomicU64::load",
+            1,
+            Ratio::Cost,
+        )
+        .reference("AtomicU64::load", |n| {
+            time_reads(&a, n, 5, |a| a.load(Ordering::Relaxed))
+        })
+        .vs("RoughCounter::approx", |n| {
+            time_reads(&r, n, 5, RoughCounter::approx)
+        }),
+    );
+
+    s.finish();
+}
+
 fn main() {
-    common::bench_main(benches, paired_ratios);
+    bench_main(benches, paired_report);
 }

@@ -1,4 +1,6 @@
-//! The cross-counter criterion suite: every kind in `subjects` side by side.
+//! The cross-counter criterion suite: every kind in
+//! `shardcount_harness::subjects` side by side (shardcount's counters, the
+//! references and the peers).
 //!
 //! * `add_1thread`: cost of one increment on one thread, nobody else around.
 //! * `contended/N`: N pinned threads, started through a barrier, increment one
@@ -14,7 +16,7 @@
 //!
 //! Every measured run checks the counter afterwards (`total()`/`read()`
 //! against the operations done), so a broken counter cannot post a time.
-//! Loops use `common::opaque` rather than `black_box` (see
+//! Loops use the harness's `opaque` rather than `black_box` (see
 //! `shared/notes/measuring-here.md`).
 //!
 //! `cargo bench --bench suite` runs it all in a few minutes; pass a filter
@@ -23,11 +25,6 @@
 // `criterion_group!` defines an undocumented `pub fn`.
 #![allow(missing_docs)]
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "subjects/mod.rs"]
-mod subjects;
-
 use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode,
@@ -35,8 +32,10 @@ use criterion::{
 };
 use crossbeam_utils::CachePadded;
 use shardcount::Counter;
+use shardcount_harness::measure;
+use shardcount_harness::peers::fast_counter;
+use shardcount_harness::subjects::{self, Subject, Visit};
 use std::time::{Duration, Instant};
-use subjects::{Subject, Visit};
 
 /// Thread counts for the contended group: alone, one per core, and twice
 /// oversubscribed (on this 2-core machine).
@@ -68,14 +67,14 @@ fn add_1thread(c: &mut Criterion) {
             self.0.bench_function(S::NAME, |b| {
                 b.iter_custom(|iters| {
                     let s = S::new();
-                    let s = common::escape(&s);
+                    let s = measure::escape(&s);
                     // First use (thread-local slots, lazy tables) stays out
                     // of the timing.
                     s.add_one();
                     let start = Instant::now();
                     for _ in 0..iters {
                         s.add_one();
-                        common::opaque();
+                        measure::opaque();
                     }
                     let elapsed = start.elapsed();
                     assert_eq!(s.total(), iters + 1, "{}: lost or extra counts", S::NAME);
@@ -108,10 +107,10 @@ fn contended(c: &mut Criterion) {
                     b.iter_custom(|iters| {
                         // Padded: only the counter's own layout is measured.
                         let s = CachePadded::new(S::new());
-                        let elapsed = common::run_threads(threads, |_| {
+                        let elapsed = measure::run_threads(threads, |_| {
                             for _ in 0..iters {
                                 s.add_one();
-                                common::opaque();
+                                measure::opaque();
                             }
                         });
                         assert_eq!(
@@ -144,7 +143,7 @@ fn read_after_writers(c: &mut Criterion) {
                 let s = S::new();
                 // Concurrent writers, so the sharded kinds see contention and
                 // grow as they would in use.
-                common::run_threads(writers, |_| {
+                measure::run_threads(writers, |_| {
                     for _ in 0..PRELOAD {
                         s.add_one();
                     }
@@ -158,7 +157,7 @@ fn read_after_writers(c: &mut Criterion) {
                             let start = Instant::now();
                             for _ in 0..iters {
                                 acc = acc.wrapping_add(s.read());
-                                common::opaque();
+                                measure::opaque();
                             }
                             let elapsed = start.elapsed();
                             // Idle, so every read must have been exact.
@@ -178,11 +177,11 @@ fn read_after_writers(c: &mut Criterion) {
 /// budget runs out. Returns the counter and its total.
 fn grown_counter(cap: usize) -> (Counter, u64) {
     let c = Counter::with_max_shards(cap);
-    let threads = (2 * subjects::cores()).max(4);
+    let threads = (2 * measure::cores()).max(4);
     let budget = Instant::now() + Duration::from_secs(1);
     let mut total = 0;
     while c.shards() < cap && Instant::now() < budget {
-        common::run_threads(threads, |_| {
+        measure::run_threads(threads, |_| {
             for _ in 0..PRELOAD {
                 c.inc();
             }
@@ -228,7 +227,7 @@ fn bench_sum(
             let start = Instant::now();
             for _ in 0..iters {
                 acc = acc.wrapping_add(sum());
-                common::opaque();
+                measure::opaque();
             }
             let elapsed = start.elapsed();
             assert_eq!(acc, expect.wrapping_mul(iters), "{name}: bad sum");

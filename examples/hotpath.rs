@@ -8,17 +8,43 @@
 //! valgrind --tool=callgrind --callgrind-out-file=/dev/null \
 //!     target/release/examples/hotpath counter 1000000
 //! ```
+//!
+//! Every counting subject of `shardcount_harness::subjects` is an add
+//! subject here, by its key (`atomic`, `counter`, `rough`, `stripe`,
+//! `tl-limit`, `tl-atomic`, `fast-counter`, `contatori`, `mutex`); the
+//! reads and takes below are listed by hand.
 
 use shardcount::{Counter, RoughCounter, Stock};
+use shardcount_harness::measure::{escape, opaque};
+use shardcount_harness::subjects::{self, Subject, Visit};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A compiler barrier emitting no instruction. Each subject's address is
-/// passed through `black_box` once first, so the barrier must assume it may
-/// have changed and cannot let loads be hoisted out of the loop.
-#[inline(always)]
-fn opaque() {
-    // SAFETY: an empty asm block touches no memory, stack or flags.
-    unsafe { core::arch::asm!("", options(nostack, preserves_flags)) }
+/// Runs `n` adds on the subject whose key is `key`, if there is one, and
+/// keeps its total.
+struct Adds<'a> {
+    key: &'a str,
+    n: u64,
+    total: Option<u64>,
+    keys: Vec<&'static str>,
+}
+
+impl Visit for Adds<'_> {
+    fn visit<S: Subject>(&mut self) {
+        self.keys.push(S::KEY);
+        if S::KEY != self.key {
+            return;
+        }
+        // Each subject's address escapes once first, so the `opaque`
+        // barrier must assume it may have changed and cannot let loads be
+        // hoisted out of the loop.
+        let c = S::new();
+        let c = escape(&c);
+        for _ in 0..self.n {
+            c.add_one();
+            opaque();
+        }
+        self.total = Some(c.total());
+    }
 }
 
 fn main() {
@@ -28,28 +54,27 @@ fn main() {
         .next()
         .map(|s| s.parse().expect("ops must be a number"))
         .unwrap_or(1_000_000);
-    let total = match subject.as_str() {
-        "atomic" => {
-            let a = AtomicU64::new(0);
-            let a = std::hint::black_box(&a);
-            for _ in 0..n {
-                a.fetch_add(1, Ordering::Relaxed);
-                opaque();
-            }
-            a.load(Ordering::Relaxed)
-        }
-        "counter" => {
-            let c = Counter::new();
-            let c = std::hint::black_box(&c);
-            for _ in 0..n {
-                c.inc();
-                opaque();
-            }
-            c.sum()
-        }
+    let mut adds = Adds {
+        key: &subject,
+        n,
+        total: None,
+        keys: Vec::new(),
+    };
+    subjects::for_each(&mut adds);
+    let total = match adds.total {
+        Some(total) => total,
+        None => reads_and_takes(&subject, n, &adds.keys),
+    };
+    assert_eq!(total, n, "lost ops");
+}
+
+/// The subjects that are not adds: `n` reads of a counter at 1 (their sum)
+/// or `n` single-unit takes from a stock of `n` (the units taken).
+fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
+    match subject {
         "atomic-load" => {
             let a = AtomicU64::new(1);
-            let a = std::hint::black_box(&a);
+            let a = escape(&a);
             let mut acc = 0u64;
             for _ in 0..n {
                 acc += a.load(Ordering::Relaxed);
@@ -59,7 +84,7 @@ fn main() {
         }
         "counter-sum" => {
             let c = Counter::from(1);
-            let c = std::hint::black_box(&c);
+            let c = escape(&c);
             let mut acc = 0u64;
             for _ in 0..n {
                 acc += c.sum();
@@ -67,18 +92,9 @@ fn main() {
             }
             acc
         }
-        "rough" => {
-            let c = RoughCounter::new();
-            let c = std::hint::black_box(&c);
-            for _ in 0..n {
-                c.inc();
-                opaque();
-            }
-            c.sum()
-        }
         "rough-approx" => {
             let c = RoughCounter::from(1);
-            let c = std::hint::black_box(&c);
+            let c = escape(&c);
             let mut acc = 0u64;
             for _ in 0..n {
                 acc += c.approx();
@@ -89,7 +105,7 @@ fn main() {
         "cas-take" => {
             // Stock's baseline: one word, a CAS loop that refuses to go below 0.
             let a = AtomicU64::new(n);
-            let a = std::hint::black_box(&a);
+            let a = escape(&a);
             for _ in 0..n {
                 let mut cur = a.load(Ordering::Relaxed);
                 while cur >= 1 {
@@ -109,7 +125,7 @@ fn main() {
         }
         "stock-take" => {
             let s = Stock::new(n);
-            let s = std::hint::black_box(&s);
+            let s = escape(&s);
             for _ in 0..n {
                 s.try_sub(1).expect("stock covers every take");
                 opaque();
@@ -117,9 +133,9 @@ fn main() {
             n - s.sum()
         }
         other => panic!(
-            "unknown subject {other:?}: atomic, counter, atomic-load, counter-sum, \
-             rough, rough-approx, cas-take, stock-take"
+            "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
+             cas-take, stock-take",
+            add_keys.join(", ")
         ),
-    };
-    assert_eq!(total, n, "lost ops");
+    }
 }

@@ -9,69 +9,12 @@
 //! once a 1-unit take fails after the restocker has finished, which by
 //! `Stock`'s no-spurious-failure guarantee means the stock was empty.
 
-use crate::common;
 use rand::{Rng, SeedableRng};
 use shardcount::Stock;
+use shardcount_harness::inventory::{CasStock, Inventory};
+use shardcount_harness::measure::run_threads;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
-
-/// A stock the demo can sell from.
-trait Inventory: Sync {
-    const NAME: &'static str;
-    fn with_stock(initial: u64) -> Self;
-    fn take(&self, n: u64) -> bool;
-    fn restock(&self, n: u64);
-    fn remaining(&self) -> u64;
-}
-
-/// The baseline: one shared word, a compare-exchange loop that refuses to
-/// go below zero.
-struct AtomicStock(AtomicU64);
-
-impl Inventory for AtomicStock {
-    const NAME: &'static str = "AtomicU64 CAS";
-    fn with_stock(initial: u64) -> Self {
-        AtomicStock(AtomicU64::new(initial))
-    }
-    fn take(&self, n: u64) -> bool {
-        // Relaxed: the units carry no other data; the CAS alone decides.
-        let mut cur = self.0.load(Ordering::Relaxed);
-        while cur >= n {
-            match self
-                .0
-                .compare_exchange_weak(cur, cur - n, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => return true,
-                Err(now) => cur = now,
-            }
-        }
-        false
-    }
-    fn restock(&self, n: u64) {
-        // Relaxed: as in `take`.
-        self.0.fetch_add(n, Ordering::Relaxed);
-    }
-    fn remaining(&self) -> u64 {
-        // Relaxed: read after every thread was joined.
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-impl Inventory for Stock {
-    const NAME: &'static str = "Stock";
-    fn with_stock(initial: u64) -> Self {
-        Stock::new(initial)
-    }
-    fn take(&self, n: u64) -> bool {
-        self.try_sub(n).is_ok()
-    }
-    fn restock(&self, n: u64) {
-        self.add(n);
-    }
-    fn remaining(&self) -> u64 {
-        self.sum()
-    }
-}
 
 /// What one worker did.
 #[derive(Debug, Default, Clone, Copy)]
@@ -108,13 +51,13 @@ fn run<I: Inventory>(workers: usize, initial: u64, restock: u64) -> Run {
     let restocking = AtomicBool::new(restock > 0);
     let sales: std::sync::Mutex<Vec<(usize, Sales)>> = std::sync::Mutex::new(Vec::new());
     let restocked = AtomicU64::new(0);
-    let elapsed = common::run_threads(workers + usize::from(restock > 0), |i| {
+    let elapsed = run_threads(workers + usize::from(restock > 0), |i| {
         if i == workers {
             // The restocker: chunks of 10 while the workers sell.
             let mut left = restock;
             while left > 0 {
                 let n = left.min(10);
-                stock.restock(n);
+                stock.put(n);
                 left -= n;
             }
             restocked.store(restock, Ordering::Relaxed);
@@ -166,7 +109,7 @@ pub fn main(thread_counts: &[usize], initial: u64, restock: u64) -> bool {
     let mut all_ok = true;
     for &workers in thread_counts {
         let runs = [
-            run::<AtomicStock>(workers, initial, restock),
+            run::<CasStock>(workers, initial, restock),
             run::<Stock>(workers, initial, restock),
         ];
         for r in &runs {

@@ -13,32 +13,31 @@
 //! `check` column), and any reader's value must not exceed it. Any FAIL makes
 //! the process exit with status 1.
 //!
-//! `--inventory` runs the `Stock` demo instead (see `contention/inventory.rs`):
+//! `--inventory` runs the `Stock` demo instead (see `inventory.rs`):
 //!
 //! ```text
 //! cargo run --release --example contention -- --inventory --stock 1000000 --restock 100000
 //! ```
 //!
-//! The counter kinds live in `benches/subjects/mod.rs`, shared with the
-//! criterion suite; the pinning/barrier harness is `benches/common/mod.rs`.
+//! The counter kinds (shardcount's, the references, the peers) and the
+//! pinning/barrier harness live in the `shardcount-harness` crate
+//! (`harness/`), shared with the benches.
 
-#[path = "../benches/common/mod.rs"]
-mod common;
-#[path = "contention/inventory.rs"]
 mod inventory;
-#[path = "../benches/subjects/mod.rs"]
-mod subjects;
 
 use clap::Parser;
 use crossbeam_utils::CachePadded;
 use indicatif::{ProgressBar, ProgressStyle};
+use shardcount_harness::measure;
+use shardcount_harness::subjects::{self, Subject, Visit};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use subjects::{Subject, Visit};
 
-/// Pits shardcount's counters against a shared AtomicU64, a Mutex and peer
-/// crates, with every thread incrementing the same counter at once.
+/// Pits shardcount's counters against a shared AtomicU64, a Mutex, peer
+/// crates and two references (the ideal stripe, one padded atomic per
+/// thread; the thread-local limit, a plain thread-local add folded at
+/// exit), with every thread incrementing the same counter at once.
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
@@ -178,7 +177,7 @@ fn summarize(all: &[Outcome]) -> Vec<Row> {
     }
     for r in &mut rows {
         let med =
-            |f: fn(&Outcome) -> f64| common::median(&mut r.runs.iter().map(f).collect::<Vec<_>>());
+            |f: fn(&Outcome) -> f64| measure::median(&mut r.runs.iter().map(f).collect::<Vec<_>>());
         r.mops = med(Outcome::mops);
         r.ns_per_op_per_thread = med(Outcome::ns_per_op_per_thread);
         r.reads_per_s = med(Outcome::reads_per_s);
@@ -195,7 +194,7 @@ fn summarize(all: &[Outcome]) -> Vec<Row> {
                 Some(o.mops() / base.mops())
             })
             .collect();
-        r.speedup = (!ratios.is_empty()).then(|| common::median(&mut ratios));
+        r.speedup = (!ratios.is_empty()).then(|| measure::median(&mut ratios));
     }
     rows
 }
@@ -240,7 +239,7 @@ fn run_case<S: Subject>(case: &Case<'_>) -> Outcome {
     // Workers, then readers, then one timer thread; all pinned, all released
     // by the same barrier. Results are stored Relaxed: the scope's join
     // orders them before the reads below.
-    let elapsed = common::run_threads(w + r + 1, |i| {
+    let elapsed = measure::run_threads(w + r + 1, |i| {
         if i < w {
             ops[i].store(write_loop(&*counter, &stop), Ordering::Relaxed);
         } else if i < w + r {
@@ -270,7 +269,7 @@ fn write_loop<S: Subject>(counter: &S, stop: &AtomicBool) -> u64 {
     while !stop.load(Ordering::Relaxed) {
         for _ in 0..BATCH {
             counter.add_one();
-            common::opaque();
+            measure::opaque();
         }
         done += BATCH;
     }
@@ -308,7 +307,7 @@ fn timer(case: &Case<'_>, stop: &AtomicBool) {
 
 fn main() {
     let args = Args::parse();
-    let cores = subjects::cores();
+    let cores = measure::cores();
     let thread_counts = if args.threads.is_empty() {
         default_threads(cores)
     } else {
@@ -493,7 +492,7 @@ fn write_or_die(path: &Path, text: &str) {
 }
 
 /// Line colours: distinct, and dark enough on white.
-const COLORS: [plotters::style::RGBColor; 8] = [
+const COLORS: [plotters::style::RGBColor; 10] = [
     plotters::style::RGBColor(214, 39, 40),   // red
     plotters::style::RGBColor(127, 127, 127), // grey
     plotters::style::RGBColor(31, 119, 180),  // blue
@@ -502,6 +501,8 @@ const COLORS: [plotters::style::RGBColor; 8] = [
     plotters::style::RGBColor(255, 127, 14),  // orange
     plotters::style::RGBColor(140, 86, 75),   // brown
     plotters::style::RGBColor(23, 190, 207),  // cyan
+    plotters::style::RGBColor(188, 189, 34),  // olive
+    plotters::style::RGBColor(227, 119, 194), // pink
 ];
 
 /// Throughput against threads, one line per counter, log-scaled throughput
