@@ -53,8 +53,7 @@ mod surface;
 mod thread;
 
 mod counter;
-#[cfg(not(shardcount_loom))]
-mod folder;
+mod local;
 mod rough;
 mod stock;
 
@@ -64,12 +63,20 @@ mod loom_models;
 mod miri_tests;
 
 pub use counter::Counter;
+pub use local::LocalCounter;
 // The folder's thread sleeps on a real clock, which loom cannot model; its
 // folding is the same `flush_all` the rough models check.
 #[cfg(not(shardcount_loom))]
-pub use folder::Folder;
+pub use rough::folder::Folder;
 pub use rough::RoughCounter;
 pub use stock::{Insufficient, Stock};
+
+/// What [`local_counter!`] expands to names; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::local::{Guard, LocalKey};
+    pub use crate::primitive::sync::atomic::AtomicI64;
+}
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -136,3 +136,38 @@ fn folder_folds_and_stops() {
     drop(folder);
     drop(c);
 }
+
+#[test]
+fn local_counter_cells_are_read_while_threads_live_and_after_exit() {
+    crate::local_counter!(static C, batch = 4);
+    let (tx, rx) = mpsc::channel::<()>();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let t = thread::spawn(move || {
+        C.add(2); // first use: registers and folds
+        C.add(1); // pending in the cell
+        ready_tx.send(()).unwrap();
+        let _ = rx.recv(); // stays alive, registered
+    });
+    ready_rx.recv().unwrap();
+    assert_eq!(C.sum(), 3); // reads the live thread's cell
+    drop(tx);
+    t.join().unwrap();
+    assert_eq!((C.sum(), C.approx()), (3, 3));
+}
+
+#[test]
+fn rough_slots_in_several_buckets_are_walked_and_freed() {
+    let c = RoughCounter::new().with_batch(2);
+    // Enough live threads at once to fill more than one bucket.
+    let barrier = std::sync::Barrier::new(5);
+    thread::scope(|s| {
+        for i in 0..5 {
+            let (c, barrier) = (&c, &barrier);
+            s.spawn(move || {
+                c.add(i + 1);
+                barrier.wait();
+            });
+        }
+    });
+    assert_eq!(c.sum(), 15);
+}

@@ -11,15 +11,15 @@
 #![allow(unused_imports, dead_code)]
 
 pub(crate) mod sync {
-    pub(crate) mod atomic {
+    pub mod atomic {
         #[cfg(shardcount_loom)]
-        pub(crate) use loom::sync::atomic::{
-            AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+        pub use loom::sync::atomic::{
+            AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
         };
-        pub(crate) use std::sync::atomic::Ordering;
+        pub use std::sync::atomic::Ordering;
         #[cfg(not(shardcount_loom))]
-        pub(crate) use std::sync::atomic::{
-            AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+        pub use std::sync::atomic::{
+            AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
         };
     }
 
@@ -78,13 +78,13 @@ macro_rules! const_thread_local {
 }
 pub(crate) use const_thread_local;
 
-/// Declares a process-wide atomic. Loom's atomics have no `const fn new`
-/// and must be created inside a model, so there it is a lazy static (reset
+/// Declares a lazily initialised process-wide value. Loom's primitives
+/// must be created inside a model, so there it is loom's lazy static (reset
 /// for each model run).
 macro_rules! global {
     ($(#[$attr:meta])* static $name:ident: $t:ty = $init:expr;) => {
         #[cfg(not(shardcount_loom))]
-        $(#[$attr])* static $name: $t = $init;
+        $(#[$attr])* static $name: ::std::sync::LazyLock<$t> = ::std::sync::LazyLock::new(|| $init);
         #[cfg(shardcount_loom)]
         ::loom::lazy_static! { $(#[$attr])* static ref $name: $t = $init; }
     };

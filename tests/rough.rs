@@ -107,7 +107,9 @@ fn interleaved_counters_on_one_thread() {
 }
 
 /// 100,000 short-lived threads each add once; slots are reused, so memory
-/// follows the peak concurrency (8 here), not the number of threads.
+/// follows the peak number of threads alive at once in the process (thread
+/// indexes are process-wide: 8 here, plus whatever other tests in this
+/// binary hold), not the number of threads that came and went.
 #[test]
 fn churn_100k_threads() {
     static C: RoughCounter = RoughCounter::new();
@@ -120,7 +122,7 @@ fn churn_100k_threads() {
     }
     assert_eq!(C.sum(), 100_000);
     assert_eq!(C.approx(), 100_000);
-    assert!(C.slots() <= WAVE, "slots not reused: {}", C.slots());
+    assert!(C.slots() <= 64, "slots not reused: {}", C.slots());
 }
 
 #[test]

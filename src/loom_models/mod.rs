@@ -10,5 +10,6 @@
 //! models the claims its type's module docs make.
 
 mod counter;
+mod local;
 mod rough;
 mod stock;

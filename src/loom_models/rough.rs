@@ -12,9 +12,9 @@
 //! in it. The interval rule is off (`Duration::MAX`) so the models do not
 //! depend on the clock.
 
+use crate::RoughCounter;
 use loom::sync::Arc;
 use loom::thread;
-use crate::RoughCounter;
 use std::time::Duration;
 
 /// Loom's `join` returns before the thread's thread-local destructors run
@@ -139,12 +139,15 @@ fn thread_exit_folds() {
         wait_for_exit_folds(&c);
         assert_eq!(c.approx(), 11);
         assert_eq!(c.sum(), 11);
-        let slots = c.slots();
-        assert!(slots <= 2);
+        assert!(c.slots() <= 2);
+        // A later thread may take an exited thread's index (and so its
+        // slot) or, if that index is not back yet, a new one; either way
+        // nothing is lost. Reuse itself is checked with real threads
+        // (tests/rough.rs, churn).
         let c2 = c.clone();
         thread::spawn(move || c2.add(100)).join().unwrap();
         wait_for_exit_folds(&c);
-        assert_eq!(c.slots(), slots, "the exited threads' slots are reused");
+        assert!(c.slots() <= 3);
         assert_eq!(c.approx(), 111);
     });
 }

@@ -16,8 +16,8 @@
 //! between passes. Dropping the handle sets `stop`, wakes the thread and
 //! joins it. No atomics of its own: the mutex orders everything here.
 
+use super::{RoughCounter, SharedRef};
 use crate::primitive::sync::{Arc, Condvar, Mutex, MutexGuard};
-use crate::rough::{RoughCounter, SharedRef};
 use std::fmt;
 use std::sync::PoisonError;
 use std::thread::JoinHandle;

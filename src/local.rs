@@ -1,0 +1,455 @@
+//! `LocalCounter`: a `static` counter whose `add` is a thread-local add and
+//! one sign test, declared with [`local_counter!`](crate::local_counter).
+//!
+//! # Protocol
+//!
+//! Each thread has, per counter, a `cell: AtomicI64` in a `const`
+//! thread-local with no destructor (so an access is a bare TLS load or
+//! store, with no state check), written only by its thread with `Relaxed`
+//! loads and stores (plain moves). A registered thread's cell holds
+//! `pending - batch`, `pending` being its counts not yet in the sink, so it
+//! is negative until `pending` reaches `batch`. The add is `cell += n`, and
+//! the sign of the result is the whole test: non-negative means "fold" (or
+//! "first use", as a fresh cell is 0). The cold path:
+//!
+//! * first use: registers the thread (a second thread-local, with a
+//!   destructor, folds the cell at thread exit; the registry, a mutex'd list
+//!   of cell addresses, lets `sum` read live cells), then folds;
+//! * fold: stores `-batch` into the cell, then adds `pending` to the `sink`
+//!   with a `Release` RMW. A reader that sees the sink's new value
+//!   (`Acquire`) also sees the reset cell, so `sum` never counts a fold
+//!   twice (it can miss one in flight);
+//! * thread exit: the guard folds the cell, unregisters it under the
+//!   registry lock (so `sum` never reads a cell whose memory is gone) and
+//!   leaves it at 0;
+//! * after exit (an add from another thread-local's destructor): the guard
+//!   is gone, so the add goes straight to the sink with a locked add. No
+//!   count is ever lost.
+//!
+//! Subtractions and adds of `2^63` or more take the cold path and go
+//! straight to the sink, so a cell only ever counts up.
+
+use crate::primitive::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use crate::primitive::sync::{lock, Mutex};
+use crossbeam_utils::CachePadded;
+use std::cell::Cell;
+use std::fmt;
+use std::marker::PhantomData;
+
+/// What a [`local_counter!`](crate::local_counter) declaration gives its
+/// counter: its own thread-locals. Implemented by the macro; not for use
+/// by hand.
+#[doc(hidden)]
+pub trait LocalKey: 'static {
+    /// Runs `f` on the calling thread's cell.
+    fn with_cell<R>(f: impl FnOnce(&AtomicI64) -> R) -> R;
+    /// Runs `f` on the calling thread's guard; `None` once it is destroyed.
+    fn with_guard<R>(f: impl FnOnce(&Guard) -> R) -> Option<R>;
+    /// The counter this key belongs to.
+    fn counter() -> &'static LocalCounter<Self>
+    where
+        Self: Sized;
+}
+
+/// A thread's registration with one `LocalCounter`: folds the thread's cell
+/// when the thread exits. Not for use by hand.
+#[doc(hidden)]
+pub struct Guard {
+    /// The exit action, set at registration: fold and unregister.
+    on_exit: Cell<Option<fn()>>,
+}
+
+impl Guard {
+    /// An unregistered guard, for the macro's thread-local.
+    #[doc(hidden)]
+    pub const fn new() -> Self {
+        Guard {
+            on_exit: Cell::new(None),
+        }
+    }
+}
+
+impl Default for Guard {
+    fn default() -> Self {
+        Guard::new()
+    }
+}
+
+impl fmt::Debug for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guard")
+            .field("registered", &self.on_exit.get().is_some())
+            .finish()
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(exit) = self.on_exit.take() {
+            exit();
+        }
+    }
+}
+
+/// A cell's address in the registry.
+struct CellRef(*const AtomicI64);
+
+// SAFETY: the address is only dereferenced under the registry lock, while
+// its thread is registered (it unregisters, under the same lock, before its
+// thread-locals are freed); the cell is an atomic.
+unsafe impl Send for CellRef {}
+
+/// A `static` add-mostly counter at the thread-local limit: `add` is a
+/// thread-local add and a sign test, with no locked instruction and no
+/// thread-local destructor check. Declare one with
+/// [`local_counter!`](crate::local_counter).
+///
+/// Like [`RoughCounter`](crate::RoughCounter), each thread counts on its
+/// own and folds into a shared sink every `batch` counts and at thread
+/// exit, and nothing is ever lost, not even adds from other thread-locals'
+/// destructors. It trades `RoughCounter`'s generality for speed: it is only
+/// a `static` (each declaration has its own thread-locals), and a `sub` is a
+/// locked add on the sink.
+///
+/// # Consistency of reads
+///
+/// * [`sum`](Self::sum) is **exact at quiescence**: the sink plus every
+///   live thread's pending counts. While threads add it is not a snapshot:
+///   it may miss adds in flight, but for add-only use it never counts one
+///   twice and never exceeds the adds started.
+/// * [`approx`](Self::approx) is one load of the sink: below `sum` by less
+///   than `batch` per thread that has added and not yet exited (for
+///   add-only use), exact once every thread that added has exited and been
+///   joined, or after each has called [`flush`](Self::flush).
+///
+/// Memory orderings: like every counter here, counting synchronises
+/// nothing; do not publish data through it.
+///
+/// # Example
+///
+/// ```
+/// shardcount::local_counter!(static REQUESTS);
+///
+/// let workers: Vec<_> = (0..4)
+///     .map(|_| std::thread::spawn(|| (0..10_000).for_each(|_| REQUESTS.inc())))
+///     .collect();
+/// for w in workers {
+///     w.join().unwrap(); // the exit fold has run
+/// }
+/// assert_eq!(REQUESTS.sum(), 40_000);
+/// assert_eq!(REQUESTS.approx(), 40_000);
+/// ```
+pub struct LocalCounter<K: 'static> {
+    sink: CachePadded<AtomicU64>,
+    /// Cells of registered, live threads.
+    registry: Mutex<Vec<CellRef>>,
+    batch: u64,
+    _key: PhantomData<fn() -> K>,
+}
+
+impl<K> LocalCounter<K> {
+    /// The default `batch`: a thread folds into the sink every this many
+    /// counts. (At 1024 the shared fold shows beside adds this cheap.)
+    ///
+    /// ```
+    /// assert_eq!(shardcount::LocalCounter::<()>::DEFAULT_BATCH, 8192);
+    /// ```
+    pub const DEFAULT_BATCH: u64 = 8192;
+}
+
+impl<K: LocalKey> LocalCounter<K> {
+    crate::primitive::const_fn! {
+        /// For [`local_counter!`](crate::local_counter); not for use by hand.
+        ///
+        /// # Panics
+        ///
+        /// If `batch` is 0 or above `i64::MAX` (a compile error in the
+        /// macro's `static`).
+        #[doc(hidden)]
+        pub const fn __new(batch: u64) -> Self {
+            assert!(
+                batch >= 1 && batch <= i64::MAX as u64,
+                "shardcount: local_counter! batch must be in 1..=i64::MAX"
+            );
+            LocalCounter {
+                sink: CachePadded::new(AtomicU64::new(0)),
+                registry: Mutex::new(Vec::new()),
+                batch,
+                _key: PhantomData,
+            }
+        }
+    }
+
+    /// Adds `n`, wrapping at 2<sup>64</sup>.
+    ///
+    /// A thread-local add and a sign test; every `batch` counts (and on the
+    /// thread's first add) a fold into the sink.
+    ///
+    /// ```
+    /// shardcount::local_counter!(static BYTES);
+    /// BYTES.add(1500);
+    /// assert_eq!(BYTES.sum(), 1500);
+    /// ```
+    #[inline(always)]
+    pub fn add(&'static self, n: u64) {
+        if n > i64::MAX as u64 {
+            return self.add_to_sink(n);
+        }
+        K::with_cell(|cell| {
+            // Relaxed (both): only this thread writes its cell; others read
+            // it under the registry lock for `sum`.
+            let v = cell.load(Ordering::Relaxed).wrapping_add(n as i64);
+            cell.store(v, Ordering::Relaxed);
+            if v >= 0 {
+                self.fold(cell, v);
+            }
+        });
+    }
+
+    /// Adds one.
+    ///
+    /// ```
+    /// shardcount::local_counter!(static HITS);
+    /// HITS.inc();
+    /// assert_eq!(HITS.sum(), 1);
+    /// ```
+    #[inline(always)]
+    pub fn inc(&'static self) {
+        self.add(1);
+    }
+
+    /// Subtracts `n`, wrapping below zero: a locked add on the sink (cells
+    /// only count up, which keeps `add` to one sign test).
+    ///
+    /// ```
+    /// shardcount::local_counter!(static LEVEL);
+    /// LEVEL.add(5);
+    /// LEVEL.sub(2);
+    /// assert_eq!(LEVEL.sum(), 3);
+    /// ```
+    pub fn sub(&'static self, n: u64) {
+        self.add_to_sink(n.wrapping_neg());
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn add_to_sink(&'static self, n: u64) {
+        // Release: as a fold's, so `approx` readers see it in order.
+        self.sink.fetch_add(n, Ordering::Release);
+    }
+
+    /// The cold path: a cell that reached zero (a fold is due) or a thread's
+    /// first add (its cell was 0 and it is not registered).
+    #[cold]
+    #[inline(never)]
+    fn fold(&'static self, cell: &AtomicI64, v: i64) {
+        let registered = K::with_guard(|g| g.on_exit.get().is_some());
+        let pending = match registered {
+            // `v` is `pending - batch`.
+            Some(true) => (v as u64).wrapping_add(self.batch),
+            // First use: the cell counted from 0.
+            Some(false) => v as u64,
+            // The guard is gone (an add from a thread-local destructor at
+            // thread exit): no cell to keep counts in. Fold and keep it 0,
+            // so the next add comes here too.
+            None => {
+                // Relaxed: as in `add`.
+                cell.store(0, Ordering::Relaxed);
+                return self.add_to_sink(v as u64);
+            }
+        };
+        // Relaxed: the Release RMW below publishes it to `sum`'s readers.
+        cell.store(-(self.batch as i64), Ordering::Relaxed);
+        if registered == Some(false) {
+            // Only now, holding `pending - batch`, may `sum` read the cell:
+            // registered earlier, its count from 0 would read as that plus
+            // `batch` (the loom model `exit_fold_races_sum` caught it).
+            self.register(cell);
+            K::with_guard(|g| g.on_exit.set(Some(Self::thread_exit)));
+        }
+        // Release: a `sum` whose Acquire load sees this sees the reset cell,
+        // so it does not count `pending` twice.
+        self.sink.fetch_add(pending, Ordering::Release);
+    }
+
+    /// Runs the calling thread's exit fold now, as its guard's destructor
+    /// would. For models: loom destroys every thread-local before running
+    /// any destructor, so a guard there cannot reach its cell.
+    #[cfg(all(test, shardcount_loom))]
+    pub(crate) fn exit_now(&'static self) {
+        if let Some(Some(exit)) = K::with_guard(|g| g.on_exit.take()) {
+            exit();
+        }
+    }
+
+    fn register(&'static self, cell: &AtomicI64) {
+        lock(&self.registry).push(CellRef(cell));
+    }
+
+    /// The guard's exit action: fold the thread's cell, unregister it, and
+    /// leave it at 0, so later adds go to the sink.
+    fn thread_exit() {
+        let this = K::counter();
+        K::with_cell(|cell| {
+            let mut registry = lock(&this.registry);
+            registry.retain(|c| !std::ptr::eq(c.0, cell));
+            drop(registry);
+            // Relaxed: as in `add`.
+            let v = cell.load(Ordering::Relaxed);
+            cell.store(0, Ordering::Relaxed);
+            this.add_to_sink((v as u64).wrapping_add(this.batch));
+        });
+    }
+
+    /// The folded total: one load of the sink. See [the type
+    /// docs](LocalCounter#consistency-of-reads) for its lag.
+    ///
+    /// ```
+    /// shardcount::local_counter!(static HITS);
+    /// HITS.inc(); // a thread's first add folds at once
+    /// HITS.inc();
+    /// assert_eq!(HITS.approx(), 1);
+    /// HITS.flush();
+    /// assert_eq!(HITS.approx(), 2);
+    /// ```
+    #[must_use]
+    #[inline]
+    pub fn approx(&'static self) -> u64 {
+        // Acquire: pairs with the folds' Release adds.
+        self.sink.load(Ordering::Acquire)
+    }
+
+    /// The exact total at quiescence: the sink plus every live thread's
+    /// pending counts, read under the registry lock.
+    ///
+    /// ```
+    /// shardcount::local_counter!(static HITS);
+    /// HITS.add(3);
+    /// HITS.add(4);
+    /// assert_eq!(HITS.sum(), 7);
+    /// ```
+    #[must_use]
+    pub fn sum(&'static self) -> u64 {
+        let registry = lock(&self.registry);
+        // Acquire: a fold we see was preceded by its cell's reset, which we
+        // then see below.
+        let mut total = self.sink.load(Ordering::Acquire);
+        for c in registry.iter() {
+            // SAFETY: a registered cell's thread unregisters it under this
+            // lock before its thread-locals are freed, so it is alive.
+            let v = unsafe { &*c.0 }.load(Ordering::Relaxed);
+            total = total.wrapping_add((v as u64).wrapping_add(self.batch));
+        }
+        total
+    }
+
+    /// Folds the calling thread's pending counts into the sink.
+    ///
+    /// ```
+    /// shardcount::local_counter!(static HITS);
+    /// HITS.add(2);
+    /// HITS.add(5);
+    /// HITS.flush();
+    /// assert_eq!(HITS.approx(), 7);
+    /// ```
+    pub fn flush(&'static self) {
+        let registered = K::with_guard(|g| g.on_exit.get().is_some()).unwrap_or(false);
+        if registered {
+            K::with_cell(|cell| {
+                // Relaxed: as in `add`.
+                let v = cell.load(Ordering::Relaxed);
+                if v != -(self.batch as i64) {
+                    self.fold(cell, v);
+                }
+            });
+        }
+    }
+
+    /// The `batch` this counter folds at.
+    ///
+    /// ```
+    /// shardcount::local_counter!(static HITS, batch = 100);
+    /// assert_eq!(HITS.batch(), 100);
+    /// ```
+    #[must_use]
+    pub fn batch(&'static self) -> u64 {
+        self.batch
+    }
+}
+
+impl<K: LocalKey> fmt::Debug for LocalCounter<K> {
+    /// Shows `sum` and `approx`.
+    ///
+    /// ```
+    /// shardcount::local_counter!(static HITS);
+    /// HITS.add(2);
+    /// assert_eq!(format!("{HITS:?}"), "LocalCounter { sum: 2, approx: 2 }");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let this = K::counter();
+        f.debug_struct("LocalCounter")
+            .field("sum", &this.sum())
+            .field("approx", &this.approx())
+            .finish()
+    }
+}
+
+/// Declares a `static` [`LocalCounter`]: `add` at the thread-local limit.
+///
+/// `local_counter!(static NAME);` or, with a batch (default
+/// [`LocalCounter::DEFAULT_BATCH`]), `local_counter!(pub static NAME, batch
+/// = 1024);`. Attributes (doc comments) before `static` are kept. Each
+/// declaration gets its own thread-locals, so `add` reaches them directly;
+/// that is why the counter is a macro and not a type you construct.
+///
+/// ```
+/// shardcount::local_counter!(
+///     /// Requests served.
+///     pub static SERVED, batch = 1024
+/// );
+/// SERVED.inc();
+/// assert_eq!(SERVED.sum(), 1);
+/// ```
+#[macro_export]
+macro_rules! local_counter {
+    ($(#[$attr:meta])* $vis:vis static $name:ident $(,)?) => {
+        $crate::local_counter!($(#[$attr])* $vis static $name, batch = $crate::LocalCounter::<()>::DEFAULT_BATCH);
+    };
+    ($(#[$attr:meta])* $vis:vis static $name:ident, batch = $batch:expr $(,)?) => {
+        // The key type shares the static's name in the type namespace only
+        // (a braced struct defines no value), so it needs no second name.
+        #[doc(hidden)]
+        #[allow(non_camel_case_types, dead_code)]
+        $vis struct $name {}
+
+        impl $crate::__private::LocalKey for $name {
+            #[inline(always)]
+            fn with_cell<R>(f: impl FnOnce(&$crate::__private::AtomicI64) -> R) -> R {
+                ::std::thread_local! {
+                    static CELL: $crate::__private::AtomicI64 =
+                        const { $crate::__private::AtomicI64::new(0) };
+                }
+                CELL.with(f)
+            }
+
+            #[inline]
+            fn with_guard<R>(
+                f: impl FnOnce(&$crate::__private::Guard) -> R,
+            ) -> ::std::option::Option<R> {
+                ::std::thread_local! {
+                    static GUARD: $crate::__private::Guard =
+                        const { $crate::__private::Guard::new() };
+                }
+                GUARD.try_with(f).ok()
+            }
+
+            #[inline]
+            fn counter() -> &'static $crate::LocalCounter<Self> {
+                &$name
+            }
+        }
+
+        $(#[$attr])*
+        $vis static $name: $crate::LocalCounter<$name> = $crate::LocalCounter::__new($batch);
+    };
+}

@@ -1,0 +1,615 @@
+//! `RoughCounter`: each thread counts in its own slot with no locked
+//! instruction; the counts are folded now and then into one global sink that
+//! [`approx`](RoughCounter::approx) reads with a single load.
+//!
+//! * `slot.rs`: the slots, the sink and the fold protocol (the proofs of the
+//!   read guarantees are there);
+//! * `folder.rs`: the background [`Folder`](crate::Folder);
+//! * this file: the API, and the add path over `thread::slots`.
+//!
+//! The counter itself is one pointer, `shared: AtomicPtr<Shared>`: null until
+//! first use, then an `Arc<Shared>` turned into a raw pointer, installed once
+//! by a compare-exchange (`AcqRel`; readers that dereference it use
+//! `Acquire`).
+
+#[cfg(not(shardcount_loom))]
+pub(crate) mod folder;
+mod slot;
+
+use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
+use crate::primitive::sync::Arc;
+use crate::thread;
+use slot::{Shared, Slot};
+use std::fmt;
+use std::ptr;
+use std::time::Duration;
+
+/// A `u64` counter whose adds cost about a thread-local add: each thread
+/// counts in its own slot, and the slots are folded into one global sink now
+/// and then. [`approx`](Self::approx) reads the sink (one load, lags a
+/// little); [`sum`](Self::sum) reads every slot (exact).
+///
+/// Use it for very hot counters that are read rarely or roughly, such as
+/// metrics scraped every few seconds. For exact cheap reads, use
+/// [`Counter`](crate::Counter).
+///
+/// Arithmetic is modulo 2<sup>64</sup>, as with `AtomicU64::fetch_add`.
+///
+/// # When a thread's counts reach the sink
+///
+/// A thread's unfolded delta is folded into the sink when:
+///
+/// * **batch:** its magnitude reaches `batch` counts
+///   ([`with_batch`](Self::with_batch), default
+///   [`DEFAULT_BATCH`](Self::DEFAULT_BATCH));
+/// * **interval:** at a check, `interval` has passed since the slot's last
+///   timed fold ([`with_interval`](Self::with_interval), default
+///   [`DEFAULT_INTERVAL`](Self::DEFAULT_INTERVAL)). The clock is not read on
+///   every add: a thread checks it when its count has moved
+///   [`CHECK_EVERY`](Self::CHECK_EVERY) (or `batch`, if smaller) since its
+///   last check. **A thread that adds rarely, or stops adding, is not folded
+///   by the interval rule**; its counts reach the sink when it exits, calls
+///   [`flush`](Self::flush), someone calls [`flush_all`](Self::flush_all),
+///   or a background [`Folder`](crate::Folder) runs;
+/// * **thread exit:** a thread-local destructor folds every slot of the
+///   thread and returns the slots for reuse. `JoinHandle::join` waits for
+///   thread-local destructors; `std::thread::scope` may return before they
+///   have run, so join explicitly when you rely on exit folding.
+///
+/// # Consistency of reads
+///
+/// * [`sum`](Self::sum) is **exact**: it adds up every slot, never the sink,
+///   so a concurrent fold cannot make it count anything twice. It includes
+///   every add that happened-before the call; for add-only use, successive
+///   calls by one thread never decrease. Like `Counter::sum` it is not an
+///   atomic snapshot while others add. Cost: one load per slot; there are
+///   as many slots as the peak number of threads that used the counter at
+///   once.
+/// * [`approx`](Self::approx) is one load of the sink. For add-only use it
+///   never exceeds a `sum` that the same thread calls after it. At an
+///   instant when no thread is inside an add to the counter and no fold of
+///   it is in progress (a batch or interval fold, `flush`, `flush_all`, a
+///   [`Folder`](crate::Folder) pass), it differs from `sum` by at most
+///   **live slots × (`batch` − 1)** counts, up or down: each live slot's
+///   unfolded delta is below `batch` in magnitude, and an exited thread's is
+///   0. An idle thread's delta stays unfolded, within that bound, until
+///   something folds it (see above). After every thread that added has
+///   exited (and been joined), or after [`flush_all`](Self::flush_all) with
+///   no concurrent adds or folds, it is exact.
+///
+/// # Memory and lifetime
+///
+/// Nothing is allocated until first use. Then the counter owns a shared
+/// block with the sink and one 128-byte slot per thread that is using it at
+/// once; slots of exited threads are reused, so memory follows the peak
+/// number of concurrent threads, not how many came and went. Each thread
+/// holds a reference to the block, so dropping the counter while threads
+/// still hold slots is safe: the block is freed when the last of them exits
+/// or notices the drop.
+///
+/// # Example
+///
+/// ```
+/// use shardcount::RoughCounter;
+///
+/// static HITS: RoughCounter = RoughCounter::new();
+///
+/// let workers: Vec<_> = (0..4)
+///     .map(|_| std::thread::spawn(|| (0..10_000).for_each(|_| HITS.inc())))
+///     .collect();
+/// assert!(HITS.approx() <= HITS.sum());
+/// for w in workers {
+///     w.join().unwrap(); // runs the thread's exit fold
+/// }
+/// assert_eq!(HITS.sum(), 40_000);
+/// assert_eq!(HITS.approx(), 40_000);
+/// ```
+pub struct RoughCounter {
+    /// Null until first use, then an `Arc<Shared>` from `Arc::into_raw`.
+    shared: AtomicPtr<Shared>,
+    batch: u64,
+    /// Nanoseconds; `u64::MAX` means never.
+    interval: u64,
+}
+
+impl RoughCounter {
+    /// The default `batch`: a thread folds once its unfolded delta reaches
+    /// this many counts.
+    ///
+    /// ```
+    /// assert_eq!(shardcount::RoughCounter::DEFAULT_BATCH, 1024);
+    /// ```
+    pub const DEFAULT_BATCH: u64 = 1024;
+
+    /// The default `interval`: 100 ms.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(shardcount::RoughCounter::DEFAULT_INTERVAL, Duration::from_millis(100));
+    /// ```
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
+
+    /// A thread reads the clock for the interval rule when its count on a
+    /// counter has moved this many counts (or `batch`, if smaller) since its
+    /// last check: for `inc`, once every 256 adds.
+    ///
+    /// ```
+    /// assert_eq!(shardcount::RoughCounter::CHECK_EVERY, 256);
+    /// ```
+    pub const CHECK_EVERY: u64 = 256;
+
+    crate::primitive::const_fn! {
+        /// A counter at zero with the default batch and interval.
+        ///
+        /// `const`, so it can initialise a `static`; it allocates nothing until first used.
+        ///
+        /// ```
+        /// use shardcount::RoughCounter;
+        /// static HITS: RoughCounter = RoughCounter::new();
+        /// HITS.inc();
+        /// assert_eq!(HITS.sum(), 1);
+        /// ```
+        #[must_use]
+        pub const fn new() -> Self {
+            RoughCounter {
+                shared: AtomicPtr::new(ptr::null_mut()),
+                batch: Self::DEFAULT_BATCH,
+                interval: Self::DEFAULT_INTERVAL.as_nanos() as u64,
+            }
+        }
+    }
+
+    crate::primitive::const_fn! {
+        /// Sets `batch`: a thread folds into the sink once its unfolded
+        /// delta reaches `batch` counts (in either direction). `1` folds on
+        /// every add (then every add costs a locked add on the sink).
+        ///
+        /// Use it on a fresh counter (it is a builder); a counter already
+        /// used keeps the threads' current windows until their next check.
+        ///
+        /// # Panics
+        ///
+        /// If `batch` is 0 (in a `const` context, a compile error).
+        ///
+        /// ```
+        /// use shardcount::RoughCounter;
+        /// static HITS: RoughCounter = RoughCounter::new().with_batch(2);
+        /// HITS.inc();
+        /// HITS.inc(); // the unfolded delta reaches 2: folded
+        /// assert_eq!(HITS.approx(), 2);
+        /// ```
+        #[must_use]
+        pub const fn with_batch(self, batch: u64) -> Self {
+            assert!(batch > 0, "shardcount: RoughCounter::with_batch(0): batch must be at least 1");
+            let mut s = self;
+            s.batch = batch;
+            s
+        }
+    }
+
+    crate::primitive::const_fn! {
+        /// Sets `interval`: at a check (see [the type docs](RoughCounter)),
+        /// a thread folds if this long has passed since its slot's last
+        /// timed fold. `Duration::ZERO` folds at every check;
+        /// `Duration::MAX` never reads the clock.
+        ///
+        /// ```
+        /// use shardcount::RoughCounter;
+        /// use std::time::Duration;
+        /// static HITS: RoughCounter =
+        ///     RoughCounter::new().with_interval(Duration::ZERO);
+        /// for _ in 0..256 {
+        ///     HITS.inc(); // the 256th add checks, and folds
+        /// }
+        /// assert_eq!(HITS.approx(), 256);
+        /// ```
+        #[must_use]
+        pub const fn with_interval(self, interval: Duration) -> Self {
+            let nanos = interval.as_nanos();
+            let mut s = self;
+            s.interval = if nanos > u64::MAX as u128 { u64::MAX } else { nanos as u64 };
+            s
+        }
+    }
+
+    /// The `batch` this counter folds at.
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::new().with_batch(10);
+    /// assert_eq!(c.batch(), 10);
+    /// ```
+    #[must_use]
+    pub fn batch(&self) -> u64 {
+        self.batch
+    }
+
+    /// The `interval` of the interval rule.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = shardcount::RoughCounter::new().with_interval(Duration::from_secs(1));
+    /// assert_eq!(c.interval(), Duration::from_secs(1));
+    /// ```
+    #[must_use]
+    pub fn interval(&self) -> Duration {
+        if self.interval == u64::MAX {
+            // "Never": anything from 2^64 - 1 ns (about 584 years) up.
+            Duration::MAX
+        } else {
+            Duration::from_nanos(self.interval)
+        }
+    }
+
+    /// Adds `n`, wrapping at 2<sup>64</sup>.
+    ///
+    /// Costs a relaxed load and store on the thread's own slot, found in
+    /// O(1) by the thread's index however many counters the thread uses; no
+    /// locked instruction, no clock, unless a check is due (every
+    /// [`CHECK_EVERY`](Self::CHECK_EVERY) counts at most).
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::new();
+    /// c.add(5);
+    /// assert_eq!(c.sum(), 5);
+    /// ```
+    #[inline]
+    pub fn add(&self, n: u64) {
+        if let Some(shared) = self.shared() {
+            let (bucket, offset) = thread::slot_position();
+            if let Some(slot) = shared.slots.at(bucket, offset) {
+                if !slot.try_bump(n) {
+                    self.add_checked(shared, slot, n);
+                }
+                return;
+            }
+        }
+        self.add_slow(n);
+    }
+
+    /// An add to the thread's slot that is due for a check: the slot's
+    /// first add by this thread (take it over first, so its window starts
+    /// before this add), or a check by count.
+    #[cold]
+    #[inline(never)]
+    fn add_checked(&self, shared: &Shared, slot: &Slot, n: u64) {
+        if !Shared::owns(slot) {
+            if !self.take_over(slot) {
+                // The thread is exiting and can no longer promise an exit
+                // fold: count this add where it cannot be lost.
+                shared.add_orphan(n);
+                return;
+            }
+            // The first check: a new generation (for folds still claiming
+            // from the previous owner's time) and a window.
+            shared.check(slot, self.batch, || false);
+        }
+        if slot.bump(n) {
+            self.check(shared, slot);
+        }
+    }
+
+    /// The owner's slow check: fold by batch or interval, then rearm.
+    fn check(&self, shared: &Shared, slot: &Slot) {
+        shared.check(slot, self.batch, || {
+            if self.interval == u64::MAX {
+                return false;
+            }
+            let now = shared.now();
+            // Relaxed: owner-only bookkeeping.
+            let last = slot.last_fold.load(Ordering::Relaxed);
+            let due = now.saturating_sub(last) >= self.interval;
+            if due {
+                // Relaxed: owner-only bookkeeping.
+                slot.last_fold.store(now, Ordering::Relaxed);
+            }
+            due
+        });
+    }
+
+    /// Takes `slot` (at the calling thread's index) over. Needs our own
+    /// strong reference to hand to the thread's exit registry.
+    #[cold]
+    fn take_over(&self, slot: &Slot) -> bool {
+        let p = self.shared_or_init();
+        // SAFETY: our own reference keeps `p` alive; we add one for the
+        // registry.
+        let shared = unsafe {
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
+        };
+        Shared::take_over(shared, slot, thread::index())
+    }
+
+    /// The first add of this thread (no index yet), the first add to this
+    /// counter, or an add from a thread-local destructor at thread exit.
+    #[cold]
+    #[inline(never)]
+    fn add_slow(&self, n: u64) {
+        let p = self.shared_or_init();
+        // SAFETY: our own reference keeps `p` alive while we are borrowed.
+        let shared = unsafe { &*p };
+        let slot = thread::slots::index_or_take().and_then(|i| shared.slots.get_or_alloc(i));
+        match slot {
+            Some(slot) => {
+                if !slot.try_bump(n) {
+                    self.add_checked(shared, slot, n);
+                }
+            }
+            // The thread's exit registry is gone (we are in a thread-local
+            // destructor at thread exit), or its index is beyond the slot
+            // table: count it where it cannot be lost.
+            None => shared.add_orphan(n),
+        }
+    }
+
+    /// The shared block, if the counter has been used.
+    #[inline]
+    fn shared(&self) -> Option<&Shared> {
+        // Acquire: pairs with the AcqRel install in `shared_or_init`, so the
+        // block is initialised before we read it.
+        let p = self.shared.load(Ordering::Acquire);
+        // SAFETY: non-null means installed from Arc::into_raw; our own
+        // reference is released only in `drop`, which takes `&mut self`.
+        unsafe { p.as_ref() }
+    }
+
+    #[cold]
+    fn shared_or_init(&self) -> *const Shared {
+        // Acquire: as in `shared`.
+        let p = self.shared.load(Ordering::Acquire);
+        if !p.is_null() {
+            return p;
+        }
+        self.install(Shared::new(0))
+    }
+
+    #[cold]
+    fn install(&self, shared: Shared) -> *const Shared {
+        let new = Arc::into_raw(Arc::new(shared)).cast_mut();
+        // AcqRel on success: Release publishes the block to Acquire loads.
+        // Acquire on failure: we go on to use the winner's block.
+        match self.shared.compare_exchange(
+            ptr::null_mut(),
+            new,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => new,
+            Err(winner) => {
+                // SAFETY: `new` came from Arc::into_raw above, never shared.
+                drop(unsafe { Arc::from_raw(new) });
+                winner
+            }
+        }
+    }
+
+    /// The exact total, modulo 2<sup>64</sup>: every slot's count, folded or
+    /// not.
+    ///
+    /// Includes every add that happened-before the call, and never counts a
+    /// delta twice, even while it is being folded. For add-only use,
+    /// successive calls by one thread never decrease. Not an atomic snapshot
+    /// while others add. Cost: one load per slot (the peak number of threads
+    /// that used the counter at once, plus one).
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::new();
+    /// c.add(2);
+    /// c.add(3);
+    /// assert_eq!(c.sum(), 5);
+    /// assert_eq!(c.approx(), 0); // not folded yet
+    /// ```
+    #[must_use]
+    pub fn sum(&self) -> u64 {
+        self.shared().map_or(0, Shared::sum)
+    }
+
+    /// The folded total: one load of the sink.
+    ///
+    /// Approximate: for add-only use it never exceeds a [`sum`](Self::sum)
+    /// the same thread calls after it. At an instant when no thread is inside
+    /// an add to the counter and no fold of it is in progress, it is within
+    /// [`live_slots`](Self::live_slots) × (`batch` − 1) counts of `sum`,
+    /// below it for add-only use, either side with subs. Idle threads' deltas
+    /// stay unfolded within that bound until something folds them (see [the
+    /// type docs](RoughCounter#when-a-threads-counts-reach-the-sink)). Not
+    /// monotonic under a mix of adds and subs. Exact once every thread that
+    /// added has exited and been joined, or after [`flush_all`](Self::flush_all)
+    /// with no concurrent adds or folds.
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::new().with_batch(100);
+    /// c.add(250); // reaches the batch: folded
+    /// c.add(5);
+    /// assert_eq!(c.approx(), 250);
+    /// c.flush();
+    /// assert_eq!(c.approx(), 255);
+    /// ```
+    #[must_use]
+    #[inline]
+    pub fn approx(&self) -> u64 {
+        // Acquire: pairs with the Release fold, so a later `sum` reads at
+        // least the totals this value came from.
+        self.shared().map_or(0, |s| s.sink.load(Ordering::Acquire))
+    }
+
+    /// Folds the calling thread's unfolded delta into the sink.
+    ///
+    /// After it, [`approx`](Self::approx) includes every add this thread
+    /// made before the call (unless another thread's fold of the same slot is
+    /// still in flight; it finishes in a few instructions).
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::new();
+    /// c.add(7);
+    /// c.flush();
+    /// assert_eq!(c.approx(), 7);
+    /// ```
+    pub fn flush(&self) {
+        let Some(shared) = self.shared() else { return };
+        if let Some(slot) = shared.slots.get(thread::index()) {
+            if Shared::owns(slot) {
+                shared.fold(slot);
+            }
+        }
+    }
+
+    /// Folds every thread's unfolded delta into the sink. Safe while the
+    /// owners keep adding: what they add meanwhile is folded now or later,
+    /// never lost or counted twice.
+    ///
+    /// After it, [`approx`](Self::approx) includes every add that
+    /// happened-before the call, unless another fold of the same slot was
+    /// in flight at the same time. Cost: one fold per slot.
+    ///
+    /// ```
+    /// use shardcount::RoughCounter;
+    /// static C: RoughCounter = RoughCounter::new();
+    /// let (tx, rx) = std::sync::mpsc::channel::<()>();
+    /// let (done_tx, done_rx) = std::sync::mpsc::channel();
+    /// let t = std::thread::spawn(move || {
+    ///     C.add(5);
+    ///     done_tx.send(()).unwrap();
+    ///     rx.recv().unwrap(); // stays alive, holding its slot
+    /// });
+    /// done_rx.recv().unwrap();
+    /// assert_eq!(C.approx(), 0);
+    /// C.flush_all();
+    /// assert_eq!(C.approx(), 5);
+    /// tx.send(()).unwrap();
+    /// t.join().unwrap();
+    /// ```
+    pub fn flush_all(&self) {
+        if let Some(shared) = self.shared() {
+            shared.fold_all();
+        }
+    }
+
+    /// How many per-thread slots the counter has allocated: the peak number
+    /// of threads that used it at once. A diagnostic; it never shrinks.
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::new();
+    /// assert_eq!(c.slots(), 0);
+    /// c.inc();
+    /// assert_eq!(c.slots(), 1);
+    /// ```
+    #[must_use]
+    pub fn slots(&self) -> usize {
+        self.shared().map_or(0, Shared::slots)
+    }
+
+    /// How many slots are owned by a thread right now: threads that have
+    /// used the counter and not yet exited (or noticed it was dropped). The
+    /// [`approx`](Self::approx) lag bound is in terms of this number.
+    ///
+    /// Once it reads 0, every exited thread's exit fold is visible to
+    /// `approx`: a thread folds its slot before it gives the slot back.
+    ///
+    /// ```
+    /// use shardcount::RoughCounter;
+    /// static C: RoughCounter = RoughCounter::new();
+    /// std::thread::spawn(|| C.add(3)).join().unwrap();
+    /// assert_eq!(C.live_slots(), 0);
+    /// assert_eq!(C.approx(), 3);
+    /// C.inc(); // this thread now holds a slot
+    /// assert_eq!(C.live_slots(), 1);
+    /// ```
+    #[must_use]
+    pub fn live_slots(&self) -> usize {
+        self.shared().map_or(0, Shared::live_slots)
+    }
+
+    /// Adds `n` the way an add from a thread-local destructor does after the
+    /// thread's slots are gone. For loom models, whose thread-local
+    /// destructors run in a random order that loom cannot replay.
+    #[cfg(all(test, shardcount_loom))]
+    pub(crate) fn add_orphan(&self, n: u64) {
+        // SAFETY: our own reference keeps the block alive while borrowed.
+        unsafe { &*self.shared_or_init() }.add_orphan(n);
+    }
+
+    /// For the background folder: this counter's shared block, created if
+    /// needed, as a strong reference.
+    #[cfg(not(shardcount_loom))]
+    pub(crate) fn shared_ref(&self) -> SharedRef {
+        let p = self.shared_or_init();
+        // SAFETY: `p` is alive (we hold our reference); we add one for the
+        // caller.
+        SharedRef(unsafe {
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
+        })
+    }
+}
+
+/// An opaque strong reference to a counter's shared block, for the
+/// background folder.
+#[cfg(not(shardcount_loom))]
+#[derive(Clone)]
+pub(crate) struct SharedRef(Arc<Shared>);
+
+#[cfg(not(shardcount_loom))]
+impl SharedRef {
+    /// Folds every slot; returns `false` once the counter has been dropped.
+    pub(crate) fn fold_all(&self) -> bool {
+        // Relaxed: a hint; folding a dropped counter once more is harmless.
+        if self.0.dropped.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.0.fold_all();
+        true
+    }
+
+    /// Whether the counter is still alive (not dropped).
+    pub(crate) fn is_live(&self) -> bool {
+        // Relaxed: a hint, as in `fold_all`.
+        !self.0.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for RoughCounter {
+    fn drop(&mut self) {
+        // Relaxed: `&mut self`: every access through `self` happened-before.
+        let p = self.shared.load(Ordering::Relaxed);
+        if !p.is_null() {
+            // SAFETY: installed from Arc::into_raw; this is our reference.
+            let shared = unsafe { Arc::from_raw(p.cast_const()) };
+            // Relaxed: a hint for thread caches and folders to let go; they
+            // hold their own references, so nothing depends on seeing it.
+            shared.dropped.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+crate::surface::u64_counter_surface!(RoughCounter);
+
+impl From<u64> for RoughCounter {
+    /// A counter starting at `n` (already folded: `approx() == n`).
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::from(42);
+    /// assert_eq!((c.sum(), c.approx()), (42, 42));
+    /// ```
+    fn from(n: u64) -> Self {
+        let c = RoughCounter::new();
+        c.install(Shared::new(n));
+        c
+    }
+}
+
+impl fmt::Debug for RoughCounter {
+    /// Shows [`sum`](RoughCounter::sum) and [`approx`](RoughCounter::approx).
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::from(3);
+    /// c.inc();
+    /// assert_eq!(format!("{c:?}"), "RoughCounter { sum: 4, approx: 3 }");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RoughCounter")
+            .field("sum", &self.sum())
+            .field("approx", &self.approx())
+            .finish()
+    }
+}

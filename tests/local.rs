@@ -1,0 +1,159 @@
+#![cfg(not(shardcount_loom))] // real threads and std atomics; the loom models are in src/loom_models
+//! `local_counter!`: the sequential spec, exactness with real threads, and
+//! no count lost at thread exit.
+
+use shardcount::{local_counter, LocalCounter};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Barrier;
+use std::thread;
+
+fn assert_sync<T: Sync>(_: &T) {}
+
+#[test]
+fn sequential_spec() {
+    local_counter!(static C, batch = 10);
+    assert_eq!((C.sum(), C.approx(), C.batch()), (0, 0, 10));
+    C.inc(); // a thread's first add folds at once
+    assert_eq!((C.sum(), C.approx()), (1, 1));
+    for _ in 0..9 {
+        C.inc();
+    }
+    assert_eq!((C.sum(), C.approx()), (10, 1), "9 pending, below the batch");
+    C.inc(); // the 10th since the last fold
+    assert_eq!((C.sum(), C.approx()), (11, 11));
+    C.add(25); // past a whole batch at once
+    assert_eq!((C.sum(), C.approx()), (36, 36));
+    C.add(3);
+    C.flush();
+    assert_eq!((C.sum(), C.approx()), (39, 39));
+    C.sub(4);
+    assert_eq!((C.sum(), C.approx()), (35, 35));
+    C.add(u64::MAX); // -1, through the sink
+    assert_eq!(C.sum(), 34);
+    assert_eq!(format!("{C:?}"), "LocalCounter { sum: 34, approx: 34 }");
+    assert_sync(&C);
+    assert_eq!(LocalCounter::<()>::DEFAULT_BATCH, 8192);
+}
+
+#[test]
+fn threads_exact_after_join() {
+    local_counter!(static C, batch = 64);
+    const THREADS: u64 = 8;
+    const PER: u64 = 100_003;
+    let start = Barrier::new(THREADS as usize);
+    thread::scope(|s| {
+        let hs: Vec<_> = (0..THREADS)
+            .map(|_| {
+                s.spawn(|| {
+                    start.wait();
+                    for _ in 0..PER {
+                        C.inc();
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    });
+    assert_eq!(C.sum(), THREADS * PER);
+    // Scoped threads' destructors may still be running: wait for them
+    // through sum == approx, which only exit folds make true.
+    let mut spins = 0u64;
+    while C.approx() != THREADS * PER && spins < 10_000_000 {
+        spins += 1;
+        std::hint::spin_loop();
+    }
+    assert_eq!(C.approx(), THREADS * PER);
+}
+
+#[test]
+fn joined_threads_leave_approx_exact() {
+    local_counter!(static C);
+    let hs: Vec<_> = (0..4)
+        .map(|i| thread::spawn(move || C.add(i + 1)))
+        .collect();
+    for h in hs {
+        h.join().unwrap(); // runs the exit fold
+    }
+    assert_eq!((C.sum(), C.approx()), (10, 10));
+}
+
+#[test]
+fn churn_of_short_threads_loses_nothing() {
+    local_counter!(static C, batch = 1000);
+    for _ in 0..200 {
+        let hs: Vec<_> = (0..8)
+            .map(|_| thread::spawn(|| (0..37).for_each(|_| C.inc())))
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    }
+    assert_eq!((C.sum(), C.approx()), (200 * 8 * 37, 200 * 8 * 37));
+}
+
+#[test]
+fn adds_from_another_thread_locals_destructor_are_kept() {
+    local_counter!(static C);
+    struct AddOnDrop;
+    impl Drop for AddOnDrop {
+        fn drop(&mut self) {
+            C.add(5);
+            C.add(6);
+        }
+    }
+    thread_local! {
+        static LATE: AddOnDrop = const { AddOnDrop };
+    }
+    thread::spawn(|| {
+        C.inc();
+        // Registered after the counter's guard, so it may run after it.
+        LATE.with(|_| {});
+    })
+    .join()
+    .unwrap();
+    thread::spawn(|| {
+        // Registered first: it runs after the counter's guard is set up...
+        LATE.with(|_| {});
+        C.inc();
+    })
+    .join()
+    .unwrap();
+    assert_eq!((C.sum(), C.approx()), (24, 24));
+}
+
+/// For add-only use a concurrent `sum` never exceeds the adds started, and
+/// one reader's sums never decrease... except that `sum` is not a snapshot:
+/// it may miss a fold in flight, so only the upper bound and the final
+/// value are promised.
+#[test]
+fn concurrent_sums_never_exceed_adds_started() {
+    local_counter!(static C, batch = 16);
+    static STOP: AtomicBool = AtomicBool::new(false);
+    const PER: u64 = 200_000;
+    thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..PER {
+                    C.inc();
+                }
+            });
+        }
+        s.spawn(|| {
+            while !STOP.load(Ordering::Relaxed) {
+                let v = C.sum();
+                assert!(v <= 2 * PER, "sum {v} beyond the adds started");
+                assert!(C.approx() <= 2 * PER);
+            }
+        });
+        // Stop the reader once the adders are done (scope joins in order).
+        s.spawn(|| {
+            while C.sum() != 2 * PER {
+                thread::yield_now();
+            }
+            STOP.store(true, Ordering::Relaxed);
+        });
+    });
+    assert_eq!(C.sum(), 2 * PER);
+}
