@@ -18,7 +18,7 @@ use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use shardcount::RoughCounter;
 use shardcount_harness::measure::{bench_main, escape, opaque, Figure, Ratio, Session};
 use shardcount_harness::subjects::{
-    time_adds, time_adds_fresh, time_reads, Stripe, Subject, TlLimit,
+    time_adds, time_adds_fresh, time_reads, Local, Stripe, Subject, TlLimit,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
@@ -134,6 +134,7 @@ fn paired_report() {
         .vs("AtomicU64::fetch_add", |n| {
             time_adds_fresh::<AtomicU64>(1, n)
         })
+        .vs(Local::NAME, |n| time_adds_fresh::<Local>(1, n))
         .compare(RoughCounter::NAME, "ThreadLocal<AtomicU64>")
         .compare(RoughCounter::NAME, "AtomicU64::fetch_add"),
     );
@@ -152,6 +153,7 @@ fn paired_report() {
             time_adds_fresh::<TlAtomic>(2, n)
         })
         .vs(Stripe::NAME, |n| time_adds_fresh::<Stripe>(2, n))
+        .vs(Local::NAME, |n| time_adds_fresh::<Local>(2, n))
         .vs("AtomicU64 (shared)", |n| time_adds_fresh::<AtomicU64>(2, n))
         .compare(RoughCounter::NAME, "AtomicU64 (shared)"),
     );

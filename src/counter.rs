@@ -13,7 +13,7 @@
 //!
 //! # Detecting contention
 //!
-//! About one add in 64, picked by the value its `fetch_add` returned,
+//! One add in 64, picked by the value its `fetch_add` returned,
 //! re-loads the word at once (see `thread::sampler`): any value but the one
 //! it left means another thread wrote the word in those few nanoseconds. On
 //! the base that creates the first table. On a shard the thread moves to
@@ -156,7 +156,12 @@ impl Counter {
             None => {
                 // Relaxed: a lone RMW; nothing is published through counts.
                 let prev = self.base.fetch_add(n, Ordering::Relaxed);
-                if sampler::sampled(prev) {
+                // A sampled add re-loads the word at once (see `check`);
+                // inline, as nearly every such check is quiet. Acquire: as
+                // in `check`.
+                if sampler::sampled(prev, n)
+                    && self.base.load(Ordering::Acquire) != prev.wrapping_add(n)
+                {
                     // The tag's epoch is bits of `head`, loaded before the add.
                     self.check(head, self.table.epoch_before(head), &self.base, prev, n);
                 }
@@ -166,7 +171,7 @@ impl Counter {
                 let at = t.shard(thread::probe());
                 // Relaxed: as above.
                 let prev = at.fetch_add(n, Ordering::Relaxed);
-                if sampler::sampled(prev) {
+                if sampler::sampled(prev, n) {
                     self.check(head, before, at, prev, n);
                 }
             }
@@ -182,8 +187,16 @@ impl Counter {
         // Acquire: if this reads what a take's swap (Release) left, the
         // take's start shows in `epoch_after` (see `shard`).
         let now = at.load(Ordering::Acquire);
-        let after = self.table.epoch_after(head);
         let key = std::ptr::from_ref(self).addr();
+        if now == prev.wrapping_add(n) {
+            // Quiet, the common case, and cheap: only a shard's strikes
+            // need to hear of it (on the base, one interference grows).
+            if self.table.table(head).is_some() {
+                sampler::quiet(key);
+            }
+            return;
+        }
+        let after = self.table.epoch_after(head);
         match sampler::verdict(prev, n, now, before, after) {
             Seen::Unknown => {}
             Seen::Quiet => sampler::quiet(key),

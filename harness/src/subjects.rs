@@ -62,6 +62,7 @@ pub fn for_each(v: &mut impl Visit) {
     v.visit::<contatori::counters::unsigned::Unsigned>();
     v.visit::<Stripe>();
     v.visit::<TlLimit>();
+    v.visit::<Local>();
 }
 
 /// The baseline: one shared word.
@@ -389,6 +390,36 @@ impl Subject for TlLimit {
     #[inline]
     fn read(&self) -> u64 {
         self.total()
+    }
+}
+
+shardcount::local_counter!(static LOCAL_COUNT);
+
+/// `local_counter!`: shardcount's counter at the thread-local limit. Like
+/// [`TlLimit`] it is one static, so each `Local` is a window onto one
+/// process-wide count, starting where it stood when the window was made:
+/// use one at a time.
+pub struct Local {
+    base: u64,
+}
+
+impl Subject for Local {
+    const NAME: &'static str = "local_counter!";
+    const KEY: &'static str = "local";
+    fn new() -> Self {
+        Local {
+            base: LOCAL_COUNT.sum(),
+        }
+    }
+    #[inline]
+    fn add_one(&self) {
+        LOCAL_COUNT.inc();
+    }
+    fn total(&self) -> u64 {
+        LOCAL_COUNT.sum() - self.base
+    }
+    fn read(&self) -> u64 {
+        LOCAL_COUNT.approx().saturating_sub(self.base)
     }
 }
 

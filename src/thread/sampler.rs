@@ -5,12 +5,10 @@
 //! load fetches the line and the exchange follows within cycles). So a
 //! counter watches values instead:
 //!
-//! * **Which adds are sampled.** [`sampled`] hashes the value the add
-//!   returned and picks about one add in [`SAMPLE_ONE_IN`], whatever `n` is
-//!   (a test such as "crossed a multiple of 64" would sample every add of 64
-//!   bytes, and one such as "bit 6 flipped" none of 128). It touches no
-//!   thread-local: an unsampled add is the `fetch_add` and three
-//!   instructions.
+//! * **Which adds are sampled.** [`sampled`] looks at the value the add
+//!   returned and picks one add in [`SAMPLE_ONE_IN`], whatever `n` is (see
+//!   there). It touches no thread-local: an unsampled `inc` is the
+//!   `fetch_add`, a test and a branch.
 //! * **What a sampled add learns.** It re-loads the word at once
 //!   ([`verdict`]): anything but the value it left means another thread
 //!   wrote the same word within those few nanoseconds, so the line is being
@@ -42,15 +40,20 @@ const STRIKES_TO_GROW: u32 = 2;
 #[cfg(shardcount_loom)]
 const STRIKES_TO_GROW: u32 = 1;
 
-/// Whether the add that returned `prev` is sampled.
+/// Whether the add of `n` that returned `prev` is sampled.
+///
+/// One add in [`SAMPLE_ONE_IN`]: the one whose `prev`, counted in steps of
+/// `n`'s lowest set bit, is a multiple of it. Shifting out `n`'s trailing
+/// zeros first keeps every stride sampled (a plain `prev % 64 == 0` would
+/// sample every add of 64 bytes, or none of them); for a constant `n` the
+/// shift is folded away and the test is one instruction.
 #[inline(always)]
-// Under loom the bound is u64::MAX: every add is sampled, on purpose.
-#[cfg_attr(shardcount_loom, allow(clippy::absurd_extreme_comparisons))]
-pub(crate) fn sampled(prev: u64) -> bool {
-    // The top bits of a multiplicative hash are spread evenly over any run
-    // of values, whatever the stride: one add in SAMPLE_ONE_IN.
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    prev.wrapping_mul(K) <= u64::MAX / SAMPLE_ONE_IN
+// Under loom the mask is 0: every add is sampled, on purpose.
+#[cfg_attr(shardcount_loom, allow(clippy::bad_bit_mask))]
+pub(crate) fn sampled(prev: u64, n: u64) -> bool {
+    // `wrapping_shr`: for n == 0 the shift of 64 wraps to 0 (an add of 0
+    // changes nothing, so whether it samples does not matter).
+    prev.wrapping_shr(n.trailing_zeros()) & (SAMPLE_ONE_IN - 1) == 0
 }
 
 /// What a sampled add learnt.
@@ -70,10 +73,11 @@ pub(crate) enum Seen {
 /// re-load.
 #[inline]
 pub(crate) fn verdict(prev: u64, n: u64, now: u64, before: Option<u64>, after: u64) -> Seen {
-    if before != Some(after) {
-        Seen::Unknown
-    } else if now == prev.wrapping_add(n) {
+    if now == prev.wrapping_add(n) {
+        // Only our add shows: quiet, whatever else happened around it.
         Seen::Quiet
+    } else if before != Some(after) {
+        Seen::Unknown
     } else {
         Seen::Interference
     }
