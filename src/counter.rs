@@ -167,12 +167,11 @@ impl Counter {
                 }
             }
             Some(t) => {
-                let before = self.table.epoch_before(head);
                 let at = t.shard(thread::probe());
                 // Relaxed: as above.
                 let prev = at.fetch_add(n, Ordering::Relaxed);
                 if sampler::sampled(prev, n) {
-                    self.check(head, before, at, prev, n);
+                    self.check_shard(head, at, prev, n);
                 }
             }
         }
@@ -187,27 +186,39 @@ impl Counter {
         // Acquire: if this reads what a take's swap (Release) left, the
         // take's start shows in `epoch_after` (see `shard`).
         let now = at.load(Ordering::Acquire);
-        let key = std::ptr::from_ref(self).addr();
         if now == prev.wrapping_add(n) {
-            // Quiet, the common case, and cheap: only a shard's strikes
-            // need to hear of it (on the base, one interference grows).
-            if self.table.table(head).is_some() {
-                sampler::quiet(key);
-            }
+            // Quiet: on the base, nothing to note (one interference grows).
             return;
         }
         let after = self.table.epoch_after(head);
-        match sampler::verdict(prev, n, now, before, after) {
-            Seen::Unknown => {}
-            Seen::Quiet => sampler::quiet(key),
-            // On the base, interference grows the first table at once
-            // (there is nowhere to move to). On a shard the thread moves at
-            // once, and only interference that persists doubles the table.
-            Seen::Interference => {
-                if self.table.table(head).is_none() || sampler::collided(key) {
-                    self.table.grow(head);
-                }
-            }
+        // On the base, interference grows the first table at once (there
+        // is nowhere to move to).
+        if sampler::verdict(prev, n, now, before, after) == Seen::Interference {
+            self.table.grow(head);
+        }
+    }
+
+    /// A sampled add on a shard: as `check`, with the epoch read at this
+    /// thread's previous check on this counter as the "before" reading, so
+    /// that the hot path loads no epoch.
+    #[cold]
+    #[inline(never)]
+    fn check_shard(&self, head: Head, at: &AtomicU64, prev: u64, n: u64) {
+        // Acquire: as in `check`.
+        let now = at.load(Ordering::Acquire);
+        let key = std::ptr::from_ref(self).addr();
+        let before = sampler::swap_epoch(key, self.table.epoch_before(head));
+        if now == prev.wrapping_add(n) {
+            sampler::quiet(key);
+            return;
+        }
+        let after = self.table.epoch_after(head);
+        // On a shard the thread moves at once, and only interference that
+        // persists doubles the table.
+        if sampler::verdict(prev, n, now, before, after) == Seen::Interference
+            && sampler::collided(key)
+        {
+            self.table.grow(head);
         }
     }
 

@@ -24,10 +24,12 @@
 //!   from in progress to completed (a `Release` RMW). Every such RMW changes
 //!   the word, so its values never repeat (short of wrapping).
 //!
-//!   A sampled add reads the epoch (`Acquire`) before its add and gives a
-//!   verdict only if no take was in progress; it re-reads the word it added
-//!   to with `Acquire` and then the epoch again, and the two epochs must be
-//!   equal. If a take's swap landed between the add and the re-read, the
+//!   A sampled add compares two readings of the epoch: one read (`Acquire`)
+//!   at some point before its add (on the base, the tag it loaded to find
+//!   the word; on a shard, what this thread read at its previous sampled
+//!   check on the same counter, so the hot path reads nothing extra), which
+//!   must show no take in progress, and one read after it re-reads the word
+//!   it added to with `Acquire`. They must be equal for a verdict. If a take's swap landed between the add and the re-read, the
 //!   re-read synchronises with that swap, so the second epoch includes the
 //!   take's start; the first cannot (it saw nothing in progress, and had it
 //!   seen the take completed, the swap would have come before the add).
@@ -206,13 +208,14 @@ impl ShardTable {
         }
     }
 
-    /// The take epoch of the words `current` covers, read before a sampled
-    /// add: `None` while a take is in progress.
+    /// The take epoch of the words `current` covers, as a "before" reading:
+    /// `None` while a take is in progress. On a table it is a fresh load,
+    /// for the thread's next check on this counter (see the module docs).
     #[inline]
     pub(crate) fn epoch_before(&self, current: Head) -> Option<u64> {
         let epoch = match self.table(current) {
             // Acquire: had it seen a take completed, that take's swaps
-            // come before our add (see the module docs).
+            // come before any add after it (see the module docs).
             Some(t) => t.takes.load(Ordering::Acquire),
             // `current` itself was loaded with Acquire before the add.
             None => tag_epoch(current.0.addr()),

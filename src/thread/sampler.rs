@@ -97,6 +97,41 @@ crate::primitive::const_thread_local! {
     };
 }
 
+/// How many counters' epochs a thread remembers, direct-mapped by address.
+const EPOCH_WAYS: usize = 4;
+
+/// The take epoch each of a few counters showed at the thread's last
+/// sampled check on it: `(key, epoch)`, epoch `None` if a take was in
+/// progress then (or the way holds another counter).
+struct Epochs {
+    ways: [Cell<(usize, Option<u64>)>; EPOCH_WAYS],
+}
+
+crate::primitive::const_thread_local! {
+    static EPOCHS: Epochs = Epochs {
+        ways: [const { Cell::new((0, None)) }; EPOCH_WAYS],
+    };
+}
+
+/// Remembers `now` as the epoch of the counter at `key` and returns the one
+/// remembered before (from this thread's previous sampled check on it), if
+/// any. A check reads the epoch after its re-load; the one it compares with
+/// must have been read before its add, and the previous check's was.
+#[cold]
+pub(crate) fn swap_epoch(key: usize, now: Option<u64>) -> Option<u64> {
+    EPOCHS
+        .try_with(|e| {
+            let way = &e.ways[(key >> 4) % EPOCH_WAYS];
+            let (k, before) = way.replace((key, now));
+            if k == key {
+                before
+            } else {
+                None
+            }
+        })
+        .unwrap_or(None)
+}
+
 /// Records interference on the counter at address `key` and moves the
 /// calling thread to another probe.
 ///
