@@ -167,7 +167,9 @@ impl Counter {
                 }
             }
             Some(t) => {
-                let at = t.shard(thread::probe());
+                // Every thread starts on shard 0; the first collision gives
+                // it a probe of its own (`sampler::collided` rehashes).
+                let at = t.shard(thread::probe_or_zero());
                 // Relaxed: as above.
                 let prev = at.fetch_add(n, Ordering::Relaxed);
                 if sampler::sampled(prev, n) {

@@ -83,6 +83,8 @@ fn tag_epoch(tag: usize) -> u64 {
 pub(crate) struct Table {
     /// A power of two in length.
     shards: Box<[CachePadded<AtomicU64>]>,
+    /// `shards.len() - 1`: a probe masked with it is in range.
+    mask: usize,
     /// The table this one replaced, or a tag when this is the first.
     older: *mut Table,
     /// The cap on `shards.len()`, as a power of two.
@@ -96,7 +98,11 @@ impl Table {
     /// The shard for a thread's probe.
     #[inline]
     pub(crate) fn shard(&self, probe: u32) -> &AtomicU64 {
-        &self.shards[probe as usize & (self.shards.len() - 1)]
+        let i = probe as usize & self.mask;
+        debug_assert!(i < self.shards.len());
+        // SAFETY: `mask` is `shards.len() - 1` and the length is a power
+        // of two, so `i <= mask < len`.
+        unsafe { self.shards.get_unchecked(i) }
     }
 }
 
@@ -177,6 +183,7 @@ impl ShardTable {
             shards: (0..new_len)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
+            mask: new_len - 1,
             older: current.0,
             max_log2,
             takes: CachePadded::new(AtomicU64::new(0)),

@@ -45,10 +45,25 @@ fn first_probe(p: &Cell<u32>) -> u32 {
     probe
 }
 
-/// Moves the calling thread to another probe.
+/// The calling thread's probe as it is: 0 until the thread first
+/// collides (then [`rehash`] gives it one from the sequence). No first-use
+/// test, for a hot path that can start every thread on shard 0.
+#[inline(always)]
+pub(crate) fn probe_or_zero() -> u32 {
+    PROBE.with(Cell::get)
+}
+
+/// Moves the calling thread to another probe (its first, if it had none).
 #[cold]
 pub(crate) fn rehash() {
-    PROBE.with(|p| p.set(xorshift(p.get().max(1))));
+    PROBE.with(|p| {
+        let probe = p.get();
+        if probe == 0 {
+            first_probe(p);
+        } else {
+            p.set(xorshift(probe));
+        }
+    });
 }
 
 /// One step of a 32-bit xorshift: never 0 from a non-zero input.
