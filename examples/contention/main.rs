@@ -443,15 +443,20 @@ fn run_case<S: Subject>(case: &Case<'_>) -> Outcome {
 
 fn write_loop<S: Subject>(counter: &S, stop: &AtomicBool) -> u64 {
     let mut done = 0u64;
-    // Relaxed: the flag carries no data; results travel through the join.
-    while !stop.load(Ordering::Relaxed) {
+    // At least one batch, even when the worker is first scheduled after the
+    // stop (a short case on busy cores): every case's check then covers
+    // real increments.
+    loop {
         for _ in 0..BATCH {
             counter.add_one();
             measure::opaque();
         }
         done += BATCH;
+        // Relaxed: the flag carries no data; results travel through the join.
+        if stop.load(Ordering::Relaxed) {
+            return done;
+        }
     }
-    done
 }
 
 fn read_loop<S: Subject>(counter: &S, stop: &AtomicBool) -> (u64, u64) {
