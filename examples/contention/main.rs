@@ -13,6 +13,11 @@
 //! `check` column), and any reader's value must not exceed it. Any FAIL makes
 //! the process exit with status 1.
 //!
+//! Threads beyond the cores (workers plus readers) are marked `*` in the
+//! table, and a ratio from a run under 100 ms is marked `?`: such a run is
+//! too short to compare anything. With stderr not a terminal (a log file, a
+//! CI job), the progress bar gives way to one plain line per case.
+//!
 //! `--inventory` runs the `Stock` demo instead (see `inventory.rs`):
 //!
 //! ```text
@@ -30,6 +35,7 @@ use crossbeam_utils::CachePadded;
 use indicatif::{ProgressBar, ProgressStyle};
 use shardcount_harness::measure;
 use shardcount_harness::subjects::{self, Subject, Visit};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -47,18 +53,23 @@ struct Args {
     threads: Vec<usize>,
 
     /// How long each case (one counter at one thread count) runs: `500ms`,
-    /// `2s`, `1.5` (seconds), `250us`. Default: 1s, shortened so the whole
-    /// run stays under about 45 s.
+    /// `2s`, `1.5` (seconds), `250us`. Default: 1s, shortened (to no less
+    /// than 100ms) so the whole run stays near 15 s. Inventory mode: each
+    /// case sells the stock out again and again until this much time has
+    /// been measured (default 500ms).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
 
     /// Extra threads that read the counter (its `sum`/`approx`, whatever the
-    /// counter's cheap read is) in a loop while the workers write.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=256))]
+    /// counter's cheap read is) in a loop while the workers write. Not in
+    /// inventory mode.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=256),
+          conflicts_with = "inventory")]
     readers: u16,
 
-    /// Write a chart of throughput against threads (SVG) to this file.
-    #[arg(long, value_name = "FILE.svg")]
+    /// Write a chart of throughput against threads (SVG) to this file. Not in
+    /// inventory mode.
+    #[arg(long, value_name = "FILE.svg", conflicts_with = "inventory")]
     chart: Option<PathBuf>,
 
     /// Write the figures as JSON to this file.
@@ -91,8 +102,163 @@ struct Args {
 /// load out of the measurement, few enough to stop within microseconds.
 const BATCH: u64 = 64;
 
-/// Cap on a default run, so the README's first command ends within a minute.
-const DEFAULT_BUDGET: Duration = Duration::from_secs(45);
+/// Cap on a default run, so the README's first command ends in about 15 s.
+const DEFAULT_BUDGET: Duration = Duration::from_secs(15);
+
+/// A measured run shorter than this says little: a scheduler hiccup or a
+/// cold cache moves a ratio by several times (a 20 ms run once put
+/// `Mutex<u64>` at 4.62x `AtomicU64`).
+const MIN_RELIABLE: Duration = Duration::from_millis(100);
+
+/// More busy threads than cores: they take turns on the cores, so the
+/// figures measure the scheduler as much as the counter.
+fn oversubscribed(busy_threads: usize, cores: usize) -> bool {
+    busy_threads > cores
+}
+
+/// Whether a ratio between two runs can be trusted: both measured for at
+/// least [`MIN_RELIABLE`].
+fn reliable(shortest: Duration, baseline_shortest: Duration) -> bool {
+    shortest.min(baseline_shortest) >= MIN_RELIABLE
+}
+
+/// The thread count as the tables show it: `4*` when oversubscribed.
+fn threads_cell(threads: usize, over: bool) -> String {
+    format!("{threads}{}", if over { "*" } else { "" })
+}
+
+/// A ratio as the tables show it: `1.23x`, `1.23x?` when unreliable, `-`
+/// when there is none.
+fn ratio_cell(ratio: Option<f64>, reliable: bool) -> String {
+    match ratio {
+        None => "-".to_string(),
+        Some(x) => format!("{x:.2}x{}", if reliable { "" } else { "?" }),
+    }
+}
+
+/// The warning lines for a finished run (also printed, shorter, as table
+/// legends): `over` threads counts that oversubscribed, `short` cases under
+/// [`MIN_RELIABLE`].
+fn warnings(over: &[usize], cores: usize, short: usize, what: &str) -> Vec<String> {
+    let mut w = Vec::new();
+    if !over.is_empty() {
+        w.push(format!(
+            "warning: {what} {over:?} exceed the {cores} core(s): threads take turns on the cores, \
+             so those rows (marked *) measure the scheduler too"
+        ));
+    }
+    if short > 0 {
+        w.push(format!(
+            "warning: {short} case(s) measured under {} ms: too short for a meaningful ratio \
+             (marked ?); use --duration 300ms or more",
+            MIN_RELIABLE.as_millis()
+        ));
+    }
+    w
+}
+
+/// Where a figure comes from, so that it can be traced to its host.
+#[derive(Debug, Clone)]
+struct Host {
+    /// `model name` from /proc/cpuinfo, or "unknown".
+    cpu: String,
+    cores: usize,
+    /// `rustc -V` as run now (the toolchain on PATH; under `cargo run`,
+    /// the one that built this), or "unknown".
+    rustc: String,
+    /// This crate's version.
+    version: &'static str,
+}
+
+impl Host {
+    fn detect(cores: usize) -> Host {
+        let cpu = measure::cpu_model();
+        let cpu = if cpu == "unknown CPU" {
+            "unknown".to_string()
+        } else {
+            cpu
+        };
+        let rustc = std::process::Command::new("rustc")
+            .arg("-V")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "unknown".to_string());
+        Host {
+            cpu,
+            cores,
+            rustc,
+            version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+
+    /// The JSON fields every output carries.
+    fn json(
+        &self,
+        duration: Duration,
+        repeat: usize,
+    ) -> serde_json::Map<String, serde_json::Value> {
+        let doc = serde_json::json!({
+            "cpu_model": self.cpu,
+            "cores": self.cores,
+            "rustc": self.rustc,
+            "shardcount_version": self.version,
+            "duration_s": duration.as_secs_f64(),
+            "repeat": repeat,
+            "min_reliable_s": MIN_RELIABLE.as_secs_f64(),
+        });
+        match doc {
+            serde_json::Value::Object(m) => m,
+            _ => unreachable!("a json! object literal"),
+        }
+    }
+}
+
+/// Per-case progress on stderr: above a progress bar on a terminal, else
+/// (a log file, a pipe, a CI job, where the bar draws nothing) as plain
+/// lines numbered `[case/cases]`.
+struct Progress {
+    bar: ProgressBar,
+    plain: bool,
+    done: usize,
+    total: usize,
+}
+
+impl Progress {
+    /// `len` is the bar's length; `total` the number of cases.
+    fn new(len: u64, total: usize, terminal: bool) -> Progress {
+        let bar = if terminal {
+            let bar = ProgressBar::new(len);
+            bar.set_style(
+                ProgressStyle::with_template("{msg:>28} [{bar:40}] {percent:>3}% eta {eta}")
+                    .expect("static template")
+                    .progress_chars("=> "),
+            );
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+        Progress {
+            bar,
+            plain: !terminal,
+            done: 0,
+            total,
+        }
+    }
+
+    /// Reports one finished case.
+    fn case_done(&mut self, text: &str) {
+        self.done += 1;
+        if self.plain {
+            eprintln!("[{}/{}] {text}", self.done, self.total);
+        } else {
+            self.bar.println(text);
+        }
+    }
+}
 
 /// One run of one counter kind at one thread count.
 #[derive(Debug, Clone)]
@@ -147,6 +313,9 @@ struct Row {
     reads_per_s: f64,
     /// Median over the rounds of the ratio to `AtomicU64` in the same round.
     speedup: Option<f64>,
+    /// Every run behind `speedup` (this row's and the baseline's) lasted at
+    /// least [`MIN_RELIABLE`].
+    reliable: bool,
     /// Every round passed the check.
     ok: bool,
     runs: Vec<Outcome>,
@@ -170,6 +339,7 @@ fn summarize(all: &[Outcome]) -> Vec<Row> {
                 ns_per_op_per_thread: 0.0,
                 reads_per_s: 0.0,
                 speedup: None,
+                reliable: false,
                 ok: false,
                 runs: vec![o.clone()],
             }),
@@ -195,6 +365,14 @@ fn summarize(all: &[Outcome]) -> Vec<Row> {
             })
             .collect();
         r.speedup = (!ratios.is_empty()).then(|| measure::median(&mut ratios));
+        let shortest = |name: &str| {
+            all.iter()
+                .filter(|o| o.name == name && o.threads == r.threads)
+                .map(|o| o.elapsed)
+                .min()
+                .unwrap_or(Duration::ZERO)
+        };
+        r.reliable = reliable(shortest(r.name), shortest(<AtomicU64 as Subject>::NAME));
     }
     rows
 }
@@ -265,15 +443,20 @@ fn run_case<S: Subject>(case: &Case<'_>) -> Outcome {
 
 fn write_loop<S: Subject>(counter: &S, stop: &AtomicBool) -> u64 {
     let mut done = 0u64;
-    // Relaxed: the flag carries no data; results travel through the join.
-    while !stop.load(Ordering::Relaxed) {
+    // At least one batch, even when the worker is first scheduled after the
+    // stop (a short case on busy cores): every case's check then covers
+    // real increments.
+    loop {
         for _ in 0..BATCH {
             counter.add_one();
             measure::opaque();
         }
         done += BATCH;
+        // Relaxed: the flag carries no data; results travel through the join.
+        if stop.load(Ordering::Relaxed) {
+            return done;
+        }
     }
-    done
 }
 
 fn read_loop<S: Subject>(counter: &S, stop: &AtomicBool) -> (u64, u64) {
@@ -308,13 +491,14 @@ fn timer(case: &Case<'_>, stop: &AtomicBool) {
 fn main() {
     let args = Args::parse();
     let cores = measure::cores();
+    let host = Host::detect(cores);
     let thread_counts = if args.threads.is_empty() {
         default_threads(cores)
     } else {
         args.threads.clone()
     };
     if args.inventory {
-        let ok = inventory::main(&thread_counts, args.stock, args.restock);
+        let ok = inventory::main(&args, &thread_counts, &host);
         std::process::exit(if ok { 0 } else { 1 });
     }
     let mut entries = Entries(Vec::new());
@@ -330,22 +514,23 @@ fn main() {
     let readers = usize::from(args.readers);
 
     println!(
-        "contention: {} counters x threads {:?}, {} per case, {} reader(s), {} round(s), {} core(s)",
+        "contention: {} counters x threads {:?}, {} per case, {} reader(s), {} round(s), {} core(s) ({})",
         entries.len(),
         thread_counts,
         fmt_duration(duration),
         readers,
         rounds,
-        cores
+        cores,
+        host.cpu
     );
 
     let case_ms = duration.as_millis().max(1) as u64;
-    let bar = ProgressBar::new(case_ms * cases as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>28} [{bar:40}] {percent:>3}% eta {eta}")
-            .expect("static template")
-            .progress_chars("=> "),
+    let mut progress = Progress::new(
+        case_ms * cases as u64,
+        cases,
+        std::io::stderr().is_terminal(),
     );
+    let bar = progress.bar.clone();
     let mut outcomes = Vec::with_capacity(cases);
     for round in 0..rounds {
         for &threads in &thread_counts {
@@ -360,7 +545,7 @@ fn main() {
                     bar_base: case_ms * outcomes.len() as u64,
                 };
                 let o = (e.run)(&case);
-                bar.println(format!(
+                progress.case_done(&format!(
                     "round {:<3} {:>14} x {:<3} {:>9.1} Mops/s  {}",
                     round + 1,
                     o.name,
@@ -375,13 +560,28 @@ fn main() {
     bar.finish_and_clear();
 
     let rows = summarize(&outcomes);
-    print!("{}", table(&rows));
+    print!("{}", table(&rows, cores));
+    let mut over: Vec<usize> = rows
+        .iter()
+        .filter(|r| oversubscribed(r.threads + r.readers, cores))
+        .map(|r| r.threads)
+        .collect();
+    over.dedup();
+    let short = outcomes.iter().filter(|o| o.elapsed < MIN_RELIABLE).count();
+    let what = if readers > 0 {
+        format!("worker counts (plus {readers} reader(s))")
+    } else {
+        "worker counts".to_string()
+    };
+    for w in warnings(&over, cores, short, &what) {
+        eprintln!("{w}");
+    }
 
     if let Some(path) = &args.json {
-        write_or_die(path, &json(&rows, duration, cores));
+        write_or_die(path, &json(&rows, &host, duration, rounds));
     }
     if let Some(path) = &args.chart {
-        if let Err(e) = chart(path, &rows) {
+        if let Err(e) = chart(path, &rows, &host, duration) {
             eprintln!("error: cannot draw {}: {e}", path.display());
             std::process::exit(2);
         }
@@ -414,7 +614,7 @@ fn default_threads(cores: usize) -> Vec<usize> {
     v
 }
 
-fn table(rows: &[Row]) -> String {
+fn table(rows: &[Row], cores: usize) -> String {
     use std::fmt::Write;
     let readers = rows.iter().any(|r| r.readers > 0);
     let mut s = String::new();
@@ -427,22 +627,42 @@ fn table(rows: &[Row]) -> String {
         let _ = write!(s, " {:>7} {:>10}", "readers", "Mreads/s");
     }
     let _ = writeln!(s, "  check");
+    let (mut any_over, mut any_short) = (false, false);
     for r in rows {
-        let speedup = r.speedup.map_or("-".to_string(), |x| format!("{x:.2}x"));
+        let over = oversubscribed(r.threads + r.readers, cores);
+        any_over |= over;
+        any_short |= r.speedup.is_some() && !r.reliable;
         let _ = write!(
             s,
             "{:<14} {:>7} {:>10.1} {:>13.2} {:>13}",
-            r.name, r.threads, r.mops, r.ns_per_op_per_thread, speedup
+            r.name,
+            threads_cell(r.threads, over),
+            r.mops,
+            r.ns_per_op_per_thread,
+            ratio_cell(r.speedup, r.reliable)
         );
         if readers {
             let _ = write!(s, " {:>7} {:>10.2}", r.readers, r.reads_per_s / 1e6);
         }
         let _ = writeln!(s, "  {}", if r.ok { "OK" } else { "FAIL" });
     }
+    if any_over {
+        let _ = writeln!(
+            s,
+            "* more threads (workers + readers) than the {cores} core(s): they take turns"
+        );
+    }
+    if any_short {
+        let _ = writeln!(
+            s,
+            "? from a run under {} ms: too short for a meaningful ratio",
+            MIN_RELIABLE.as_millis()
+        );
+    }
     s
 }
 
-fn json(rows: &[Row], duration: Duration, cores: usize) -> String {
+fn json(rows: &[Row], host: &Host, duration: Duration, repeat: usize) -> String {
     let rows: Vec<_> = rows
         .iter()
         .map(|r| {
@@ -469,18 +689,20 @@ fn json(rows: &[Row], duration: Duration, cores: usize) -> String {
                 "mops": r.mops,
                 "ns_per_op_per_thread": r.ns_per_op_per_thread,
                 "speedup_vs_atomic": r.speedup,
+                "speedup_reliable": r.reliable,
+                "oversubscribed": oversubscribed(r.threads + r.readers, host.cores),
                 "reads_per_s": r.reads_per_s,
                 "ok": r.ok,
                 "runs": runs,
             })
         })
         .collect();
-    let doc = serde_json::json!({
-        "duration_s": duration.as_secs_f64(),
-        "cores": cores,
-        "figures": "medians over runs; speedup_vs_atomic is the median of per-round ratios",
-        "results": rows,
-    });
+    let mut doc = host.json(duration, repeat);
+    doc.insert(
+        "figures".into(),
+        "medians over runs; speedup_vs_atomic is the median of per-round ratios".into(),
+    );
+    doc.insert("results".into(), rows.into());
     serde_json::to_string_pretty(&doc).expect("plain values serialise") + "\n"
 }
 
@@ -506,8 +728,15 @@ const COLORS: [plotters::style::RGBColor; 10] = [
 ];
 
 /// Throughput against threads, one line per counter, log-scaled throughput
-/// (the kinds differ by orders of magnitude).
-fn chart(path: &Path, all: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
+/// (the kinds differ by orders of magnitude), the y axis fitted to the data.
+/// Thread counts beyond the cores are shaded; the legend sits right of the
+/// plot and the host, case length and rounds under it.
+fn chart(
+    path: &Path,
+    all: &[Row],
+    host: &Host,
+    duration: Duration,
+) -> Result<(), Box<dyn std::error::Error>> {
     use plotters::prelude::*;
 
     let mut names: Vec<&str> = Vec::new();
@@ -522,38 +751,33 @@ fn chart(path: &Path, all: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
     let tmax = all.iter().map(|o| o.threads).max().unwrap_or(1) as i64 * 100;
     let pad = ((tmax - tmin) / 20).max(50);
     let (x0, x1) = (tmin - pad, tmax + pad);
-    let positive = || all.iter().map(|r| r.mops).filter(|m| *m > 0.0);
-    let ymin = positive().fold(f64::INFINITY, f64::min);
-    let ymax = positive().fold(0.0, f64::max);
-    // Headroom above the data keeps the legend (upper left) off the lines.
-    let (y0, y1) = if ymax > 0.0 {
-        (ymin / 2.0, ymax * 8.0)
-    } else {
-        (0.1, 10.0)
-    };
+    let (y0, y1) = y_range(all.iter().map(|r| r.mops));
     let mut ticks: Vec<usize> = all.iter().map(|o| o.threads).collect();
     ticks.sort_unstable();
     ticks.dedup();
-
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut title = "Increments per second, all threads on one counter".to_string();
     let readers = all.first().map_or(0, |r| r.readers);
+    let rounds = all.first().map_or(1, |r| r.runs.len());
+
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (upper, footer) = root.split_vertically(548);
+    let (plot_area, legend_area) = upper.split_horizontally(760);
+
+    let mut title = "Increments per second, all threads on one counter".to_string();
     if readers > 0 {
         title += &format!(", {readers} reader(s)");
     }
-    let rounds = all.first().map_or(1, |r| r.runs.len());
     if rounds > 1 {
         title += &format!(", median of {rounds}");
     }
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
+    let mut chart = ChartBuilder::on(&plot_area)
+        .caption(title, ("sans-serif", 20))
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(70)
         .build_cartesian_2d(
             (x0..x1).with_key_points(ticks.iter().map(|&t| t as i64 * 100).collect()),
-            (y0..y1).log_scale().with_key_points(one_two_five(y0, y1)),
+            (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
         )?;
     chart
         .configure_mesh()
@@ -565,6 +789,29 @@ fn chart(path: &Path, all: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
         .axis_desc_style(("sans-serif", 16))
         .draw()?;
 
+    // Oversubscribed: workers + readers > cores. Shaded from halfway between
+    // the last thread count that fits and the next, so a point at exactly
+    // the core count sits clearly outside.
+    let fits = host.cores.saturating_sub(readers) as i64;
+    if tmax > fits * 100 {
+        let from = (fits * 100 + 50).max(x0);
+        let shade = RGBColor(255, 200, 150).mix(0.35);
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(from, y0), (x1, y1)],
+            shade.filled(),
+        )))?;
+        let note = if readers > 0 {
+            format!("workers + {readers} reader(s) > {} cores", host.cores)
+        } else {
+            format!("threads > {} cores", host.cores)
+        };
+        chart.draw_series(std::iter::once(Text::new(
+            note,
+            (from + 8, y1 / (y1 / y0).powf(0.02)),
+            ("sans-serif", 14).into_font().color(&RGBColor(150, 70, 0)),
+        )))?;
+    }
+
     for (i, name) in names.iter().enumerate() {
         let color = COLORS[i % COLORS.len()].to_rgba();
         let points: Vec<(i64, f64)> = all
@@ -572,38 +819,85 @@ fn chart(path: &Path, all: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
             .filter(|o| o.name == *name)
             .map(|o| (o.threads as i64 * 100, o.mops.max(y0)))
             .collect();
-        chart
-            .draw_series(LineSeries::new(points, color.stroke_width(3)).point_size(4))?
-            .label(*name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
-            });
+        chart.draw_series(LineSeries::new(points, color.stroke_width(3)).point_size(4))?;
+        // Level with the top of the plot, below the title.
+        let y = 62 + 24 * i as i32;
+        legend_area.draw(&PathElement::new(
+            vec![(4, y), (28, y)],
+            color.stroke_width(3),
+        ))?;
+        legend_area.draw(&Text::new(
+            name.to_string(),
+            (34, y - 8),
+            ("sans-serif", 15),
+        ))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 15))
-        .draw()?;
+
+    let grey = ("sans-serif", 13).into_font().color(&RGBColor(80, 80, 80));
+    footer.draw(&Text::new(
+        format!(
+            "host: {}, {} cores; {} per case, {} round(s)",
+            host.cpu,
+            host.cores,
+            fmt_duration(duration),
+            rounds
+        ),
+        (16, 8),
+        grey.clone(),
+    ))?;
+    let mut build = format!("shardcount {}, {}", host.version, host.rustc);
+    if all
+        .iter()
+        .any(|r| r.runs.iter().any(|o| o.elapsed < MIN_RELIABLE))
+    {
+        build += &format!(
+            "; runs under {} ms: too short to compare",
+            MIN_RELIABLE.as_millis()
+        );
+    }
+    footer.draw(&Text::new(build, (16, 28), grey))?;
     root.present()?;
     Ok(())
 }
 
-/// Axis ticks at 1, 2, 5 times each power of ten within `lo..hi`.
-fn one_two_five(lo: f64, hi: f64) -> Vec<f64> {
-    let mut v = Vec::new();
-    let mut decade = 10f64.powi(lo.log10().floor() as i32);
-    while decade <= hi {
-        for m in [1.0, 2.0, 5.0] {
-            let y = decade * m;
-            if (lo..=hi).contains(&y) {
-                v.push(y);
-            }
-        }
-        decade *= 10.0;
+/// The y range of a log-scaled chart of these values: the positive ones
+/// with a little room either side (a factor of 1.25), or 0.1..10 if none.
+fn y_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values
+        .filter(|m| *m > 0.0 && m.is_finite())
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), m| {
+            (lo.min(m), hi.max(m))
+        });
+    if hi > 0.0 {
+        (lo / 1.25, hi * 1.25)
+    } else {
+        (0.1, 10.0)
     }
-    v
+}
+
+/// Log-axis ticks within `lo..=hi`: 1, 2, 5 times each power of ten, or
+/// 1..9 times each when that gives fewer than three.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let at = |mults: &[f64]| {
+        let mut v = Vec::new();
+        let mut decade = 10f64.powi(lo.log10().floor() as i32);
+        while decade <= hi {
+            for m in mults {
+                let y = decade * m;
+                if (lo..=hi).contains(&y) {
+                    v.push(y);
+                }
+            }
+            decade *= 10.0;
+        }
+        v
+    };
+    let v = at(&[1.0, 2.0, 5.0]);
+    if v.len() >= 3 {
+        v
+    } else {
+        at(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+    }
 }
 
 fn parse_threads(s: &str) -> Result<usize, String> {
@@ -701,6 +995,118 @@ mod tests {
         assert_eq!(rows[1].speedup, Some(2.0));
         assert_eq!(rows[1].mops, 200e-6);
         assert!(rows[1].ok);
+    }
+
+    #[test]
+    fn oversubscription_is_more_busy_threads_than_cores() {
+        assert!(!oversubscribed(2, 2));
+        assert!(oversubscribed(3, 2));
+        assert!(oversubscribed(4, 2));
+        assert!(!oversubscribed(1, 8));
+        assert_eq!(threads_cell(4, true), "4*");
+        assert_eq!(threads_cell(2, false), "2");
+    }
+
+    #[test]
+    fn a_ratio_needs_both_runs_long_enough() {
+        let ms = Duration::from_millis;
+        assert!(reliable(ms(100), ms(100)));
+        assert!(reliable(ms(300), ms(1000)));
+        assert!(!reliable(ms(20), ms(1000)), "this run too short");
+        assert!(!reliable(ms(1000), ms(99)), "the baseline too short");
+        assert_eq!(ratio_cell(Some(4.624), false), "4.62x?");
+        assert_eq!(ratio_cell(Some(1.5), true), "1.50x");
+        assert_eq!(ratio_cell(None, false), "-");
+    }
+
+    #[test]
+    fn short_runs_mark_their_rows_and_the_baseline_s() {
+        let run = |name, threads, ms| Outcome {
+            name,
+            round: 0,
+            threads,
+            readers: 0,
+            ops: 1000,
+            total: 1000,
+            elapsed: Duration::from_millis(ms),
+            reads: 0,
+            max_read: 0,
+        };
+        let rows = summarize(&[
+            run("AtomicU64", 1, 300),
+            run("Counter", 1, 300),
+            run("AtomicU64", 4, 20),
+            run("Counter", 4, 300),
+        ]);
+        let reliable: Vec<_> = rows
+            .iter()
+            .map(|r| (r.name, r.threads, r.reliable))
+            .collect();
+        assert_eq!(
+            reliable,
+            [
+                ("AtomicU64", 1, true),
+                ("Counter", 1, true),
+                ("AtomicU64", 4, false),
+                ("Counter", 4, false),
+            ]
+        );
+        let t = table(&rows, 2);
+        assert!(t.contains("4*"), "{t}");
+        assert!(!t.contains("1*"), "{t}");
+        assert!(t.contains("x?"), "{t}");
+        assert!(t.contains("\n* more threads"), "{t}");
+        assert!(t.contains("\n? from a run under 100 ms"), "{t}");
+        // Smoke-demo counts table rows by their last column: legends must
+        // not end like one.
+        let rows_seen = t.lines().filter(|l| l.ends_with(" OK")).count();
+        assert_eq!(rows_seen, 4, "{t}");
+    }
+
+    #[test]
+    fn warnings_name_what_is_wrong_and_only_that() {
+        assert!(warnings(&[], 2, 0, "worker counts").is_empty());
+        let w = warnings(&[4, 8], 2, 0, "worker counts");
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("[4, 8] exceed the 2 core(s)"), "{w:?}");
+        let w = warnings(&[], 2, 3, "worker counts");
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("3 case(s) measured under 100 ms"), "{w:?}");
+    }
+
+    #[test]
+    fn inventory_takes_duration_repeat_and_json_but_not_readers_or_chart() {
+        let parse = |extra: &[&str]| {
+            Args::try_parse_from(["contention", "--inventory"].iter().chain(extra))
+        };
+        let a = parse(&["--duration", "200ms", "--repeat", "2", "--json", "x.json"])
+            .expect("accepted in inventory mode");
+        assert_eq!(a.duration, Some(Duration::from_millis(200)));
+        assert_eq!(a.repeat, 2);
+        for bad in [&["--readers", "1"][..], &["--chart", "x.svg"][..]] {
+            let e = parse(bad).expect_err("rejected in inventory mode");
+            assert_eq!(
+                e.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{bad:?}"
+            );
+        }
+        // Without --inventory both are fine, and the stock options are not.
+        assert!(Args::try_parse_from(["contention", "--readers", "1", "--chart", "x.svg"]).is_ok());
+        assert!(Args::try_parse_from(["contention", "--stock", "5"]).is_err());
+    }
+
+    #[test]
+    fn the_y_axis_hugs_the_data() {
+        let (lo, hi) = y_range([50.0, 2000.0, 0.0, f64::NAN].into_iter());
+        assert_eq!((lo, hi), (40.0, 2500.0));
+        assert_eq!(y_range(std::iter::empty()), (0.1, 10.0));
+        assert_eq!(
+            log_ticks(40.0, 2500.0),
+            [50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0]
+        );
+        // A narrow range still gets several ticks.
+        assert_eq!(log_ticks(4.5, 9.5), [5.0, 6.0, 7.0, 8.0, 9.0]);
     }
 
     #[test]
