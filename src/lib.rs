@@ -2,21 +2,32 @@
 //! same number.
 //!
 //! One `AtomicU64` written by every core is a single cache line that all of
-//! them queue on: on a 2-core machine two threads get about a third of the
-//! throughput one thread gets. shardcount splits the count over cache-padded
-//! shards (addition is commutative, so nothing is lost) and pays for that only
-//! once contention shows up.
+//! them queue on. shardcount splits the count over cache-padded shards or
+//! per-thread slots (addition is commutative, so nothing is lost) and pays
+//! for that only once contention shows up. How much a shared atomic degrades
+//! under contention depends on the CPU (on one host measured here two
+//! threads got a fifth of one thread's throughput, on another two fifths),
+//! so measure on yours: the repository's demo and `cargo bench` print every
+//! figure as a ratio to references run beside it.
 //!
-//! * [`Counter`]: a swap-in for a hot `AtomicU64` counter, `static`-friendly,
-//!   16 bytes while idle, as cheap as `fetch_add` on one thread, and sharded
-//!   when threads contend. Reads are exact at quiescence.
-//! * [`RoughCounter`]: adds cost about a thread-local add (no locked
-//!   instruction); each thread's counts are folded into a global sink now and
-//!   then. `approx()` is one load that lags a little, `sum()` is exact. A
-//!   [`Folder`] folds registered counters in the background.
-//! * [`Stock`]: a never-negative quantity (inventory, tickets, permits) whose
-//!   `try_sub` takes from the caller's own shard lock-free and fails with
-//!   [`Insufficient`] only when the whole stock is short.
+//! # Which counter should I use?
+//!
+//! | you need | use | why, and what it costs |
+//! |---|---|---|
+//! | a hot counter read exactly and often, or a swap-in for a `static AtomicU64` | [`Counter`] | `const`, 16 bytes while idle, no allocation until threads contend, lossless `take()`. One thread: a `fetch_add` plus a test. `sum()` is one load until the counter has grown, then one per shard. |
+//! | the cheapest increments, reads rare or rough (metrics scraped every few seconds) | [`RoughCounter`] | no locked instruction on the hot path; `approx()` is one load with a stated lag, `sum()` is exact. `approx()` does not see an idle, still-running thread's counts unless it flushes, exits or a [`Folder`] runs. |
+//! | the same, for a `static`, at the thread-local limit | [`local_counter!`] | a thread-local add and a sign test; nothing lost at thread exit. Only for `static`s; `sub` is a locked add. |
+//! | a quantity that must never go below zero | [`Stock`] | takes from a thread's own shard lock-free; fails with [`Insufficient`] only when the whole stock is short. |
+//! | the previous value of an add, `compare_exchange`, `store(n)` | `AtomicU64` | a sharded count has no single previous value |
+//!
+//! # Memory ordering
+//!
+//! Every counting operation is `Relaxed`: an add synchronises nothing, and a
+//! read that sees an add does not make the adder's other writes visible. A
+//! counter cannot carry an Acquire/Release publication the way an
+//! `AtomicU64` can; publish through a separate atomic or a lock. Each type
+//! states its reads' guarantees (exact at quiescence, monotonic for add-only
+//! use, lag bounds).
 //!
 //! # Example
 //!
@@ -32,6 +43,7 @@
 //! });
 //! assert_eq!(REQUESTS.sum(), 20_000);
 //! ```
+//!
 //! # Glossary
 //!
 //! * **shard**: one of several cache-padded words a count is split over;

@@ -46,7 +46,7 @@ use std::time::Duration;
 ///   timed fold ([`with_interval`](Self::with_interval), default
 ///   [`DEFAULT_INTERVAL`](Self::DEFAULT_INTERVAL)). The clock is not read on
 ///   every add: a thread checks it when its count has moved
-///   [`CHECK_EVERY`](Self::CHECK_EVERY) (or `batch`, if smaller) since its
+///   256 counts (or `batch`, if smaller) since its
 ///   last check. **A thread that adds rarely, or stops adding, is not folded
 ///   by the interval rule**; its counts reach the sink when it exits, calls
 ///   [`flush`](Self::flush), someone calls [`flush_all`](Self::flush_all),
@@ -131,12 +131,9 @@ impl RoughCounter {
 
     /// A thread reads the clock for the interval rule when its count on a
     /// counter has moved this many counts (or `batch`, if smaller) since its
-    /// last check: for `inc`, once every 256 adds.
-    ///
-    /// ```
-    /// assert_eq!(shardcount::RoughCounter::CHECK_EVERY, 256);
-    /// ```
-    pub const CHECK_EVERY: u64 = 256;
+    /// last check: for `inc`, once every 256 adds. A tuning constant, not
+    /// API: the type docs give the behaviour.
+    pub(crate) const CHECK_EVERY: u64 = 256;
 
     crate::primitive::const_fn! {
         /// A counter at zero with the default batch and interval.
@@ -245,7 +242,7 @@ impl RoughCounter {
     /// Costs a relaxed load and store on the thread's own slot, found in
     /// O(1) by the thread's index however many counters the thread uses; no
     /// locked instruction, no clock, unless a check is due (every
-    /// [`CHECK_EVERY`](Self::CHECK_EVERY) counts at most).
+    /// 256 counts at most).
     ///
     /// ```
     /// let c = shardcount::RoughCounter::new();
@@ -254,11 +251,48 @@ impl RoughCounter {
     /// ```
     #[inline]
     pub fn add(&self, n: u64) {
+        // Relaxed: only compared with the thread's cached owner; a cached
+        // slot was reached through Acquire loads on this thread's slower path.
+        let p = self.shared.load(Ordering::Relaxed).cast_const();
+        if let Some(slot) = thread::slots::cached(p.cast()) {
+            // SAFETY: the cache names a slot of this counter taken over by
+            // this thread, whose exit registry keeps the counter's shared
+            // block (and so the slot) alive, and clears the cache before it
+            // lets go of it.
+            let slot = unsafe { &*slot.cast::<Slot>() };
+            if !slot.try_bump(n) {
+                self.add_checked_cold(slot, n);
+            }
+            return;
+        }
+        self.add_uncached(n);
+    }
+
+    /// `add_checked` from the cached path, which has no `&Shared` at hand.
+    #[cold]
+    #[inline(never)]
+    fn add_checked_cold(&self, slot: &Slot, n: u64) {
+        // SAFETY: the slot is cached, so the counter has its shared block
+        // (our own reference keeps it alive while we are borrowed).
+        let shared = unsafe { &*self.shared_or_init() };
+        self.add_checked(shared, slot, n);
+    }
+
+    /// A cache miss: the thread's slot through the table, O(1) in the
+    /// number of counters the thread uses; cached once taken over.
+    #[inline(never)]
+    fn add_uncached(&self, n: u64) {
         if let Some(shared) = self.shared() {
             let (bucket, offset) = thread::slot_position();
             if let Some(slot) = shared.slots.at(bucket, offset) {
                 if !slot.try_bump(n) {
                     self.add_checked(shared, slot, n);
+                }
+                if Shared::owns(slot) {
+                    thread::slots::cache(
+                        std::ptr::from_ref(shared).cast(),
+                        std::ptr::from_ref(slot).cast(),
+                    );
                 }
                 return;
             }

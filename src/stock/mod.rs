@@ -70,7 +70,7 @@
 //! # Split and merge
 //!
 //! * A consolidation *spreads* what remains evenly over all shards when each
-//!   would get at least [`Stock::SPREAD_MIN`] units, and otherwise *merges* it into
+//!   would get at least `Stock::SPREAD_MIN` units, and otherwise *merges* it into
 //!   the caller's shard. [`Stock::merge`] always merges (as far as `cap`
 //!   allows). `new` places the initial stock by the same rule.
 //! * Splitting follows demand: a consolidation happens when a thread's own
@@ -155,7 +155,7 @@ enum Place {
 /// # Split and merge
 ///
 /// * A consolidation *spreads* what remains evenly over all shards when each
-///   would get at least [`Stock::SPREAD_MIN`] units, and otherwise *merges*
+///   would get at least 32 units (a tuning value, not a promise), and otherwise *merges*
 ///   it into the caller's shard, so that the last units sit in one place
 ///   that every thread can take from. [`merge`](Self::merge) merges on
 ///   demand. [`new`](Self::new) places the initial stock by the same rule.
@@ -219,18 +219,9 @@ impl Stock {
     /// A consolidation spreads the remaining stock evenly over all shards
     /// only when each would get at least this many units; less is merged
     /// into the caller's shard. Shards holding less than `SPREAD_MIN ×
-    /// shards` are borrowed from rather than split.
-    ///
-    /// ```
-    /// use shardcount::Stock;
-    /// // `new` places its stock by the same rule.
-    /// let shards = Stock::new(0).shards() as u64;
-    /// let spread = Stock::new(Stock::SPREAD_MIN * shards);
-    /// assert!(spread.shard_amounts().iter().all(|&a| a == Stock::SPREAD_MIN));
-    /// let merged = Stock::new(Stock::SPREAD_MIN * shards - 1);
-    /// assert_eq!(merged.shard_amounts().iter().filter(|&&a| a > 0).count(), 1);
-    /// ```
-    pub const SPREAD_MIN: u64 = 32;
+    /// shards` are borrowed from rather than split. A tuning constant, not
+    /// API: the type docs give the behaviour (currently 32 units).
+    pub(crate) const SPREAD_MIN: u64 = 32;
 
     /// A stock holding `initial` units, with as many shards as the machine
     /// has hardware threads (rounded up to a power of two).

@@ -14,6 +14,12 @@
 //!   folds and frees the slot), and only then gives the index back, so the
 //!   next thread to take it finds every slot under it handed over.
 //!
+//! * The **last-used cache** is a `const` thread-local without a destructor
+//!   holding the `(owner, slot)` pair the thread used last, so the common
+//!   case (one hot counter) is a compare and a load. A pair is cached only
+//!   for an owner the thread's registry holds (so the slot is alive), and
+//!   the registry clears the cache before it lets go of any owner.
+//!
 //! Buckets are published with a `Release` compare-exchange and read with
 //! `Acquire`, so a slot's initial state is visible to every reader.
 
@@ -168,6 +174,50 @@ pub(crate) trait ThreadExit {
     fn is_dropped(&self) -> bool;
 }
 
+/// The thread's last-used `(owner, slot)` pair (see the module docs).
+struct Last {
+    owner: Cell<*const ()>,
+    slot: Cell<*const ()>,
+}
+
+/// An owner address no owner has (odd, not null: a counter not yet used
+/// has a null owner).
+const NO_OWNER: *const () = ptr::without_provenance(1);
+
+crate::primitive::const_thread_local! {
+    static LAST: Last = Last {
+        owner: Cell::new(NO_OWNER),
+        slot: Cell::new(ptr::null()),
+    };
+}
+
+/// The calling thread's cached slot in `owner`, if cached.
+#[inline(always)]
+pub(crate) fn cached(owner: *const ()) -> Option<*const ()> {
+    // A matching owner always comes with its slot (`cache` sets both).
+    LAST.try_with(|l| (l.owner.get() == owner).then(|| l.slot.get()))
+        .ok()
+        .flatten()
+}
+
+/// Caches `slot` as the calling thread's slot in `owner`. The caller must
+/// have registered `owner` with [`on_exit`] on this thread (which keeps the
+/// slot alive until the registry lets go, clearing the cache first).
+#[inline]
+pub(crate) fn cache(owner: *const (), slot: *const ()) {
+    let _ = LAST.try_with(|l| {
+        l.owner.set(owner);
+        l.slot.set(slot);
+    });
+}
+
+fn clear_cache() {
+    let _ = LAST.try_with(|l| {
+        l.owner.set(NO_OWNER);
+        l.slot.set(ptr::null());
+    });
+}
+
 struct Registry {
     /// The thread's index while it holds one.
     lease: RefCell<Option<super::IndexLease>>,
@@ -187,6 +237,9 @@ impl Registry {
 
 impl Drop for Registry {
     fn drop(&mut self) {
+        // Later adds on this thread (from other thread-locals' destructors)
+        // must not reach a slot handed over below.
+        clear_cache();
         let index = self.index();
         for owner in self.owners.get_mut().drain(..) {
             owner.thread_exit(index);
@@ -226,6 +279,8 @@ pub(crate) fn on_exit(owner: Box<dyn ThreadExit>) -> bool {
             if owners.len() >= r.prune_at.get() {
                 // Owners dropped meanwhile get their exit call now: the
                 // list then follows the owners alive, not all ever used.
+                // The cache may name one of them: it must not outlive it.
+                clear_cache();
                 let index = r.index();
                 owners.retain(|o| {
                     let gone = o.is_dropped();
