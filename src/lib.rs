@@ -17,6 +17,10 @@
 //! * [`Stock`]: a never-negative quantity (inventory, tickets, permits) whose
 //!   `try_sub` takes from the caller's own shard lock-free and fails with
 //!   [`Insufficient`] only when the whole stock is short.
+//! * [`CounterSet`]: `n` exact counters sharing shard rows, for many
+//!   counters updated by the same threads.
+//! * [`MaxCounter`] / [`MinCounter`]: a running maximum / minimum whose
+//!   records below it write nothing shared.
 //!
 //! # Example
 //!
@@ -52,9 +56,11 @@ mod shard;
 mod surface;
 mod thread;
 
+mod accumulator;
 mod counter;
 mod local;
 mod rough;
+mod set;
 mod stock;
 
 #[cfg(all(test, shardcount_loom))]
@@ -62,6 +68,7 @@ mod loom_models;
 #[cfg(all(test, not(shardcount_loom)))]
 mod miri_tests;
 
+pub use accumulator::{MaxCounter, MinCounter};
 pub use counter::Counter;
 pub use local::LocalCounter;
 // The folder's thread sleeps on a real clock, which loom cannot model; its
@@ -69,6 +76,7 @@ pub use local::LocalCounter;
 #[cfg(not(shardcount_loom))]
 pub use rough::folder::Folder;
 pub use rough::RoughCounter;
+pub use set::CounterSet;
 pub use stock::{Insufficient, Stock};
 
 /// What [`local_counter!`] expands to names; not part of the API.
