@@ -19,6 +19,9 @@
 //!   [`Insufficient`] only when the whole stock is short.
 //! * [`CounterSet`]: `n` exact counters sharing shard rows, for many
 //!   counters updated by the same threads.
+//! * [`CounterMap`]: exact counters created on a key's first use, with a
+//!   bound on keys (an overflow counter beyond it); a [`CounterHandle`]
+//!   adds without hashing.
 //! * [`MaxCounter`] / [`MinCounter`]: a running maximum / minimum whose
 //!   records below it write nothing shared.
 //!
@@ -59,6 +62,7 @@ mod thread;
 mod accumulator;
 mod counter;
 mod local;
+mod map;
 mod rough;
 mod set;
 mod stock;
@@ -71,6 +75,7 @@ mod miri_tests;
 pub use accumulator::{MaxCounter, MinCounter};
 pub use counter::Counter;
 pub use local::LocalCounter;
+pub use map::{CounterHandle, CounterMap};
 // The folder's thread sleeps on a real clock, which loom cannot model; its
 // folding is the same `flush_all` the rough models check.
 #[cfg(not(shardcount_loom))]

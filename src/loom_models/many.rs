@@ -162,3 +162,82 @@ fn min_racing_min() {
         assert_eq!(m.get(), 2);
     });
 }
+
+/// Two threads' first adds of the same key race its interning: one index,
+/// one counter, no count lost.
+#[test]
+fn map_interning_racing_first_adds() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        let other = {
+            let m = m.clone();
+            thread::spawn(move || m.add(&7, 1))
+        };
+        m.add(&7, 2);
+        other.join().unwrap();
+        assert_eq!(m.len(), 1);
+        assert_eq!(m.snapshot(), vec![(7, 3)]);
+    });
+}
+
+/// Adds through a handle (chunk 0) race the allocation of chunk 1 by a new
+/// key's interning, and a snapshot: the snapshot never shows more than was
+/// added, and the end state is exact.
+#[test]
+fn map_add_racing_chunk_allocation() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        m.add(&0, 1);
+        m.add(&1, 0); // chunk 0 full (2 counters under loom)
+        let h = m.handle(&0);
+        let other = {
+            let m = m.clone();
+            thread::spawn(move || m.add(&2, 5)) // allocates chunk 1
+        };
+        h.add(2);
+        let seen = m.snapshot();
+        assert!(seen.len() == 2 || seen.len() == 3, "{seen:?}");
+        assert!(seen[0].1 == 1 || seen[0].1 == 3, "{seen:?}");
+        other.join().unwrap();
+        assert_eq!(m.snapshot(), vec![(0, 3), (1, 0), (2, 5)]);
+        assert_eq!(m.allocated_chunks(), 2);
+    });
+}
+
+/// `take_all` racing adds by key: each add is in the take or stays.
+#[test]
+fn map_take_all_racing_adds() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        let h = m.handle(&1);
+        let other = {
+            let m = m.clone();
+            thread::spawn(move || {
+                m.add(&1, 1);
+                m.add(&1, 2);
+            })
+        };
+        let taken = m.take_all();
+        other.join().unwrap();
+        let got: u64 = taken.iter().map(|&(_, v)| v).sum::<u64>() + h.get();
+        assert_eq!(got, 3);
+    });
+}
+
+/// Keys beyond the bound go to the overflow counter, racing or not.
+#[test]
+fn map_overflow_racing_interning() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::with_max_keys(1));
+        let other = {
+            let m = m.clone();
+            thread::spawn(move || m.add(&1, 10))
+        };
+        m.add(&2, 20);
+        other.join().unwrap();
+        assert_eq!(m.len(), 1);
+        let kept = m.snapshot()[0];
+        assert!(kept == (1, 10) || kept == (2, 20), "{kept:?}");
+        assert_eq!(m.overflow() + kept.1, 30);
+    });
+}
