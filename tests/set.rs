@@ -180,7 +180,7 @@ fn case() -> impl Strategy<Value = (usize, Vec<Op>)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Op sequences on one thread against a `Vec<u64>` with wrapping
     /// arithmetic. `Grow` makes another thread hammer a counter until the set
