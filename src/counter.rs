@@ -23,8 +23,8 @@
 //! The uncontended path reads no thread-local at all.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::{Head, ShardTable};
-use crate::thread::sampler::{self, Seen};
+use crate::shard::ShardTable;
+use crate::thread::sampler;
 use crate::thread::{self, MAX_SHARDS};
 use std::fmt;
 
@@ -163,7 +163,7 @@ impl Counter {
                     && self.base.load(Ordering::Acquire) != prev.wrapping_add(n)
                 {
                     // The tag's epoch is bits of `head`, loaded before the add.
-                    self.check(head, self.table.epoch_before(head), &self.base, prev, n);
+                    self.table.check_base(head, &self.base, prev, n, 1);
                 }
             }
             Some(t) => {
@@ -173,54 +173,10 @@ impl Counter {
                 // Relaxed: as above.
                 let prev = at.fetch_add(n, Ordering::Relaxed);
                 if sampler::sampled(prev, n) {
-                    self.check_shard(head, at, prev, n);
+                    let key = std::ptr::from_ref(self).addr();
+                    self.table.check_shard(key, head, at, prev, n, 1);
                 }
             }
-        }
-    }
-
-    /// A sampled add: re-load the word at once and act on what it shows
-    /// (see `thread::sampler`). `before` is the take epoch read before the
-    /// add.
-    #[cold]
-    #[inline(never)]
-    fn check(&self, head: Head, before: Option<u64>, at: &AtomicU64, prev: u64, n: u64) {
-        // Acquire: if this reads what a take's swap (Release) left, the
-        // take's start shows in `epoch_after` (see `shard`).
-        let now = at.load(Ordering::Acquire);
-        if now == prev.wrapping_add(n) {
-            // Quiet: on the base, nothing to note (one interference grows).
-            return;
-        }
-        let after = self.table.epoch_after(head);
-        // On the base, interference grows the first table at once (there
-        // is nowhere to move to).
-        if sampler::verdict(prev, n, now, before, after) == Seen::Interference {
-            self.table.grow(head);
-        }
-    }
-
-    /// A sampled add on a shard: as `check`, with the epoch read at this
-    /// thread's previous check on this counter as the "before" reading, so
-    /// that the hot path loads no epoch.
-    #[cold]
-    #[inline(never)]
-    fn check_shard(&self, head: Head, at: &AtomicU64, prev: u64, n: u64) {
-        // Acquire: as in `check`.
-        let now = at.load(Ordering::Acquire);
-        let key = std::ptr::from_ref(self).addr();
-        let before = sampler::swap_epoch(key, self.table.epoch_before(head));
-        if now == prev.wrapping_add(n) {
-            sampler::quiet(key);
-            return;
-        }
-        let after = self.table.epoch_after(head);
-        // On a shard the thread moves at once, and only interference that
-        // persists doubles the table.
-        if sampler::verdict(prev, n, now, before, after) == Seen::Interference
-            && sampler::collided(key)
-        {
-            self.table.grow(head);
         }
     }
 
@@ -343,7 +299,7 @@ impl Counter {
     /// and tests that must race an add against a growth.
     #[cfg(test)]
     pub(crate) fn grow_once(&self) {
-        self.table.grow(self.table.load());
+        self.table.grow(self.table.load(), 1);
     }
 }
 

@@ -10,6 +10,24 @@
 //! so measure on yours: the repository's demo and `cargo bench` print every
 //! figure as a ratio to references run beside it.
 //!
+//! * [`Counter`]: a swap-in for a hot `AtomicU64` counter, `static`-friendly,
+//!   16 bytes while idle, as cheap as `fetch_add` on one thread, and sharded
+//!   when threads contend. Reads are exact at quiescence.
+//! * [`RoughCounter`]: adds cost about a thread-local add (no locked
+//!   instruction); each thread's counts are folded into a global sink now and
+//!   then. `approx()` is one load that lags a little, `sum()` is exact. A
+//!   [`Folder`] folds registered counters in the background.
+//! * [`Stock`]: a never-negative quantity (inventory, tickets, permits) whose
+//!   `try_sub` takes from the caller's own shard lock-free and fails with
+//!   [`Insufficient`] only when the whole stock is short.
+//! * [`CounterSet`]: `n` exact counters sharing shard rows, for many
+//!   counters updated by the same threads.
+//! * [`CounterMap`]: exact counters created on a key's first use, with a
+//!   bound on keys (an overflow counter beyond it); a [`CounterHandle`]
+//!   adds without hashing.
+//! * [`MaxCounter`] / [`MinCounter`]: a running maximum / minimum whose
+//!   records below it write nothing shared.
+//!
 //! # Which counter should I use?
 //!
 //! | you need | use | why, and what it costs |
@@ -17,6 +35,8 @@
 //! | a hot counter read exactly and often, or a swap-in for a `static AtomicU64` | [`Counter`] | `const`, 16 bytes while idle, no allocation until threads contend, lossless `take()`. One thread: a `fetch_add` plus a test. `sum()` is one load until the counter has grown, then one per shard. |
 //! | the cheapest increments, reads rare or rough (metrics scraped every few seconds) | [`RoughCounter`] | no locked instruction on the hot path; `approx()` is one load with a stated lag, `sum()` is exact. `approx()` does not see an idle, still-running thread's counts unless it flushes, exits or a [`Folder`] runs. |
 //! | the same, for a `static`, at the thread-local limit | [`local_counter!`] | a thread-local add and a sign test; nothing lost at thread exit. Only for `static`s; `sub` is a locked add. |
+//! | many counters updated by the same threads (per route, per status) | [`CounterSet`], [`CounterMap`] | `n` exact counters in shard-major rows (8 bytes each while uncontended); the map creates them on a key's first use, bounded, with an overflow counter; a [`CounterHandle`] adds without hashing. |
+//! | a running maximum or minimum (peak queue depth) | [`MaxCounter`], [`MinCounter`] | a record that does not move it writes nothing shared. |
 //! | a quantity that must never go below zero | [`Stock`] | takes from a thread's own shard lock-free; fails with [`Insufficient`] only when the whole stock is short. |
 //! | the previous value of an add, `compare_exchange`, `store(n)` | `AtomicU64` | a sharded count has no single previous value |
 //!
@@ -64,9 +84,12 @@ mod shard;
 mod surface;
 mod thread;
 
+mod accumulator;
 mod counter;
 mod local;
+mod map;
 mod rough;
+mod set;
 mod stock;
 
 #[cfg(all(test, shardcount_loom))]
@@ -74,13 +97,16 @@ mod loom_models;
 #[cfg(all(test, not(shardcount_loom)))]
 mod miri_tests;
 
+pub use accumulator::{MaxCounter, MinCounter};
 pub use counter::Counter;
 pub use local::LocalCounter;
+pub use map::{CounterHandle, CounterMap};
 // The folder's thread sleeps on a real clock, which loom cannot model; its
 // folding is the same `flush_all` the rough models check.
 #[cfg(not(shardcount_loom))]
 pub use rough::folder::Folder;
 pub use rough::RoughCounter;
+pub use set::CounterSet;
 pub use stock::{Insufficient, Stock};
 
 /// What [`local_counter!`] expands to names; not part of the API.

@@ -3,7 +3,7 @@
 //! They run as ordinary unit tests too. In-crate so they can force a growth
 //! without a public test hook.
 
-use crate::{Counter, Folder, RoughCounter};
+use crate::{Counter, CounterMap, CounterSet, Folder, MaxCounter, RoughCounter};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
@@ -170,4 +170,55 @@ fn rough_slots_in_several_buckets_are_walked_and_freed() {
         }
     });
     assert_eq!(c.sum(), 15);
+}
+
+#[test]
+fn counter_set_rows_are_read_summed_taken_and_freed() {
+    let s = CounterSet::with_max_shards(20, 4);
+    s.add(19, 1);
+    s.grow_once();
+    s.add(19, 2);
+    s.grow_once();
+    assert_eq!(s.shards(), 4);
+    thread::scope(|sc| {
+        for _ in 0..2 {
+            sc.spawn(|| (0..50).for_each(|i| s.inc(i % 20)));
+        }
+    });
+    assert_eq!(s.get(19), 7);
+    let all = s.take_all();
+    assert_eq!(all.iter().sum::<u64>(), 103);
+    assert_eq!(s.snapshot(), vec![0; 20]);
+}
+
+#[test]
+fn counter_map_chunks_are_published_read_and_freed() {
+    let m = CounterMap::with_max_keys(250);
+    thread::scope(|sc| {
+        for t in 0..2u32 {
+            let m = &m;
+            sc.spawn(move || (0..200).for_each(|k| m.add(&(k + t * 100), 1)));
+        }
+    });
+    assert_eq!(m.len(), 250);
+    assert_eq!(m.allocated_chunks(), 2);
+    let kept = m.snapshot().iter().map(|e| e.1).sum::<u64>();
+    assert_eq!(kept + m.overflow(), 400);
+    assert!(m.overflow() >= 50);
+}
+
+#[test]
+fn max_counter_shards_are_read_taken_and_freed() {
+    let m = MaxCounter::new();
+    m.record(3);
+    m.grow_once();
+    thread::scope(|sc| {
+        for t in 0..2 {
+            let m = &m;
+            sc.spawn(move || (0..50).for_each(|i| m.record(i * 2 + t)));
+        }
+    });
+    assert_eq!(m.get(), 99);
+    assert_eq!(m.take(), 99);
+    assert_eq!(m.get(), 0);
 }

@@ -24,9 +24,13 @@ pub(crate) mod sync {
     }
 
     #[cfg(shardcount_loom)]
-    pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+    pub(crate) use loom::sync::{
+        Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    };
     #[cfg(not(shardcount_loom))]
-    pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+    pub(crate) use std::sync::{
+        Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    };
 
     /// Locks `m`, ignoring poison: the crate's locks guard nothing that a
     /// panicking holder could leave half-updated.
@@ -34,6 +38,18 @@ pub(crate) mod sync {
     pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         // Both std's and loom's `lock` return std's `LockResult`.
         m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Read-locks `l`, ignoring poison (as [`lock`]).
+    #[inline]
+    pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+        l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Write-locks `l`, ignoring poison (as [`lock`]).
+    #[inline]
+    pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+        l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

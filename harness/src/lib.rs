@@ -24,6 +24,7 @@ pub mod subjects;
 /// (the suite sizes `fast-counter`'s shard table itself).
 pub mod peers {
     pub use ::contatori;
+    pub use ::dashmap;
     pub use ::fast_counter;
     pub use ::thread_local;
 }

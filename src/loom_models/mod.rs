@@ -11,5 +11,6 @@
 
 mod counter;
 mod local;
+mod many;
 mod rough;
 mod stock;

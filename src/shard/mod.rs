@@ -1,5 +1,11 @@
-//! The grow-only shard table: a chain of cache-padded, power-of-two rows of
-//! atomic words, summed together, freed only when the owner drops it.
+//! The grow-only shard table: a chain of tables of power-of-two counts of
+//! cache-line-aligned rows of atomic words, summed together, freed only when
+//! the owner drops it.
+//!
+//! A row is `row_lines` whole [`Line`]s (16 words, 128 bytes each): one
+//! line for a `Counter` (its word is the line's first), `ceil(n / 16)` lines
+//! for a set of `n` counters, whose cells sit side by side so that one
+//! thread's updates to different counters share that thread's own lines.
 //!
 //! # Protocol
 //!
@@ -36,7 +42,30 @@
 //!   So they differ: no verdict.
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use crate::thread::sampler::{self, Seen};
 use crossbeam_utils::CachePadded;
+
+/// Words per [`Line`].
+pub(crate) const LINE_WORDS: usize = 16;
+
+/// One 128-byte-aligned block of words: the unit a row is made of.
+pub(crate) type Line = CachePadded<[AtomicU64; LINE_WORDS]>;
+
+/// A zeroed line.
+pub(crate) fn zeroed_line() -> Line {
+    CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0)))
+}
+
+/// How many lines a row of `words` words needs (at least one).
+pub(crate) fn lines_for(words: usize) -> usize {
+    words.div_ceil(LINE_WORDS).max(1)
+}
+
+/// Word `i` of the row made of `lines`.
+#[inline]
+pub(crate) fn word(lines: &[Line], i: usize) -> &AtomicU64 {
+    &lines[i / LINE_WORDS][i % LINE_WORDS]
+}
 
 /// A tag's bits: 0 is set, 1..8 hold the cap (0: the default), and from
 /// bit 8 up is the take epoch (see the module docs).
@@ -81,9 +110,11 @@ fn tag_epoch(tag: usize) -> u64 {
 
 /// One table of the chain.
 pub(crate) struct Table {
-    /// A power of two in length.
-    shards: Box<[CachePadded<AtomicU64>]>,
-    /// `shards.len() - 1`: a probe masked with it is in range.
+    /// A power of two of rows, each `row_lines` lines, row after row.
+    lines: Box<[Line]>,
+    /// Lines per row.
+    row_lines: usize,
+    /// Rows - 1.
     mask: usize,
     /// The table this one replaced, or a tag when this is the first.
     older: *mut Table,
@@ -95,14 +126,29 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    /// The shard for a thread's probe.
+    /// The shard for a thread's probe, in a table of one-line rows (its
+    /// first word).
     #[inline]
     pub(crate) fn shard(&self, probe: u32) -> &AtomicU64 {
+        debug_assert_eq!(self.row_lines, 1);
         let i = probe as usize & self.mask;
-        debug_assert!(i < self.shards.len());
-        // SAFETY: `mask` is `shards.len() - 1` and the length is a power
-        // of two, so `i <= mask < len`.
-        unsafe { self.shards.get_unchecked(i) }
+        debug_assert!(i < self.lines.len());
+        // SAFETY: there are `mask + 1` rows of at least one line each, so
+        // `i <= mask < lines.len()`.
+        let line = unsafe { self.lines.get_unchecked(i) };
+        &line[0]
+    }
+
+    /// The row for a thread's probe: `row_lines` lines.
+    #[inline]
+    pub(crate) fn row(&self, probe: u32) -> &[Line] {
+        let start = (probe as usize & self.mask) * self.row_lines;
+        &self.lines[start..start + self.row_lines]
+    }
+
+    /// How many rows the table has.
+    fn rows(&self) -> usize {
+        self.mask + 1
     }
 }
 
@@ -152,9 +198,9 @@ impl ShardTable {
         }
     }
 
-    /// How many shards the newest table has; 0 without one.
+    /// How many shards (rows) the newest table has; 0 without one.
     pub(crate) fn shards(&self) -> usize {
-        self.table(self.load()).map_or(0, |t| t.shards.len())
+        self.table(self.load()).map_or(0, Table::rows)
     }
 
     /// The most shards this table will grow to (a power of two).
@@ -166,12 +212,14 @@ impl ShardTable {
     }
 
     /// Replaces `current` (a tag or the newest table) by a table twice as
-    /// large (or 2 shards), unless the cap is reached. Returns the head after.
+    /// large (or 2 rows) of `row_lines`-line rows, unless the cap is
+    /// reached. Returns the head after. The owner passes the same
+    /// `row_lines` every time.
     #[cold]
     #[inline(never)]
-    pub(crate) fn grow(&self, current: Head) -> Head {
+    pub(crate) fn grow(&self, current: Head, row_lines: usize) -> Head {
         let (max_log2, len) = match self.table(current) {
-            Some(t) => (t.max_log2, t.shards.len()),
+            Some(t) => (t.max_log2, t.rows()),
             None => (tag_max_log2(current.0.addr()), 0),
         };
         let max = 1usize << max_log2;
@@ -180,9 +228,8 @@ impl ShardTable {
             return current;
         }
         let new = Box::into_raw(Box::new(Table {
-            shards: (0..new_len)
-                .map(|_| CachePadded::new(AtomicU64::new(0)))
-                .collect(),
+            lines: (0..new_len * row_lines).map(|_| zeroed_line()).collect(),
+            row_lines,
             mask: new_len - 1,
             older: current.0,
             max_log2,
@@ -205,14 +252,20 @@ impl ShardTable {
         }
     }
 
-    /// Visits every shard of the newest table and of the older ones.
+    /// Visits every row of the newest table and of the older ones.
     #[inline]
-    pub(crate) fn for_each_shard(&self, mut f: impl FnMut(&AtomicU64)) {
+    pub(crate) fn for_each_row(&self, mut f: impl FnMut(&[Line])) {
         let mut head = self.load();
         while let Some(t) = self.table(head) {
-            t.shards.iter().for_each(|s| f(s));
+            t.lines.chunks_exact(t.row_lines).for_each(&mut f);
             head = Head(t.older);
         }
+    }
+
+    /// Visits every shard (the first word of each one-line row).
+    #[inline]
+    pub(crate) fn for_each_shard(&self, mut f: impl FnMut(&AtomicU64)) {
+        self.for_each_row(|row| f(&row[0][0]));
     }
 
     /// The take epoch of the words `current` covers, as a "before" reading:
@@ -299,6 +352,94 @@ impl ShardTable {
                 Ok(_) => return,
                 Err(h) => now = h,
             }
+        }
+    }
+}
+
+/// Contention checks, written once for every owner of a table. `key` is
+/// the owner's address (the sampler's strikes are kept per owner);
+/// `row_lines` is what the owner passes to [`ShardTable::grow`].
+impl ShardTable {
+    /// A sampled add of `n` that returned `prev` on a word outside the
+    /// table (the owner's base), whose quick re-load already showed another
+    /// value: interference grows the first table at once (there is nowhere
+    /// to move to). `head` is the tag loaded before the add.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn check_base(
+        &self,
+        head: Head,
+        at: &AtomicU64,
+        prev: u64,
+        n: u64,
+        row_lines: usize,
+    ) {
+        let before = self.epoch_before(head);
+        // Acquire: if this reads what a take's swap (Release) left, the
+        // take's start shows in `epoch_after` (module docs).
+        let now = at.load(Ordering::Acquire);
+        if now == prev.wrapping_add(n) {
+            return;
+        }
+        let after = self.epoch_after(head);
+        if sampler::verdict(prev, n, now, before, after) == Seen::Interference {
+            self.grow(head, row_lines);
+        }
+    }
+
+    /// A sampled add on a word of the table: re-loads it and acts on what
+    /// it shows, with the epoch read at this thread's previous check on the
+    /// same owner as the "before" reading, so the hot path reads no epoch.
+    /// On interference the thread moves at once; interference that persists
+    /// doubles the table.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn check_shard(
+        &self,
+        key: usize,
+        head: Head,
+        at: &AtomicU64,
+        prev: u64,
+        n: u64,
+        row_lines: usize,
+    ) {
+        // Acquire: as in `check_base`.
+        let now = at.load(Ordering::Acquire);
+        let before = sampler::swap_epoch(key, self.epoch_before(head));
+        if now == prev.wrapping_add(n) {
+            sampler::quiet(key);
+            return;
+        }
+        let after = self.epoch_after(head);
+        if sampler::verdict(prev, n, now, before, after) == Seen::Interference
+            && sampler::collided(key)
+        {
+            self.grow(head, row_lines);
+        }
+    }
+
+    /// Another writer changed a word between this thread's read of it and
+    /// its compare-exchange (a failed exchange): interference unless a take
+    /// ran meanwhile. `before` is [`epoch_before`](Self::epoch_before) read
+    /// before that read of the word; the failed exchange must have read the
+    /// word with `Acquire`. On the base (`on_base`) this grows the first
+    /// table; on a shard it moves the thread, and persisting, grows.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn exchange_lost(
+        &self,
+        key: usize,
+        head: Head,
+        before: Option<u64>,
+        on_base: bool,
+        row_lines: usize,
+    ) {
+        let after = self.epoch_after(head);
+        if before != Some(after) {
+            return;
+        }
+        if on_base || sampler::collided(key) {
+            self.grow(head, row_lines);
         }
     }
 }

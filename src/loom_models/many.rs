@@ -1,0 +1,243 @@
+//! Loom models of `CounterSet` (`src/set.rs`) and `MaxCounter` /
+//! `MinCounter` (`src/accumulator.rs`). Under loom every add is sampled, so
+//! interleavings with another writer grow rows inside the model.
+
+use crate::{CounterSet, MaxCounter, MinCounter};
+use loom::sync::Arc;
+use loom::thread;
+
+/// Adds to two counters of a set racing two row allocations (base → 2 rows
+/// → 4 rows): every count lands in some row that reads visit.
+#[test]
+fn set_add_racing_row_allocation() {
+    loom::model(|| {
+        let s = Arc::new(CounterSet::with_max_shards(3, 4));
+        let grower = {
+            let s = s.clone();
+            thread::spawn(move || {
+                s.grow_once();
+                s.grow_once();
+            })
+        };
+        let adder = {
+            let s = s.clone();
+            thread::spawn(move || {
+                s.add(0, 5);
+                s.add(2, 7);
+            })
+        };
+        s.add(2, 1);
+        grower.join().unwrap();
+        adder.join().unwrap();
+        assert_eq!(s.shards(), 4);
+        assert_eq!(s.snapshot(), vec![5, 0, 8]);
+    });
+}
+
+/// Two threads adding to the same counter on the base: interference grows
+/// rows inside the model, and no count is lost across the switch.
+#[test]
+fn set_racing_adds_grow_without_loss() {
+    loom::model(|| {
+        let s = Arc::new(CounterSet::with_max_shards(2, 2));
+        let other = {
+            let s = s.clone();
+            thread::spawn(move || {
+                s.add(1, 10);
+                s.add(0, 1);
+            })
+        };
+        s.add(1, 1);
+        other.join().unwrap();
+        assert_eq!(s.snapshot(), vec![1, 11]);
+    });
+}
+
+/// `take_all` racing adds to two counters and a growth: every add is in
+/// exactly one take or in the final snapshot, never lost or doubled.
+#[test]
+fn set_take_all_racing_adds() {
+    loom::model(|| {
+        let s = Arc::new(CounterSet::with_max_shards(2, 2));
+        let adder = {
+            let s = s.clone();
+            thread::spawn(move || {
+                s.add(0, 1);
+                s.add(1, 2);
+            })
+        };
+        let taker = {
+            let s = s.clone();
+            thread::spawn(move || {
+                s.grow_once();
+                s.take_all()
+            })
+        };
+        let mine = s.take_all();
+        let theirs = taker.join().unwrap();
+        adder.join().unwrap();
+        let rest = s.snapshot();
+        for i in 0..2 {
+            assert_eq!(mine[i] + theirs[i] + rest[i], [1, 2][i], "counter {i}");
+        }
+    });
+}
+
+/// A take alone never grows a set: the shared take epoch gives no verdict.
+#[test]
+fn set_take_never_grows() {
+    loom::model(|| {
+        let s = Arc::new(CounterSet::with_max_shards(2, 4));
+        let taker = {
+            let s = s.clone();
+            thread::spawn(move || s.take_all())
+        };
+        s.add(1, 1);
+        s.add(1, 2);
+        let taken = taker.join().unwrap();
+        assert_eq!(taken[1] + s.get(1), 3);
+        assert_eq!(s.shards(), 0, "a take alone grew the set");
+    });
+}
+
+/// Two raises racing on the base: the larger wins, whichever order, and a
+/// concurrent reader never sees a value nobody recorded or a decrease.
+#[test]
+fn max_racing_max() {
+    loom::model(|| {
+        let m = Arc::new(MaxCounter::new());
+        let other = {
+            let m = m.clone();
+            thread::spawn(move || {
+                m.record(3);
+                m.record(9);
+            })
+        };
+        m.record(5);
+        let first = m.get();
+        let second = m.get();
+        assert!([5, 9].contains(&first), "read {first}");
+        assert!(second >= first, "max went back: {first} -> {second}");
+        other.join().unwrap();
+        assert_eq!(m.get(), 9);
+    });
+}
+
+/// Raises racing a growth and a take: every record is reflected in the
+/// take or stays, and the final value is exact.
+#[test]
+fn max_take_racing_raises_and_growth() {
+    loom::model(|| {
+        let m = Arc::new(MaxCounter::new());
+        let other = {
+            let m = m.clone();
+            thread::spawn(move || {
+                m.grow_once();
+                m.record(7);
+            })
+        };
+        m.record(4);
+        let taken = m.take();
+        other.join().unwrap();
+        let rest = m.get();
+        // 4 happened-before the take: it got at least 4. 7 is in the take
+        // or stays.
+        assert!(taken >= 4, "take lost 4: {taken}");
+        assert!(taken == 7 || rest == 7, "7 lost: took {taken}, left {rest}");
+        assert!(rest == 0 || rest == 7, "left {rest}");
+    });
+}
+
+/// The minimum through the same code, complemented.
+#[test]
+fn min_racing_min() {
+    loom::model(|| {
+        let m = Arc::new(MinCounter::new());
+        let other = {
+            let m = m.clone();
+            thread::spawn(move || m.record(2))
+        };
+        m.record(6);
+        other.join().unwrap();
+        assert_eq!(m.get(), 2);
+    });
+}
+
+/// Two threads' first adds of the same key race its interning: one index,
+/// one counter, no count lost.
+#[test]
+fn map_interning_racing_first_adds() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        let other = {
+            let m = m.clone();
+            thread::spawn(move || m.add(&7, 1))
+        };
+        m.add(&7, 2);
+        other.join().unwrap();
+        assert_eq!(m.len(), 1);
+        assert_eq!(m.snapshot(), vec![(7, 3)]);
+    });
+}
+
+/// Adds through a handle (chunk 0) race the allocation of chunk 1 by a new
+/// key's interning, and a snapshot: the snapshot never shows more than was
+/// added, and the end state is exact.
+#[test]
+fn map_add_racing_chunk_allocation() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        m.add(&0, 1);
+        m.add(&1, 0); // chunk 0 full (2 counters under loom)
+        let h = m.handle(&0);
+        let other = {
+            let m = m.clone();
+            thread::spawn(move || m.add(&2, 5)) // allocates chunk 1
+        };
+        h.add(2);
+        let seen = m.snapshot();
+        assert!(seen.len() == 2 || seen.len() == 3, "{seen:?}");
+        assert!(seen[0].1 == 1 || seen[0].1 == 3, "{seen:?}");
+        other.join().unwrap();
+        assert_eq!(m.snapshot(), vec![(0, 3), (1, 0), (2, 5)]);
+        assert_eq!(m.allocated_chunks(), 2);
+    });
+}
+
+/// `take_all` racing adds by key: each add is in the take or stays.
+#[test]
+fn map_take_all_racing_adds() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        let h = m.handle(&1);
+        let other = {
+            let m = m.clone();
+            thread::spawn(move || {
+                m.add(&1, 1);
+                m.add(&1, 2);
+            })
+        };
+        let taken = m.take_all();
+        other.join().unwrap();
+        let got: u64 = taken.iter().map(|&(_, v)| v).sum::<u64>() + h.get();
+        assert_eq!(got, 3);
+    });
+}
+
+/// Keys beyond the bound go to the overflow counter, racing or not.
+#[test]
+fn map_overflow_racing_interning() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::with_max_keys(1));
+        let other = {
+            let m = m.clone();
+            thread::spawn(move || m.add(&1, 10))
+        };
+        m.add(&2, 20);
+        other.join().unwrap();
+        assert_eq!(m.len(), 1);
+        let kept = m.snapshot()[0];
+        assert!(kept == (1, 10) || kept == (2, 20), "{kept:?}");
+        assert_eq!(m.overflow() + kept.1, 30);
+    });
+}

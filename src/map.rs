@@ -1,0 +1,521 @@
+//! `CounterMap<K>`: counters created on first use of a key, in chunks of
+//! [`CounterSet`]s that never move.
+//!
+//! # Protocol
+//!
+//! * `keys: RwLock<HashMap<K, usize>>` interns keys to dense indices
+//!   `0, 1, 2, ...` in order of first use. Lookups take it for reading; a
+//!   new key takes it for writing, looks again (two threads racing on a
+//!   new key get one index), allocates the chunk its index needs if that
+//!   is still null, and only then inserts the key. Adds through a
+//!   [`CounterHandle`] never take it.
+//! * `chunks: Box<[AtomicPtr<CounterSet>]>` is fixed at construction
+//!   (`ceil(max_keys / CHUNK)` entries). Entry `c` is null, or a
+//!   `CounterSet` of `CHUNK` counters holding indices `c·CHUNK ..`, stored
+//!   once with `Release` by the write-lock holder (the only writer) and
+//!   read with `Acquire`, so the set's initialisation is visible to every
+//!   reader that finds the pointer (snapshots, a handle made from an index
+//!   read under the lock). A chunk is freed only when the map drops.
+//! * Counting is the chunk's `CounterSet` protocol (`src/set.rs`): base row
+//!   first, shard rows on contention, lossless `take_all`.
+//! * `overflow`: a one-counter `CounterSet` that takes every add for a key
+//!   beyond the bound.
+
+use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
+use crate::primitive::sync::{read, write, RwLock};
+use crate::CounterSet;
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+use std::ptr;
+
+/// Counters per chunk: 1 KB of base row (8 lines); a contended chunk grows
+/// rows of the same size, so one hot key costs rows of 128 counters, not of
+/// the whole map.
+#[cfg(not(shardcount_loom))]
+const CHUNK: usize = 128;
+/// Models need a second chunk within a handful of keys.
+#[cfg(shardcount_loom)]
+const CHUNK: usize = 2;
+
+/// The bound [`CounterMap::new`] sets.
+#[cfg(not(shardcount_loom))]
+const DEFAULT_MAX_KEYS: usize = 1 << 16;
+#[cfg(shardcount_loom)]
+const DEFAULT_MAX_KEYS: usize = 4;
+
+/// A map from keys to exact counters, each created on the key's first use.
+///
+/// Each key is interned once (under a lock) to a stable index into chunks
+/// of [`CounterSet`] counters that never move; [`handle`](Self::handle)
+/// returns a [`CounterHandle`] whose adds go straight to the cell, no
+/// hashing, no lock: about the cost of a `CounterSet::add`.
+/// [`add`](Self::add) by key does one lookup under a read lock, then the
+/// same add.
+///
+/// # Bound
+///
+/// At most [`max_keys`](Self::max_keys) keys get their own counter (65,536
+/// for [`new`](Self::new), any number with
+/// [`with_max_keys`](Self::with_max_keys)). Adds for further keys are
+/// counted in one overflow counter ([`overflow`](Self::overflow)): never
+/// dropped, and memory stays bounded whatever keys arrive.
+///
+/// # Memory
+///
+/// One pointer per 128 possible keys, allocated up front (`max_keys / 16`
+/// bytes); counters in chunks of 128, each a `CounterSet` of 1 KB while
+/// never contended (8 bytes per counter); each key once in the intern map
+/// with its index. A contended chunk grows shard rows of 1 KB (2, then
+/// doubling up to the cap, older rows kept): about 8 bytes × (1 + 2 × cap)
+/// per counter of that chunk only. Nothing is freed before the map drops.
+///
+/// # Reads
+///
+/// As for [`CounterSet`]: exact at quiescence; under concurrent adds not a
+/// snapshot of one instant; [`take_all`](Self::take_all) loses nothing.
+///
+/// # Example
+///
+/// ```
+/// use shardcount::CounterMap;
+///
+/// let hits: CounterMap<&str> = CounterMap::new();
+/// let home = hits.handle(&"/");
+/// std::thread::scope(|s| {
+///     for _ in 0..2 {
+///         s.spawn(|| {
+///             for _ in 0..1000 {
+///                 home.inc(); // no hashing, no lock
+///             }
+///             hits.add(&"/about", 1);
+///         });
+///     }
+/// });
+/// assert_eq!(hits.get(&"/"), Some(2000));
+/// let mut all = hits.snapshot();
+/// all.sort();
+/// assert_eq!(all, vec![("/", 2000), ("/about", 2)]);
+/// ```
+pub struct CounterMap<K> {
+    keys: RwLock<HashMap<K, usize>>,
+    chunks: Box<[AtomicPtr<CounterSet>]>,
+    max_keys: usize,
+    overflow: CounterSet,
+}
+
+/// One counter of a [`CounterMap`]: where its cell is, found once. `Copy`;
+/// its adds hash nothing and lock nothing.
+///
+/// ```
+/// let m = shardcount::CounterMap::new();
+/// let h = m.handle(&7u32);
+/// let h2 = h; // Copy
+/// h.add(2);
+/// h2.inc();
+/// assert_eq!(h.get(), 3);
+/// assert_eq!(m.get(&7), Some(3));
+/// ```
+#[derive(Clone, Copy)]
+pub struct CounterHandle<'a> {
+    set: &'a CounterSet,
+    i: usize,
+}
+
+impl CounterHandle<'_> {
+    /// Adds `v`, wrapping at 2<sup>64</sup>.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// m.handle(&"a").add(4);
+    /// assert_eq!(m.get(&"a"), Some(4));
+    /// ```
+    #[inline]
+    pub fn add(&self, v: u64) {
+        self.set.add(self.i, v);
+    }
+
+    /// Subtracts `v`, wrapping below zero.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// m.handle(&"a").sub(1);
+    /// assert_eq!(m.get(&"a"), Some(u64::MAX));
+    /// ```
+    #[inline]
+    pub fn sub(&self, v: u64) {
+        self.set.sub(self.i, v);
+    }
+
+    /// Adds one.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// m.handle(&"a").inc();
+    /// assert_eq!(m.get(&"a"), Some(1));
+    /// ```
+    #[inline]
+    pub fn inc(&self) {
+        self.set.add(self.i, 1);
+    }
+
+    /// This counter's total (the overflow counter's, for a handle to a key
+    /// beyond the bound); exact at quiescence.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// let h = m.handle(&"a");
+    /// h.add(3);
+    /// assert_eq!(h.get(), 3);
+    /// ```
+    #[must_use]
+    pub fn get(&self) -> u64 {
+        self.set.get(self.i)
+    }
+}
+
+impl fmt::Debug for CounterHandle<'_> {
+    /// Shows the counter's total.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// let h = m.handle(&1u8);
+    /// h.inc();
+    /// assert_eq!(format!("{h:?}"), "CounterHandle { total: 1 }");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CounterHandle")
+            .field("total", &self.get())
+            .finish()
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
+    /// An empty map that gives up to 65,536 keys their own counter.
+    ///
+    /// ```
+    /// let m: shardcount::CounterMap<String> = shardcount::CounterMap::new();
+    /// assert_eq!(m.max_keys(), 65_536);
+    /// assert!(m.is_empty());
+    /// ```
+    #[must_use]
+    pub fn new() -> Self {
+        CounterMap::with_max_keys(DEFAULT_MAX_KEYS)
+    }
+
+    /// An empty map that gives up to `max_keys` keys their own counter and
+    /// counts every add for a further key in [`overflow`](Self::overflow).
+    /// Allocates `ceil(max_keys / 128)` pointers now.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::with_max_keys(1);
+    /// m.add(&"a", 1);
+    /// m.add(&"b", 2); // beyond the bound
+    /// m.add(&"c", 3);
+    /// assert_eq!(m.get(&"a"), Some(1));
+    /// assert_eq!(m.get(&"b"), None);
+    /// assert_eq!(m.overflow(), 5);
+    /// ```
+    #[must_use]
+    pub fn with_max_keys(max_keys: usize) -> Self {
+        CounterMap {
+            keys: RwLock::new(HashMap::new()),
+            chunks: (0..max_keys.div_ceil(CHUNK))
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect(),
+            max_keys,
+            overflow: CounterSet::new(1),
+        }
+    }
+
+    /// The chunk `c`, if allocated.
+    #[inline]
+    fn chunk(&self, c: usize) -> Option<&CounterSet> {
+        // Acquire: pairs with the Release store in `intern`, so the set is
+        // initialised before it is used.
+        let p = self.chunks[c].load(Ordering::Acquire);
+        // SAFETY: a non-null entry came from `Box::into_raw` in `intern` and
+        // is freed only in `drop`, which takes `&mut self`: it outlives this
+        // borrow of `self`.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// The handle of the counter at index `i` (interned, so its chunk is
+    /// allocated).
+    #[inline]
+    fn at(&self, i: usize) -> CounterHandle<'_> {
+        let set = self
+            .chunk(i / CHUNK)
+            .expect("shardcount: an interned index's chunk is allocated before the key is");
+        CounterHandle { set, i: i % CHUNK }
+    }
+
+    fn overflow_handle(&self) -> CounterHandle<'_> {
+        CounterHandle {
+            set: &self.overflow,
+            i: 0,
+        }
+    }
+
+    /// The counter for `key`, created (at zero) if the key is new. For a key
+    /// beyond [`max_keys`](Self::max_keys), the overflow counter. Keep it to
+    /// add without hashing.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// let h = m.handle(&"jobs");
+    /// h.inc();
+    /// assert_eq!(m.len(), 1);
+    /// ```
+    pub fn handle(&self, key: &K) -> CounterHandle<'_> {
+        {
+            let keys = read(&self.keys);
+            if let Some(&i) = keys.get(key) {
+                return self.at(i);
+            }
+            if keys.len() >= self.max_keys {
+                return self.overflow_handle();
+            }
+        }
+        self.intern(key)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn intern(&self, key: &K) -> CounterHandle<'_> {
+        let mut keys = write(&self.keys);
+        // Another thread may have interned it since our read.
+        if let Some(&i) = keys.get(key) {
+            return self.at(i);
+        }
+        let i = keys.len();
+        if i >= self.max_keys {
+            return self.overflow_handle();
+        }
+        let slot = &self.chunks[i / CHUNK];
+        // Relaxed: only the write-lock holder stores, and the lock orders
+        // this load after every earlier store.
+        if slot.load(Ordering::Relaxed).is_null() {
+            let set = Box::into_raw(Box::new(CounterSet::new(CHUNK)));
+            // Release: publishes the initialised set to `chunk`'s Acquire.
+            slot.store(set, Ordering::Release);
+        }
+        keys.insert(key.clone(), i);
+        drop(keys);
+        self.at(i)
+    }
+
+    /// Adds `v` to `key`'s counter (created if new; the overflow counter
+    /// beyond the bound): one lookup under a read lock, then the add.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// m.add(&"a", 2);
+    /// m.add(&"a", 3);
+    /// assert_eq!(m.get(&"a"), Some(5));
+    /// ```
+    pub fn add(&self, key: &K, v: u64) {
+        self.handle(key).add(v);
+    }
+
+    /// Adds one to `key`'s counter (see [`add`](Self::add)).
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// m.inc(&'x');
+    /// assert_eq!(m.get(&'x'), Some(1));
+    /// ```
+    pub fn inc(&self, key: &K) {
+        self.handle(key).add(1);
+    }
+
+    /// `key`'s total, or `None` if it has no counter (never used, or beyond
+    /// the bound: then it is in [`overflow`](Self::overflow)). Exact at
+    /// quiescence. Creates nothing.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// m.add(&"a".to_string(), 1);
+    /// assert_eq!(m.get("a"), Some(1)); // any borrowed form of the key
+    /// assert_eq!(m.get("b"), None);
+    /// ```
+    #[must_use]
+    pub fn get<Q>(&self, key: &Q) -> Option<u64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let i = *read(&self.keys).get(key)?;
+        Some(self.at(i).get())
+    }
+
+    /// Every key with its total, in the order keys were first used. Holds
+    /// the read lock throughout (new keys wait; adds do not). Exact at
+    /// quiescence.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// m.add(&"b", 2);
+    /// m.add(&"a", 1);
+    /// assert_eq!(m.snapshot(), vec![("b", 2), ("a", 1)]);
+    /// ```
+    #[must_use]
+    pub fn snapshot(&self) -> Vec<(K, u64)> {
+        self.collect(CounterSet::snapshot_into)
+    }
+
+    /// Every key with its total, leaving every counter at zero (the keys
+    /// stay), losing nothing that other threads add meanwhile: each add is
+    /// in exactly one take or stays. The overflow counter is not taken (see
+    /// [`take_overflow`](Self::take_overflow)).
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// m.add(&"a", 1);
+    /// assert_eq!(m.take_all(), vec![("a", 1)]);
+    /// assert_eq!(m.get(&"a"), Some(0));
+    /// ```
+    #[must_use]
+    pub fn take_all(&self) -> Vec<(K, u64)> {
+        self.collect(CounterSet::take_all_into)
+    }
+
+    /// Reads every chunk with `read` and pairs the totals with their keys.
+    fn collect(&self, read_chunk: impl Fn(&CounterSet, &mut [u64])) -> Vec<(K, u64)> {
+        let keys = read(&self.keys);
+        let mut totals = vec![0u64; keys.len().div_ceil(CHUNK) * CHUNK];
+        for (c, out) in totals.chunks_mut(CHUNK).enumerate() {
+            let set = self
+                .chunk(c)
+                .expect("shardcount: an interned index's chunk is allocated");
+            read_chunk(set, out);
+        }
+        let mut by_index: Vec<(usize, &K)> = keys.iter().map(|(k, &i)| (i, k)).collect();
+        by_index.sort_unstable_by_key(|&(i, _)| i);
+        by_index
+            .into_iter()
+            .map(|(i, k)| (k.clone(), totals[i]))
+            .collect()
+    }
+
+    /// How many keys have their own counter.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// m.inc(&1);
+    /// m.inc(&2);
+    /// m.inc(&1);
+    /// assert_eq!(m.len(), 2);
+    /// ```
+    #[must_use]
+    pub fn len(&self) -> usize {
+        read(&self.keys).len()
+    }
+
+    /// Whether no key has a counter yet.
+    ///
+    /// ```
+    /// assert!(shardcount::CounterMap::<u8>::new().is_empty());
+    /// ```
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many keys get their own counter.
+    ///
+    /// ```
+    /// assert_eq!(shardcount::CounterMap::<u8>::with_max_keys(10).max_keys(), 10);
+    /// ```
+    #[must_use]
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    /// The total of every add for keys beyond the bound.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::with_max_keys(0);
+    /// m.add(&"a", 3);
+    /// assert_eq!(m.overflow(), 3);
+    /// ```
+    #[must_use]
+    pub fn overflow(&self) -> u64 {
+        self.overflow.get(0)
+    }
+
+    /// Takes the overflow total, leaving it at zero (lossless, as
+    /// [`take_all`](Self::take_all)).
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::with_max_keys(0);
+    /// m.add(&"a", 3);
+    /// assert_eq!(m.take_overflow(), 3);
+    /// assert_eq!(m.overflow(), 0);
+    /// ```
+    pub fn take_overflow(&self) -> u64 {
+        let mut out = [0];
+        self.overflow.take_all_into(&mut out);
+        out[0]
+    }
+
+    /// How many chunks of 128 counters are allocated: a diagnostic of
+    /// memory use, at most `ceil(max_keys / 128)`.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// assert_eq!(m.allocated_chunks(), 0);
+    /// m.inc(&"a");
+    /// assert_eq!(m.allocated_chunks(), 1);
+    /// ```
+    #[must_use]
+    pub fn allocated_chunks(&self) -> usize {
+        (0..self.chunks.len())
+            .filter(|&c| self.chunk(c).is_some())
+            .count()
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync> Default for CounterMap<K> {
+    /// Same as [`CounterMap::new`].
+    ///
+    /// ```
+    /// let m: shardcount::CounterMap<u8> = Default::default();
+    /// assert!(m.is_empty());
+    /// ```
+    fn default() -> Self {
+        CounterMap::new()
+    }
+}
+
+impl<K> fmt::Debug for CounterMap<K> {
+    /// Shows the number of keys, the bound and the overflow total.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::with_max_keys(4);
+    /// m.inc(&"a");
+    /// assert_eq!(format!("{m:?}"), "CounterMap { keys: 1, max_keys: 4, overflow: 0 }");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CounterMap")
+            .field("keys", &read(&self.keys).len())
+            .field("max_keys", &self.max_keys)
+            .field("overflow", &self.overflow.get(0))
+            .finish()
+    }
+}
+
+impl<K> Drop for CounterMap<K> {
+    fn drop(&mut self) {
+        for slot in self.chunks.iter() {
+            // Relaxed: `&mut self` means every other access happened-before.
+            let p = slot.load(Ordering::Relaxed);
+            if !p.is_null() {
+                // SAFETY: a non-null entry came from `Box::into_raw` in
+                // `intern`, is owned by this map alone and is freed once, here.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
+}

@@ -1,0 +1,465 @@
+//! `CounterSet`: `n` exact counters in one shard-major block: a base row,
+//! then a [`ShardTable`] of rows of the same width once threads contend.
+//!
+//! # Protocol
+//!
+//! * `base: Box<[Line]>` is the base row: counter `i` is word `i` of it.
+//!   It holds every count added while no table exists, and stays part of
+//!   every sum for ever (as `Counter`'s base word does).
+//! * `table: ShardTable` is the grow-only chain of rows, each the same
+//!   width as the base row (`ceil(n / 16)` 128-byte lines), published and
+//!   grown as that module's docs say; counter `i` of a row is its word `i`.
+//! * Counting uses `Relaxed` read-modify-writes, one per add, on one word:
+//!   exactness follows from RMW atomicity alone, nothing is published
+//!   through counts.
+//! * Contention is detected per word exactly as `Counter` does it (the same
+//!   code, in `shard`): a sampled add re-loads its word with `Acquire`; a
+//!   value other than the one it left means another adder wrote the same
+//!   counter. The whole set shares one take epoch, bumped by
+//!   [`take_all`](CounterSet::take_all), whose swaps are `Release`.
+//!
+//! Limit: two threads that update *different* counters of one line share
+//! that line without writing the same word; the re-load cannot see that,
+//! so such false sharing alone does not grow the set.
+
+use crate::primitive::sync::atomic::{AtomicU64, Ordering};
+use crate::shard::{lines_for, word, zeroed_line, Line, ShardTable, LINE_WORDS};
+use crate::thread::{self, sampler, MAX_SHARDS};
+use std::fmt;
+
+/// A fixed number of exact `u64` counters, indexed `0..len()`, that share
+/// their shards.
+///
+/// Shard-major: each shard is a *row* of `len()` words side by side,
+/// 128-byte aligned, so a thread updating many counters of its own row
+/// writes only its own cache lines. Like [`Counter`](crate::Counter) it is
+/// base-first: a set that is never contended is a single row, and an add is
+/// one `fetch_add` and a test on the value it returned. Rows are added (2,
+/// then doubling, up to a cap) when threads are seen adding to the same
+/// counter at the same time.
+///
+/// Arithmetic is modulo 2<sup>64</sup> per counter, as with `AtomicU64`.
+///
+/// # Reads
+///
+/// [`get`](Self::get) and [`snapshot_into`](Self::snapshot_into) are exact at
+/// quiescence and include every update that happened-before them; under
+/// concurrent updates they are not a snapshot of one instant.
+/// [`take_all`](Self::take_all) loses nothing: every update is counted by
+/// exactly one take, or stays in the set.
+///
+/// # Memory
+///
+/// A row is `ceil(len / 16)` lines of 128 bytes (8 bytes per counter,
+/// rounded up to the line). An uncontended set is one row. A contended one
+/// grows tables of 2, 4, ... up to the cap rows, all kept until the set is
+/// dropped: at most about `1 + 2 × cap` rows (cap: see
+/// [`with_max_shards`](Self::with_max_shards)).
+///
+/// # Example
+///
+/// ```
+/// use shardcount::CounterSet;
+///
+/// const GET: usize = 0;
+/// const PUT: usize = 1;
+/// let requests = CounterSet::new(2);
+/// std::thread::scope(|s| {
+///     for _ in 0..2 {
+///         s.spawn(|| {
+///             for _ in 0..1000 {
+///                 requests.inc(GET);
+///             }
+///             requests.add(PUT, 3);
+///         });
+///     }
+/// });
+/// assert_eq!(requests.get(GET), 2000);
+/// assert_eq!(requests.take_all(), vec![2000, 6]);
+/// assert_eq!(requests.get(PUT), 0);
+/// ```
+pub struct CounterSet {
+    base: Box<[Line]>,
+    len: usize,
+    table: ShardTable,
+}
+
+impl CounterSet {
+    /// `n` counters at zero, with the default shard cap (as
+    /// [`Counter::new`](crate::Counter::new)).
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(3);
+    /// assert_eq!(s.len(), 3);
+    /// assert_eq!(s.get(2), 0);
+    /// ```
+    #[must_use]
+    pub fn new(n: usize) -> Self {
+        CounterSet::build(n, ShardTable::new(None))
+    }
+
+    /// `n` counters at zero that grow to at most `max_shards` rows besides
+    /// the base row (rounded up to a power of two; 1: never grows).
+    ///
+    /// # Panics
+    ///
+    /// If `max_shards` is 0 or above 65536.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::with_max_shards(10, 3);
+    /// assert_eq!(s.max_shards(), 4);
+    /// ```
+    #[must_use]
+    pub fn with_max_shards(n: usize, max_shards: usize) -> Self {
+        assert!(
+            (1..=MAX_SHARDS).contains(&max_shards),
+            "shardcount: CounterSet::with_max_shards: need 1..=65536 shards, got {max_shards}"
+        );
+        let log2 = max_shards.next_power_of_two().trailing_zeros();
+        CounterSet::build(n, ShardTable::new(Some(log2)))
+    }
+
+    fn build(n: usize, table: ShardTable) -> Self {
+        CounterSet {
+            base: (0..lines_for(n)).map(|_| zeroed_line()).collect(),
+            len: n,
+            table,
+        }
+    }
+
+    /// How many counters the set holds.
+    ///
+    /// ```
+    /// assert_eq!(shardcount::CounterSet::new(4).len(), 4);
+    /// ```
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the set holds no counter.
+    ///
+    /// ```
+    /// assert!(shardcount::CounterSet::new(0).is_empty());
+    /// ```
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn out_of_range(&self, i: usize) -> ! {
+        panic!(
+            "shardcount: CounterSet index out of range: the len is {} but the index is {i}",
+            self.len
+        )
+    }
+
+    /// Lines per row.
+    #[inline]
+    fn row_lines(&self) -> usize {
+        self.base.len()
+    }
+
+    /// Adds `v` to counter `i`, wrapping at 2<sup>64</sup>.
+    ///
+    /// # Panics
+    ///
+    /// If `i >= len()`, naming both (as slice indexing does).
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(2);
+    /// s.add(1, 5);
+    /// assert_eq!(s.get(1), 5);
+    /// ```
+    #[inline]
+    #[track_caller]
+    pub fn add(&self, i: usize, v: u64) {
+        if self.try_add(i, v).is_none() {
+            self.out_of_range(i);
+        }
+    }
+
+    /// Adds `v` to counter `i` if there is one; `None` (and no change) if
+    /// `i >= len()`.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(2);
+    /// assert_eq!(s.try_add(1, 5), Some(()));
+    /// assert_eq!(s.try_add(2, 5), None);
+    /// ```
+    #[inline]
+    pub fn try_add(&self, i: usize, v: u64) -> Option<()> {
+        if i >= self.len {
+            return None;
+        }
+        let head = self.table.load();
+        match self.table.table(head) {
+            None => {
+                let at = word(&self.base, i);
+                // Relaxed: a lone RMW; nothing is published through counts.
+                let prev = at.fetch_add(v, Ordering::Relaxed);
+                // Acquire: pairs with a take's Release swap (see `shard`).
+                if sampler::sampled(prev, v) && at.load(Ordering::Acquire) != prev.wrapping_add(v) {
+                    self.table.check_base(head, at, prev, v, self.row_lines());
+                }
+            }
+            Some(t) => {
+                let at = word(t.row(thread::probe()), i);
+                // Relaxed: as above.
+                let prev = at.fetch_add(v, Ordering::Relaxed);
+                if sampler::sampled(prev, v) {
+                    let key = std::ptr::from_ref(self).addr();
+                    self.table
+                        .check_shard(key, head, at, prev, v, self.row_lines());
+                }
+            }
+        }
+        Some(())
+    }
+
+    /// Subtracts `v` from counter `i`, wrapping below zero.
+    ///
+    /// # Panics
+    ///
+    /// If `i >= len()`.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(1);
+    /// s.sub(0, 1);
+    /// assert_eq!(s.get(0), u64::MAX);
+    /// ```
+    #[inline]
+    #[track_caller]
+    pub fn sub(&self, i: usize, v: u64) {
+        self.add(i, v.wrapping_neg());
+    }
+
+    /// Adds one to counter `i`.
+    ///
+    /// # Panics
+    ///
+    /// If `i >= len()`.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(1);
+    /// s.inc(0);
+    /// assert_eq!(s.get(0), 1);
+    /// ```
+    #[inline]
+    #[track_caller]
+    pub fn inc(&self, i: usize) {
+        self.add(i, 1);
+    }
+
+    /// Counter `i`'s total, modulo 2<sup>64</sup>: exact at quiescence,
+    /// includes every update that happened-before the call.
+    ///
+    /// Cost: one load per row.
+    ///
+    /// # Panics
+    ///
+    /// If `i >= len()`.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(1);
+    /// s.add(0, 2);
+    /// assert_eq!(s.get(0), 2);
+    /// ```
+    #[must_use]
+    #[track_caller]
+    pub fn get(&self, i: usize) -> u64 {
+        match self.get_checked(i) {
+            Some(v) => v,
+            None => self.out_of_range(i),
+        }
+    }
+
+    /// Counter `i`'s total, or `None` if `i >= len()`.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(1);
+    /// assert_eq!(s.get_checked(0), Some(0));
+    /// assert_eq!(s.get_checked(1), None);
+    /// ```
+    #[must_use]
+    pub fn get_checked(&self, i: usize) -> Option<u64> {
+        if i >= self.len {
+            return None;
+        }
+        // Relaxed: a count read publishes nothing; coherence alone makes it
+        // include every update that happened-before this call.
+        let mut total = word(&self.base, i).load(Ordering::Relaxed);
+        self.table.for_each_row(|row| {
+            // Relaxed: as above.
+            total = total.wrapping_add(word(row, i).load(Ordering::Relaxed));
+        });
+        Some(total)
+    }
+
+    /// Adds every row `f` makes of a row into `out[..len]`.
+    fn fold_rows(&self, out: &mut [u64], mut f: impl FnMut(&AtomicU64) -> u64) {
+        let mut row_into = |row: &[Line]| {
+            for (chunk, line) in out.chunks_mut(LINE_WORDS).zip(row) {
+                for (o, w) in chunk.iter_mut().zip(line.iter()) {
+                    *o = o.wrapping_add(f(w));
+                }
+            }
+        };
+        row_into(&self.base);
+        self.table.for_each_row(row_into);
+    }
+
+    #[track_caller]
+    fn check_out(&self, out: &[u64]) {
+        assert_eq!(
+            out.len(),
+            self.len,
+            "shardcount: CounterSet: the output slice's len is {} but the set's is {}",
+            out.len(),
+            self.len
+        );
+    }
+
+    /// Writes every counter's total into `out`, reading each row (each of
+    /// its lines) once, in order. Exact at quiescence; under concurrent
+    /// updates not a snapshot of one instant.
+    ///
+    /// # Panics
+    ///
+    /// If `out.len() != len()`.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(3);
+    /// s.add(0, 1);
+    /// s.add(2, 3);
+    /// let mut out = [9; 3];
+    /// s.snapshot_into(&mut out);
+    /// assert_eq!(out, [1, 0, 3]);
+    /// ```
+    #[track_caller]
+    pub fn snapshot_into(&self, out: &mut [u64]) {
+        self.check_out(out);
+        out.fill(0);
+        // Relaxed: as in `get_checked`.
+        self.fold_rows(out, |w| w.load(Ordering::Relaxed));
+    }
+
+    /// Every counter's total, as a new vector (see
+    /// [`snapshot_into`](Self::snapshot_into)).
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(2);
+    /// s.inc(1);
+    /// assert_eq!(s.snapshot(), vec![0, 1]);
+    /// ```
+    #[must_use]
+    pub fn snapshot(&self) -> Vec<u64> {
+        let mut out = vec![0; self.len];
+        self.snapshot_into(&mut out);
+        out
+    }
+
+    /// Moves every counter's total into `out` and leaves the counters at
+    /// zero, losing nothing while other threads keep adding: each word is
+    /// swapped with zero, so every update is counted by exactly one take or
+    /// stays in the set.
+    ///
+    /// # Panics
+    ///
+    /// If `out.len() != len()`.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(2);
+    /// s.add(0, 4);
+    /// let mut out = [0; 2];
+    /// s.take_all_into(&mut out);
+    /// assert_eq!(out, [4, 0]);
+    /// assert_eq!(s.get(0), 0);
+    /// ```
+    #[track_caller]
+    pub fn take_all_into(&self, out: &mut [u64]) {
+        self.check_out(out);
+        out.fill(0);
+        let epoch = self.table.begin_take();
+        // Release: a checked add that reads what a swap left sees this
+        // take's start (see `shard`); the counts need only the RMW.
+        self.fold_rows(out, |w| w.swap(0, Ordering::Release));
+        self.table.end_take(epoch);
+    }
+
+    /// Every counter's total, as a new vector, leaving the counters at zero
+    /// (see [`take_all_into`](Self::take_all_into)).
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(2);
+    /// s.add(1, 2);
+    /// assert_eq!(s.take_all(), vec![0, 2]);
+    /// assert_eq!(s.take_all(), vec![0, 0]);
+    /// ```
+    #[must_use]
+    pub fn take_all(&self) -> Vec<u64> {
+        let mut out = vec![0; self.len];
+        self.take_all_into(&mut out);
+        out
+    }
+
+    /// How many rows the newest table has besides the base row: 0 while
+    /// the set was never contended. A diagnostic; it only grows.
+    ///
+    /// ```
+    /// assert_eq!(shardcount::CounterSet::new(8).shards(), 0);
+    /// ```
+    #[must_use]
+    pub fn shards(&self) -> usize {
+        self.table.shards()
+    }
+
+    /// The most rows this set grows to besides the base row.
+    ///
+    /// ```
+    /// assert_eq!(shardcount::CounterSet::with_max_shards(8, 2).max_shards(), 2);
+    /// ```
+    #[must_use]
+    pub fn max_shards(&self) -> usize {
+        self.table.max_shards()
+    }
+
+    /// Forces one growth step: for models and tests racing adds against a
+    /// row allocation.
+    #[cfg(test)]
+    pub(crate) fn grow_once(&self) {
+        self.table.grow(self.table.load(), self.row_lines());
+    }
+}
+
+impl Drop for CounterSet {
+    fn drop(&mut self) {
+        // As `Counter`: strikes must not pass to a later owner of the address.
+        sampler::forget(std::ptr::from_ref(self).addr());
+    }
+}
+
+impl fmt::Debug for CounterSet {
+    /// The length, the shard count and up to 16 totals.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(2);
+    /// s.inc(0);
+    /// assert_eq!(format!("{s:?}"), "CounterSet { len: 2, shards: 0, totals: [1, 0] }");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown: Vec<u64> = (0..self.len.min(16)).map(|i| self.get(i)).collect();
+        let mut d = f.debug_struct("CounterSet");
+        d.field("len", &self.len)
+            .field("shards", &self.shards())
+            .field("totals", &shown);
+        if self.len > 16 {
+            d.finish_non_exhaustive()
+        } else {
+            d.finish()
+        }
+    }
+}

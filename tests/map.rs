@@ -1,0 +1,207 @@
+#![cfg(not(shardcount_loom))] // real threads and std atomics; the loom models are in src/loom_models
+//! `CounterMap` on real threads and against a plain `HashMap` model: 8
+//! threads adding to random keys match a sequential reference; takes racing
+//! adds plus the final snapshot equal every add; a million distinct keys
+//! under a bound allocate a bounded number of chunks.
+
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use shardcount::CounterMap;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+const THREADS: u64 = 8;
+
+fn plan(t: u64, keys: u64, ops: usize) -> Vec<(u64, u64)> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x3a9 + t);
+    (0..ops)
+        .map(|_| (rng.gen_range(0..keys), rng.gen_range(1..100)))
+        .collect()
+}
+
+fn reference(threads: u64, keys: u64, ops: usize) -> HashMap<u64, u64> {
+    let mut want = HashMap::new();
+    for t in 0..threads {
+        for (k, v) in plan(t, keys, ops) {
+            *want.entry(k).or_insert(0) += v;
+        }
+    }
+    want
+}
+
+#[test]
+fn eight_threads_random_keys_match_a_sequential_reference() {
+    for keys in [1, 10, 1000] {
+        let ops = 20_000;
+        let m = CounterMap::new();
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let m = &m;
+                s.spawn(move || {
+                    for (i, (k, v)) in plan(t, keys, ops).into_iter().enumerate() {
+                        // Half by key, half through a fresh handle.
+                        if i % 2 == 0 {
+                            m.add(&k, v);
+                        } else {
+                            m.handle(&k).add(v);
+                        }
+                    }
+                });
+            }
+        });
+        let got: HashMap<u64, u64> = m.snapshot().into_iter().collect();
+        let want = reference(THREADS, keys, ops);
+        assert_eq!(got, want, "{keys} keys");
+        assert_eq!(m.len(), want.len());
+        for (k, v) in &want {
+            assert_eq!(m.get(k), Some(*v));
+        }
+        assert_eq!(m.overflow(), 0);
+    }
+}
+
+#[test]
+fn takes_racing_adds_plus_the_final_snapshot_equal_all_adds() {
+    let keys = 300; // three chunks
+    let ops = 30_000;
+    let m = CounterMap::new();
+    let done = AtomicBool::new(false);
+    let taken = std::thread::scope(|s| {
+        let adders: Vec<_> = (0..THREADS - 1)
+            .map(|t| {
+                let m = &m;
+                s.spawn(move || {
+                    plan(t, keys, ops)
+                        .into_iter()
+                        .for_each(|(k, v)| m.add(&k, v))
+                })
+            })
+            .collect();
+        let taker = s.spawn(|| {
+            let mut got: HashMap<u64, u64> = HashMap::new();
+            let mut takes = 0;
+            while !done.load(Ordering::Relaxed) || takes < 10 {
+                for (k, v) in m.take_all() {
+                    *got.entry(k).or_insert(0) += v;
+                }
+                takes += 1;
+            }
+            got
+        });
+        for a in adders {
+            a.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        taker.join().unwrap()
+    });
+    let mut got = taken;
+    for (k, v) in m.snapshot() {
+        *got.entry(k).or_insert(0) += v;
+    }
+    got.retain(|_, v| *v != 0);
+    assert_eq!(got, reference(THREADS - 1, keys, ops));
+}
+
+/// A million distinct keys under a bound of 1000: chunks stop at
+/// ceil(1000 / 128), the rest is counted in the overflow, nothing lost.
+#[test]
+fn a_million_distinct_keys_under_a_bound_allocate_bounded_chunks() {
+    let m = CounterMap::with_max_keys(1000);
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let m = &m;
+            s.spawn(move || (t * 250_000..(t + 1) * 250_000).for_each(|k| m.inc(&k)));
+        }
+    });
+    assert_eq!(m.len(), 1000);
+    assert_eq!(m.allocated_chunks(), 8); // ceil(1000 / 128)
+    let kept: u64 = m.snapshot().iter().map(|&(_, v)| v).sum();
+    assert_eq!(kept, 1000);
+    assert_eq!(m.overflow(), 1_000_000 - 1000);
+}
+
+#[test]
+fn a_hot_key_through_handles_grows_its_chunk_only_and_stays_exact() {
+    let m = CounterMap::new();
+    for k in 0..300u32 {
+        m.inc(&k);
+    }
+    let h = m.handle(&200);
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| (0..50_000).for_each(|_| h.inc()));
+        }
+    });
+    assert_eq!(m.get(&200), Some(1 + THREADS * 50_000));
+    assert_eq!(m.get(&199), Some(1));
+}
+
+#[test]
+fn is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<CounterMap<String>>();
+    check::<shardcount::CounterHandle<'static>>();
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Add(u8, u64),
+    HandleAdd(u8, u64),
+    Sub(u8, u64),
+    Get(u8),
+    TakeAll,
+    TakeOverflow,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (any::<u8>(), any::<u64>()).prop_map(|(k, v)| Op::Add(k % 40, v)),
+        3 => (any::<u8>(), 0..1000u64).prop_map(|(k, v)| Op::HandleAdd(k % 40, v)),
+        2 => (any::<u8>(), 0..1000u64).prop_map(|(k, v)| Op::Sub(k % 40, v)),
+        2 => any::<u8>().prop_map(|k| Op::Get(k % 40)),
+        1 => Just(Op::TakeAll),
+        1 => Just(Op::TakeOverflow),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Against a `Vec` of (key, total) in first-use order plus an overflow
+    /// total, with a bound of 0..20 keys.
+    #[test]
+    fn matches_a_plain_model(max in 0..20usize, ops in prop::collection::vec(op(), 0..64)) {
+        let m = CounterMap::with_max_keys(max);
+        let mut model: Vec<(u8, u64)> = Vec::new();
+        let mut overflow = 0u64;
+        let apply = |model: &mut Vec<(u8, u64)>, overflow: &mut u64, k: u8, v: u64| {
+            match model.iter().position(|e| e.0 == k) {
+                Some(at) => model[at].1 = model[at].1.wrapping_add(v),
+                None if model.len() < max => model.push((k, v)),
+                None => *overflow = overflow.wrapping_add(v),
+            }
+        };
+        for op in ops {
+            match op {
+                Op::Add(k, v) => { m.add(&k, v); apply(&mut model, &mut overflow, k, v); }
+                Op::HandleAdd(k, v) => { m.handle(&k).add(v); apply(&mut model, &mut overflow, k, v); }
+                Op::Sub(k, v) => { m.handle(&k).sub(v); apply(&mut model, &mut overflow, k, v.wrapping_neg()); }
+                Op::Get(k) => prop_assert_eq!(m.get(&k), model.iter().find(|e| e.0 == k).map(|e| e.1)),
+                Op::TakeAll => {
+                    prop_assert_eq!(m.take_all(), model.clone());
+                    model.iter_mut().for_each(|e| e.1 = 0);
+                }
+                Op::TakeOverflow => {
+                    prop_assert_eq!(m.take_overflow(), overflow);
+                    overflow = 0;
+                }
+            }
+            prop_assert_eq!(m.snapshot(), model.clone());
+            prop_assert_eq!(m.len(), model.len());
+            prop_assert_eq!(m.overflow(), overflow);
+        }
+        prop_assert_eq!(m.overflow(), overflow);
+        prop_assert_eq!(m.take_overflow(), overflow);
+        prop_assert_eq!(m.overflow(), 0);
+    }
+}

@@ -1,0 +1,219 @@
+#![cfg(not(shardcount_loom))] // real threads and std atomics; the loom models are in src/loom_models
+//! `CounterSet` on real threads and against a plain model: 8 threads adding
+//! to random counters match a sequential reference; takes racing adds plus
+//! the final snapshot equal every add; a property model of op sequences.
+
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use shardcount::CounterSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+const THREADS: u64 = 8;
+
+/// The adds thread `t` makes: `(index, amount)` from its own seed, so the
+/// reference can replay them sequentially.
+fn plan(t: u64, n: usize, ops: usize) -> Vec<(usize, u64)> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5e7 + t);
+    (0..ops)
+        .map(|_| (rng.gen_range(0..n), rng.gen_range(0..100)))
+        .collect()
+}
+
+fn reference(n: usize, ops: usize) -> Vec<u64> {
+    let mut want = vec![0u64; n];
+    for t in 0..THREADS {
+        for (i, v) in plan(t, n, ops) {
+            want[i] += v;
+        }
+    }
+    want
+}
+
+#[test]
+fn eight_threads_random_counters_match_a_sequential_reference() {
+    for n in [1, 3, 17, 1000] {
+        let ops = 20_000;
+        let s = CounterSet::new(n);
+        std::thread::scope(|sc| {
+            for t in 0..THREADS {
+                let s = &s;
+                sc.spawn(move || plan(t, n, ops).into_iter().for_each(|(i, v)| s.add(i, v)));
+            }
+        });
+        let want = reference(n, ops);
+        assert_eq!(s.snapshot(), want, "n = {n}");
+        for (i, w) in want.iter().enumerate() {
+            assert_eq!(s.get(i), *w, "n = {n}, counter {i}");
+        }
+    }
+}
+
+/// One hot counter hammered by all threads grows rows (the contention
+/// signal works through a set), and stays exact.
+#[test]
+fn a_hot_counter_grows_rows_and_stays_exact() {
+    let s = CounterSet::new(5);
+    let mut grew = false;
+    for _round in 0..50 {
+        std::thread::scope(|sc| {
+            for _ in 0..THREADS {
+                sc.spawn(|| (0..20_000).for_each(|_| s.inc(3)));
+            }
+        });
+        if s.shards() > 0 {
+            grew = true;
+            break;
+        }
+    }
+    assert!(grew, "8 threads on one counter never grew the set");
+    let total = s.get(3);
+    assert_eq!(total % 20_000, 0);
+    assert_eq!(s.snapshot(), vec![0, 0, 0, total, 0]);
+}
+
+#[test]
+fn takes_racing_adds_plus_the_final_snapshot_equal_all_adds() {
+    let n = 40;
+    let ops = 50_000;
+    let s = CounterSet::new(n);
+    let done = AtomicBool::new(false);
+    let mut taken = vec![0u64; n];
+    std::thread::scope(|sc| {
+        let adders: Vec<_> = (0..THREADS - 1)
+            .map(|t| {
+                let s = &s;
+                sc.spawn(move || plan(t, n, ops).into_iter().for_each(|(i, v)| s.add(i, v)))
+            })
+            .collect();
+        let taker = sc.spawn(|| {
+            let mut got = vec![0u64; n];
+            let mut buf = vec![0u64; n];
+            let mut takes = 0;
+            while !done.load(Ordering::Relaxed) || takes < 10 {
+                s.take_all_into(&mut buf);
+                got.iter_mut().zip(&buf).for_each(|(g, b)| *g += b);
+                takes += 1;
+            }
+            got
+        });
+        for a in adders {
+            a.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        taken = taker.join().unwrap();
+    });
+    let mut want = vec![0u64; n];
+    for t in 0..THREADS - 1 {
+        for (i, v) in plan(t, n, ops) {
+            want[i] += v;
+        }
+    }
+    let rest = s.snapshot();
+    let got: Vec<u64> = taken.iter().zip(&rest).map(|(a, b)| a + b).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn out_of_range_panics_name_the_index_and_the_len() {
+    let s = CounterSet::new(3);
+    let err = std::panic::catch_unwind(|| s.add(3, 1)).unwrap_err();
+    let msg = err.downcast_ref::<String>().unwrap();
+    assert!(
+        msg.contains("len is 3") && msg.contains("index is 3"),
+        "{msg}"
+    );
+    let err = std::panic::catch_unwind(|| s.get(7)).unwrap_err();
+    let msg = err.downcast_ref::<String>().unwrap();
+    assert!(
+        msg.contains("len is 3") && msg.contains("index is 7"),
+        "{msg}"
+    );
+    assert_eq!(s.try_add(3, 1), None);
+    assert_eq!(s.get_checked(3), None);
+    assert_eq!(s.snapshot(), vec![0, 0, 0], "a refused add changed nothing");
+    let err = std::panic::catch_unwind(|| s.snapshot_into(&mut [0; 2])).unwrap_err();
+    assert!(err.downcast_ref::<String>().unwrap().contains("len is 2"));
+}
+
+#[test]
+fn is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<CounterSet>();
+}
+
+#[test]
+fn debug_shows_len_shards_and_totals() {
+    let s = CounterSet::new(20);
+    s.add(19, 2);
+    s.add(0, 1);
+    let d = format!("{s:?}");
+    assert!(
+        d.starts_with("CounterSet { len: 20, shards: 0, totals: [1, 0,"),
+        "{d}"
+    );
+    assert!(d.ends_with(", .. }"), "{d}");
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Add(usize, u64),
+    Sub(usize, u64),
+    Inc(usize),
+    TakeAll,
+    Get(usize),
+    Grow,
+}
+
+fn op(n: usize) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..n, any::<u64>()).prop_map(|(i, v)| Op::Add(i, v)),
+        2 => (0..n, 0..1000u64).prop_map(|(i, v)| Op::Sub(i, v)),
+        3 => (0..n).prop_map(Op::Inc),
+        1 => Just(Op::TakeAll),
+        2 => (0..n).prop_map(Op::Get),
+        1 => Just(Op::Grow),
+    ]
+}
+
+fn case() -> impl Strategy<Value = (usize, Vec<Op>)> {
+    (1..40usize).prop_flat_map(|n| (Just(n), prop::collection::vec(op(n), 0..64)))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Op sequences on one thread against a `Vec<u64>` with wrapping
+    /// arithmetic. `Grow` makes another thread hammer a counter until the set
+    /// has rows, so later ops also run on a sharded set.
+    #[test]
+    fn matches_a_plain_vector((n, ops) in case()) {
+        let s = CounterSet::new(n);
+        let mut model = vec![0u64; n];
+        for op in ops {
+            match op {
+                Op::Add(i, v) => { s.add(i, v); model[i] = model[i].wrapping_add(v); }
+                Op::Sub(i, v) => { s.sub(i, v); model[i] = model[i].wrapping_sub(v); }
+                Op::Inc(i) => { s.inc(i); model[i] = model[i].wrapping_add(1); }
+                Op::TakeAll => {
+                    prop_assert_eq!(s.take_all(), model.clone());
+                    model.fill(0);
+                }
+                Op::Get(i) => prop_assert_eq!(s.get(i), model[i]),
+                Op::Grow => {
+                    // Two threads on counter 0 add 64 and take 64 back
+                    // until the set grows (or a bound): net zero.
+                    let mut rounds = 0;
+                    while s.shards() == 0 && rounds < 200 {
+                        std::thread::scope(|sc| {
+                            for _ in 0..2 {
+                                sc.spawn(|| (0..2000).for_each(|_| { s.add(0, 64); s.sub(0, 64); }));
+                            }
+                        });
+                        rounds += 1;
+                    }
+                }
+            }
+            prop_assert_eq!(s.snapshot(), model.clone());
+        }
+    }
+}
