@@ -18,6 +18,11 @@
 //!   `try_sub` takes from the caller's own shard lock-free and fails with
 //!   [`Insufficient`] only when the whole stock is short.
 //!
+//! * [`export`]: an [`Exporter`](export::Exporter) thread ships counters'
+//!   deltas to a [`Sink`](export::Sink); with the `redis` feature,
+//!   `export::redis::RedisSink` folds them into Redis exactly once, for
+//!   fleet-wide counts.
+//!
 //! # Example
 //!
 //! ```
@@ -53,6 +58,10 @@ mod surface;
 mod thread;
 
 mod counter;
+// Export threads sleep and talk to sinks on a real clock; nothing in it is
+// an atomic protocol for loom (it reads counters with `sum`).
+#[cfg(not(shardcount_loom))]
+pub mod export;
 mod local;
 mod rough;
 mod stock;
