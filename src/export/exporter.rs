@@ -396,7 +396,12 @@ impl Exporter {
             };
             match res {
                 Ok(()) if report.undelivered == 0 => return Ok(report),
-                Ok(()) => return Err(FlushError { report, error: None }),
+                Ok(()) => {
+                    return Err(FlushError {
+                        report,
+                        error: None,
+                    })
+                }
                 Err(e) => {
                     let wait = engine.backoff();
                     let now = Instant::now();

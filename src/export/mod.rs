@@ -212,9 +212,7 @@ impl WriterId {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
-        WriterId(
-            (u128::from(nanos) << 64) | (u128::from(std::process::id()) << 32) | u128::from(n),
-        )
+        WriterId((u128::from(nanos) << 64) | (u128::from(std::process::id()) << 32) | u128::from(n))
     }
 }
 
