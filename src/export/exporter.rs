@@ -479,14 +479,22 @@ impl Engine {
         self.sources.retain_mut(|(source, cursors)| {
             let live = source.is_live();
             source.read(&mut |key, value| {
-                let cursor = cursors.entry(key.to_owned()).or_insert(0);
+                // A lookup first: no allocation for a key seen before.
+                let cursor = match cursors.get_mut(key) {
+                    Some(c) => c,
+                    None => cursors.entry(key.to_owned()).or_insert(0),
+                };
                 let delta = value.wrapping_sub(*cursor) as i64;
                 *cursor = value;
                 if delta != 0 {
-                    let p = pending.entry(key.to_owned()).or_insert(0);
-                    *p = p.wrapping_add(delta);
-                    if *p == 0 {
-                        pending.remove(key);
+                    match pending.get_mut(key) {
+                        Some(p) => {
+                            *p = p.wrapping_add(delta);
+                            if *p == 0 {
+                                pending.remove(key);
+                            }
+                        }
+                        None => _ = pending.insert(key.to_owned(), delta),
                     }
                 }
             });

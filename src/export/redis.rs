@@ -12,7 +12,9 @@
 //! 2. if `seq <= last` returns `{0, last}` (duplicate: nothing changed);
 //!    if `seq > last + 1` returns `{2, last}` (gap: nothing changed);
 //! 3. validates every key before writing anything (scripts do not roll
-//!    back): each must be absent or a string holding a decimal integer,
+//!    back), reading them with `MGET` (1,000 keys a call) (a key it reads as nil is
+//!    checked with `EXISTS`: `MGET` reads other types as nil too): each
+//!    must be absent or a string holding a decimal integer,
 //!    and the sum with its delta must stay within ±9.2·10<sup>18</sup> (a
 //!    margin below the 64-bit limit that Lua's doubles can check). If any
 //!    fails it returns `{3, i, ...}` with their 1-based positions among the
@@ -55,16 +57,20 @@ local seq = tonumber(ARGV[2])
 if seq <= last then return {0, last} end
 if seq ~= last + 1 then return {2, last} end
 local bad = {}
+local cur = {}
+for s = 2, #KEYS, 1000 do
+  local part = redis.call('MGET', unpack(KEYS, s, math.min(s + 999, #KEYS)))
+  for j = 1, #part do cur[s - 2 + j] = part[j] end
+end
 for i = 2, #KEYS do
-  local v = redis.pcall('GET', KEYS[i])
-  if type(v) == 'table' then
-    bad[#bad + 1] = i - 1
-  elseif v then
+  local v = cur[i - 1]
+  local d = tonumber(ARGV[i + 1])
+  if v then
     local n = tonumber(v)
-    if not string.match(v, '^%-?%d+$') or not n or math.abs(n + tonumber(ARGV[i + 1])) > 9.2e18 then
+    if not string.match(v, '^%-?%d+$') or not n or math.abs(n + d) > 9.2e18 then
       bad[#bad + 1] = i - 1
     end
-  elseif math.abs(tonumber(ARGV[i + 1])) > 9.2e18 then
+  elseif redis.call('EXISTS', KEYS[i]) == 1 or math.abs(d) > 9.2e18 then
     bad[#bad + 1] = i - 1
   end
 end
