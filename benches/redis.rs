@@ -79,6 +79,17 @@ impl Source for Keys {
     }
 }
 
+/// The server's CPU seconds so far (INFO cpu: user + sys).
+fn server_cpu(url: &str) -> f64 {
+    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let info: String = redis::cmd("INFO").arg("cpu").query(&mut c).unwrap();
+    info.lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| *k == "used_cpu_user" || *k == "used_cpu_sys")
+        .map(|(_, v)| v.trim().parse::<f64>().unwrap())
+        .sum()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -137,14 +148,14 @@ fn delivery(url: &str, exporters: usize, keys: usize, rounds: usize, config: &Ex
 }
 
 /// Nanoseconds per add over 1,000 RoughCounters, with or without an
-/// exporter (10 ms interval) shipping them to Redis.
-fn add_cost(url: &str, with_exporter: bool, adds: u64) -> f64 {
+/// exporter (every `interval`) shipping them to Redis.
+fn add_cost(url: &str, with_exporter: Option<Duration>, adds: u64) -> f64 {
     let counters: Vec<RoughCounter> = (0..1000).map(|_| RoughCounter::new()).collect();
-    let exporter = with_exporter.then(|| {
+    let exporter = with_exporter.map(|interval| {
         let e = Exporter::with_config(
             RedisSink::new(url, "a:").unwrap(),
             ExportConfig {
-                interval: Duration::from_millis(10),
+                interval,
                 ..ExportConfig::default()
             },
         );
@@ -178,36 +189,41 @@ fn main() {
     println!("redis export bench (loopback, AOF everysec); median of {reps}");
     let config = ExportConfig::default();
     for (exporters, keys) in [(1, 20_000), (2, 20_000)] {
+        let cpu = server_cpu(&url);
         let rates: Vec<f64> = (0..reps)
             .map(|_| delivery(&url, exporters, keys, 5, &config))
             .collect();
+        let server_us = (server_cpu(&url) - cpu) * 1e6 / (reps * exporters * keys * 5) as f64;
         let (lo, hi) = rates
             .iter()
             .fold((f64::MAX, 0f64), |(a, b), &r| (a.min(r), b.max(r)));
         println!(
             "delivery, {exporters} exporter(s) x {keys} keys, batch {} keys x pipeline {}: \
-             {:.0}k key-deltas/s in all ({:.0}k..{:.0}k)",
+             {:.0}k key-deltas/s in all ({:.0}k..{:.0}k); server CPU {:.2} us per key-delta",
             config.batch_keys,
             config.pipeline,
             median(rates) / 1e3,
             lo / 1e3,
-            hi / 1e3
+            hi / 1e3,
+            server_us
         );
     }
     let adds = 20_000_000;
-    let (mut with, mut without, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..reps {
-        let a = add_cost(&url, false, adds);
-        let b = add_cost(&url, true, adds);
-        without.push(a);
-        with.push(b);
-        ratio.push(b / a);
+    for interval in [Duration::from_millis(10), Duration::from_millis(100)] {
+        let (mut with, mut without, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..reps {
+            let a = add_cost(&url, None, adds);
+            let b = add_cost(&url, Some(interval), adds);
+            without.push(a);
+            with.push(b);
+            ratio.push(b / a);
+        }
+        println!(
+            "RoughCounter::inc over 1000 counters, 1 thread: {:.2} ns without an exporter, \
+             {:.2} ns with one ({interval:?} interval); ratio {:.2}x",
+            median(without),
+            median(with),
+            median(ratio)
+        );
     }
-    println!(
-        "RoughCounter::inc over 1000 counters, 1 thread: {:.2} ns without an exporter, \
-         {:.2} ns with one (10 ms interval); ratio {:.2}x",
-        median(without),
-        median(with),
-        median(ratio)
-    );
 }
