@@ -3,7 +3,7 @@
 #![cfg(not(shardcount_loom))]
 
 use shardcount::export::{
-    Batch, ExportConfig, Exporter, MemorySink, Outcome, Sink, SinkError, Source,
+    Batch, ExportConfig, Exporter, MemorySink, Outcome, Sink, SinkError, Source, WriterId,
 };
 use shardcount::RoughCounter;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +21,7 @@ fn fast() -> ExportConfig {
         pipeline: 2,
         min_backoff: Duration::from_millis(1),
         max_backoff: Duration::from_millis(5),
+        retain: Duration::from_secs(3),
     }
 }
 
@@ -91,8 +92,9 @@ fn lost_replies_counted_once_while_threads_add() {
     );
 }
 
-#[test]
-fn sink_that_lost_state_is_a_gap_and_export_goes_on() {
+/// The sink forgets everything once confirmed batch 1 is `age` old;
+/// returns (sink total, exporter stats, first writer).
+fn forgetful(retain: Duration) -> (i64, shardcount::export::ExportStats, Option<WriterId>) {
     let sink = Flaky {
         inner: Arc::new(Mutex::new(MemorySink::new())),
         calls: Arc::new(AtomicU64::new(0)),
@@ -104,6 +106,7 @@ fn sink_that_lost_state_is_a_gap_and_export_goes_on() {
         sink.clone(),
         ExportConfig {
             interval: Duration::from_secs(3600),
+            retain,
             ..fast()
         },
     );
@@ -113,19 +116,31 @@ fn sink_that_lost_state_is_a_gap_and_export_goes_on() {
     let first = exporter.stats().writer;
     *sink.forget_at.lock().unwrap() = Some(sink.calls.load(Ordering::Relaxed) + 1);
     c.add(2);
-    // The sink forgot batch 1 (and its 5 counts); batch 2 is a gap.
+    // The sink forgot batch 1; batch 2 is a gap.
     exporter.flush(soon()).unwrap();
-    let stats = exporter.stats();
-    assert_eq!(stats.gaps, 1);
-    assert_ne!(stats.writer, first);
-    // The 5 are gone from the sink; the 2 arrived under the new writer,
-    // and so does what follows.
-    assert_eq!(sink.inner.lock().unwrap().get("c"), 2);
     c.add(1);
     exporter.flush(soon()).unwrap();
-    assert_eq!(sink.inner.lock().unwrap().get("c"), 3);
-    assert_eq!(exporter.delivered(), 8);
     assert_eq!(exporter.pending(), 0);
+    let total = sink.inner.lock().unwrap().get("c");
+    (total, exporter.stats(), first)
+}
+
+#[test]
+fn sink_that_lost_retained_batches_gets_them_again() {
+    let (total, stats, first) = forgetful(Duration::from_secs(60));
+    assert_eq!((stats.gaps, stats.lost), (1, 0));
+    assert_ne!(stats.writer, first);
+    assert_eq!(total, 8);
+    assert_eq!(stats.delivered, 8);
+}
+
+#[test]
+fn sink_that_lost_unretained_batches_counts_the_loss() {
+    let (total, stats, first) = forgetful(Duration::ZERO);
+    assert_eq!((stats.gaps, stats.lost), (1, 1));
+    assert_ne!(stats.writer, first);
+    assert_eq!(total, 3); // the 5 of batch 1 are gone
+    assert_eq!(stats.delivered, 8); // as confirmed, once each
 }
 
 #[test]

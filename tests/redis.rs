@@ -272,13 +272,23 @@ fn redis_killed_mid_run_and_restarted_totals_exact() {
     }
     flush(&a);
     flush(&b);
+    let (sa, sb) = (a.exporter.stats(), b.exporter.stats());
+    if sa.gaps + sb.gaps > 0 {
+        // Redis confirmed writes it had not written to its AOF yet (a slow
+        // background fsync under everysec) and the kill lost them: the
+        // exporters must have sent them again.
+        eprintln!(
+            "redis lost confirmed batches: gaps {} + {}",
+            sa.gaps, sb.gaps
+        );
+    }
     assert_eq!(
         server.values(&key_names("t:", KEYS)),
-        expected(&[&a, &b], KEYS)
+        expected(&[&a, &b], KEYS),
+        "{sa:?} {sb:?}"
     );
-    let (sa, sb) = (a.exporter.stats(), b.exporter.stats());
     assert!(sa.errors + sb.errors > 0, "the kill was not noticed");
-    assert_eq!((sa.gaps, sb.gaps, sa.rejected, sb.rejected), (0, 0, 0, 0));
+    assert_eq!((sa.lost, sb.lost, sa.rejected, sb.rejected), (0, 0, 0, 0));
 }
 
 #[test]

@@ -49,6 +49,12 @@ pub struct ExportConfig {
     pub min_backoff: Duration,
     /// The longest back-off.
     pub max_backoff: Duration,
+    /// How long confirmed batches are kept to be sent again if the sink
+    /// turns out to have lost them (a gap). Default 3 s: Redis with
+    /// `appendfsync everysec` may confirm writes it has not yet written to
+    /// its AOF when a background fsync is slow (it postpones the write for
+    /// up to 2 s), and a `kill -9` then loses them.
+    pub retain: Duration,
 }
 
 impl Default for ExportConfig {
@@ -59,6 +65,7 @@ impl Default for ExportConfig {
             pipeline: 8,
             min_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_secs(5),
+            retain: Duration::from_secs(3),
         }
     }
 }
@@ -87,9 +94,13 @@ pub struct ExportStats {
     pub duplicates: u64,
     /// Deliveries that failed as a whole (each is retried).
     pub errors: u64,
-    /// Times the sink had lost confirmed batches (a gap): counts in them
-    /// are lost from the sink; the exporter continued under a new writer.
+    /// Times the sink had lost confirmed batches (a gap). The exporter
+    /// continues under a new writer id and sends the lost batches again
+    /// from those it retained (see [`ExportConfig::retain`]).
     pub gaps: u64,
+    /// Lost batches that were no longer retained when a gap showed them:
+    /// their counts are missing from the sink for good.
+    pub lost: u64,
     /// Counts dropped because the sink rejected their keys.
     pub rejected: u64,
     /// The last delivery error, if the last delivery failed.
@@ -158,6 +169,9 @@ struct Engine {
     pending: HashMap<String, i64>,
     /// Frozen batches, in sequence order, not yet confirmed.
     frozen: Vec<Batch>,
+    /// Confirmed batches of the current writer, oldest first, with when
+    /// they were confirmed; kept for `config.retain` to repair a gap.
+    retained: std::collections::VecDeque<(Instant, Batch)>,
     writer: WriterId,
     next_seq: u64,
     /// Consecutive failed deliveries (for the back-off).
@@ -261,6 +275,7 @@ impl Exporter {
                 sources: Vec::new(),
                 pending: HashMap::new(),
                 frozen: Vec::new(),
+                retained: std::collections::VecDeque::new(),
                 writer,
                 next_seq: 1,
                 failures: 0,
@@ -550,14 +565,18 @@ impl Engine {
         self.pending.extend(rest);
     }
 
-    /// Applies the sink's answers: confirmed batches leave `frozen`; at the
-    /// first batch not applied, rejected keys are dropped or, for a gap, the
-    /// writer starts over under a new id. Batches after it stay as they are
-    /// (their answers only follow from it).
+    /// Applies the sink's answers: confirmed batches move from `frozen` to
+    /// `retained`; at the first batch not applied, rejected keys are
+    /// dropped or, for a gap, the writer starts over (`restart`). Batches
+    /// after it stay as they are (their answers only follow from it).
     fn settle(&mut self, outcomes: Vec<Outcome>) {
-        let mut done = 0;
+        let now = Instant::now();
+        self.prune(now);
+        let mut gap = None;
         for outcome in outcomes {
-            let batch = &mut self.frozen[done];
+            let Some(batch) = self.frozen.first_mut() else {
+                break;
+            };
             match outcome {
                 Outcome::Applied | Outcome::Duplicate => {
                     if outcome == Outcome::Duplicate {
@@ -565,7 +584,8 @@ impl Engine {
                     }
                     self.stats.delivered += batch.magnitude();
                     self.stats.batches += 1;
-                    done += 1;
+                    let batch = self.frozen.remove(0);
+                    self.retained.push_back((now, batch));
                 }
                 Outcome::Rejected { keys } => {
                     let before = batch.magnitude();
@@ -573,22 +593,65 @@ impl Engine {
                     self.stats.rejected += before - batch.magnitude();
                     break;
                 }
-                Outcome::Gap { .. } => {
-                    self.stats.gaps += 1;
-                    self.writer = WriterId::random();
-                    self.stats.writer = Some(self.writer);
-                    let mut seq = 1;
-                    for b in &mut self.frozen[done..] {
-                        b.writer = self.writer;
-                        b.seq = seq;
-                        seq += 1;
-                    }
-                    self.next_seq = seq;
+                Outcome::Gap { last } => {
+                    gap = Some(last);
                     break;
                 }
             }
         }
-        self.frozen.drain(..done);
+        if let Some(last) = gap {
+            self.restart(last);
+        }
+        self.prune(now);
+    }
+
+    /// Lets go of confirmed batches older than `config.retain`.
+    fn prune(&mut self, now: Instant) {
+        let retain = self.config.retain;
+        while self
+            .retained
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) > retain)
+        {
+            self.retained.pop_front();
+        }
+    }
+
+    /// The sink has the writer's batches up to `last` only, though it had
+    /// confirmed later ones: put the retained batches after `last` back in
+    /// front of the frozen ones (the lost ones that are no longer retained
+    /// are counted in `lost`), and number everything from 1 under a new
+    /// writer id. The old writer's batches after `last` are gone from the
+    /// sink, so none of them can be applied twice.
+    fn restart(&mut self, last: u64) {
+        self.stats.gaps += 1;
+        let first_frozen = self.frozen.first().map_or(self.next_seq, |b| b.seq);
+        let mut resend: Vec<Batch> = Vec::new();
+        for (_, b) in self.retained.drain(..) {
+            if b.seq > last {
+                self.stats.delivered -= b.magnitude();
+                self.stats.batches -= 1;
+                resend.push(b);
+            }
+        }
+        // Lost batches we no longer hold: last + 1 .. the first resent one.
+        let held_from = resend.first().map_or(first_frozen, |b| b.seq);
+        if held_from > last + 1 {
+            // Their content is gone; count what the sink had confirmed
+            // (its magnitude is unknown here): the batches, not counts.
+            self.stats.lost += held_from - (last + 1);
+        }
+        resend.append(&mut self.frozen);
+        self.frozen = resend;
+        self.writer = WriterId::random();
+        self.stats.writer = Some(self.writer);
+        let mut seq = 1;
+        for b in &mut self.frozen {
+            b.writer = self.writer;
+            b.seq = seq;
+            seq += 1;
+        }
+        self.next_seq = seq;
     }
 
     /// The next back-off: `min_backoff` doubled per consecutive failure, up

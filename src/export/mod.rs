@@ -25,7 +25,10 @@
 //! # Batches, sequence numbers and exactly-once effect
 //!
 //! Deltas collected from sources are coalesced per key into `pending`, so
-//! memory follows the number of distinct keys, never the number of adds.
+//! memory follows the number of distinct keys, never the number of adds:
+//! one cursor per key, at most one pending and one frozen delta per key,
+//! and the batches confirmed in the last [`ExportConfig::retain`] (one per
+//! changed key per delivery, so about keys × deliveries in that window).
 //! When nothing is in flight, the exporter freezes up to
 //! [`ExportConfig::pipeline`] batches of at most [`ExportConfig::batch_keys`]
 //! keys each from `pending`, numbers them with consecutive sequence numbers
@@ -46,8 +49,12 @@
 //!   nothing, answer [`Outcome::Duplicate`];
 //! * `seq > last + 1`: a gap: the sink lost batches it had confirmed (a
 //!   store restored from an old state); change nothing, answer
-//!   [`Outcome::Gap`]. The exporter then counts the loss
-//!   ([`ExportStats::gaps`]) and continues under a fresh writer id;
+//!   [`Outcome::Gap`]. The exporter counts it ([`ExportStats::gaps`]),
+//!   takes a fresh writer id, and sends again, renumbered from 1, the
+//!   confirmed batches after `last` that it still retains (it keeps
+//!   confirmed batches for [`ExportConfig::retain`], 3 s by default) ahead
+//!   of the frozen ones. Lost batches older than that are counted in
+//!   [`ExportStats::lost`];
 //! * `seq == last + 1`: validate every key first; if any cannot take the
 //!   delta, change nothing and answer [`Outcome::Rejected`] with those keys
 //!   (the exporter drops their deltas, counted in
@@ -59,9 +66,10 @@
 //!
 //! Once a [`flush`](Exporter::flush) returns `Ok` at quiescence, the sink
 //! holds exactly the sum of every add to every registered counter, however
-//! often deliveries failed, replies were lost or the sink restarted (as long
-//! as the sink itself keeps what it confirmed: see `redis::RedisSink` for
-//! what Redis persistence promises). A process killed with `kill -9` loses
+//! often deliveries failed, replies were lost or the sink restarted, as
+//! long as the sink keeps what it confirmed, or loses only batches it
+//! confirmed within [`ExportConfig::retain`] (then they are sent again).
+//! [`ExportStats::lost`] says when that was not enough. A process killed with `kill -9` loses
 //! what it had not shipped: the counts added since the exporter's last
 //! successful delivery, about one interval's worth when the sink is
 //! reachable. Batches it had frozen but not had confirmed may or may not be

@@ -32,14 +32,17 @@
 //! # What Redis keeps
 //!
 //! Redis runs a script's writes as one transaction, in memory, in the AOF
-//! and to replicas. With `appendonly yes` the AOF is written before the
-//! reply is sent, so a Redis process killed with `kill -9` and restarted
-//! keeps every batch it confirmed (`appendfsync everysec` loses up to a
-//! second of writes only when the machine itself goes down). If Redis does
-//! lose confirmed batches (no persistence, a machine crash, a failover to a
-//! lagging replica), the next batch sees a gap: the exporter counts it in
-//! `ExportStats::gaps` and continues under a new writer id, and the lost
-//! batches' counts are missing from Redis.
+//! and to replicas. With `appendonly yes` it normally writes the AOF before
+//! it replies, so a Redis process killed with `kill -9` keeps what it
+//! confirmed. Not always under `appendfsync everysec`: while a background
+//! fsync is slow, Redis postpones the AOF write for up to 2 s but still
+//! replies, and a `kill -9` then loses those confirmed writes (seen in
+//! this crate's tests on a busy host); a machine crash loses up to the last
+//! second or two too. The next batch then sees a gap, and the exporter sends
+//! the lost batches again from those it retained (`ExportConfig::retain`,
+//! 3 s) under a new writer id, so the totals stay exact. Losses older than
+//! that (no persistence, a failover to a lagging replica) are counted in
+//! `ExportStats::lost` and missing from Redis.
 //!
 //! The writers hash gains one field per exporter start (a writer id and a
 //! number, about 50 bytes). Every key of a batch must live on one node: in
