@@ -105,8 +105,8 @@ fn worker(args: &Args, url: &str) {
     }
     let s = exporter.stats();
     println!(
-        "# delivered {} batches {} errors {}",
-        s.delivered, s.batches, s.errors
+        "# delivered {} batches {} errors {} gaps {} lost {}",
+        s.delivered, s.batches, s.errors, s.gaps, s.lost
     );
     for (i, c) in counters.iter().enumerate() {
         println!("k{i} {}", c.sum());
