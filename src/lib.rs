@@ -49,6 +49,11 @@
 //! states its reads' guarantees (exact at quiescence, monotonic for add-only
 //! use, lag bounds).
 //!
+//! * [`export`]: an [`Exporter`](export::Exporter) thread ships counters'
+//!   deltas to a [`Sink`](export::Sink); with the `redis` feature,
+//!   `export::redis::RedisSink` folds them into Redis exactly once, for
+//!   fleet-wide counts.
+//!
 //! # Example
 //!
 //! ```
@@ -86,6 +91,10 @@ mod thread;
 
 mod accumulator;
 mod counter;
+// Export threads sleep and talk to sinks on a real clock; nothing in it is
+// an atomic protocol for loom (it reads counters with `sum`).
+#[cfg(not(shardcount_loom))]
+pub mod export;
 mod local;
 mod map;
 mod rough;

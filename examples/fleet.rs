@@ -1,0 +1,257 @@
+//! Fleet-wide counts: N processes count a keyed workload, each exporting
+//! into one Redis; the fleet totals must equal the sum of every process's
+//! own counts.
+//!
+//! ```sh
+//! cargo run --release --example fleet --features redis -- --processes 3
+//! ```
+//!
+//! Starts its own `redis-server` (free port, temporary directory, AOF
+//! everysec), spawns the worker processes (this binary with `--worker`),
+//! prints the fleet totals next to each process's counts with an OK/FAIL
+//! verdict, and stops the server. Exits non-zero on FAIL.
+
+use clap::Parser;
+use shardcount::export::redis::RedisSink;
+use shardcount::export::{ExportConfig, Exporter};
+use shardcount::RoughCounter;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug)]
+#[command(about = "N processes count into one Redis; fleet totals checked exactly")]
+struct Args {
+    /// Worker processes.
+    #[arg(long, default_value_t = 3)]
+    processes: usize,
+    /// Distinct keys in the workload.
+    #[arg(long, default_value_t = 1000)]
+    keys: usize,
+    /// Counting threads per process.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// How long each process counts, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    millis: u64,
+    /// Key rows to print (the verdict covers all keys).
+    #[arg(long, default_value_t = 8)]
+    show: usize,
+    /// Internal: run as a worker exporting to this Redis URL.
+    #[arg(long)]
+    worker: Option<String>,
+    /// Internal: the worker's seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+const PREFIX: &str = "fleet:";
+
+fn main() {
+    let args = Args::parse();
+    match &args.worker {
+        Some(url) => worker(&args, url),
+        None => std::process::exit(coordinator(&args)),
+    }
+}
+
+/// One process: counts into RoughCounters, exports every 50 ms, flushes at
+/// the end and prints `key value` lines of its own counts.
+fn worker(args: &Args, url: &str) {
+    let counters: Arc<Vec<RoughCounter>> =
+        Arc::new((0..args.keys).map(|_| RoughCounter::new()).collect());
+    let sink = RedisSink::new(url, PREFIX).expect("redis url");
+    let exporter = Exporter::with_config(
+        sink,
+        ExportConfig {
+            interval: Duration::from_millis(50),
+            ..ExportConfig::default()
+        },
+    );
+    for (i, c) in counters.iter().enumerate() {
+        exporter.register(&format!("k{i}"), c);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..args.threads)
+        .map(|t| {
+            let (counters, stop) = (Arc::clone(&counters), Arc::clone(&stop));
+            let mut x = (args.seed << 8 | t as u64) | 1;
+            std::thread::spawn(move || {
+                let n = counters.len() as u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..1024 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        // A skewed workload: low keys are hot.
+                        let k = (x % n) * (x >> 32 & 7) / 8;
+                        counters[k as usize].inc();
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(args.millis));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    if let Err(e) = exporter.flush(Instant::now() + Duration::from_secs(30)) {
+        eprintln!("worker {}: {e}", args.seed);
+        std::process::exit(2);
+    }
+    let s = exporter.stats();
+    println!(
+        "# delivered {} batches {} errors {} gaps {} lost {}",
+        s.delivered, s.batches, s.errors, s.gaps, s.lost
+    );
+    for (i, c) in counters.iter().enumerate() {
+        println!("k{i} {}", c.sum());
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    l.local_addr().unwrap().port()
+}
+
+/// The redis-server this run owns; killed on drop.
+struct Server(Child, std::path::PathBuf);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(&self.1);
+    }
+}
+
+fn start_server() -> (Server, String) {
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("shardcount-fleet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .arg("--dir")
+        .arg(&dir)
+        .args([
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot start redis-server ({e}); install it with .ci/install-redis")
+        });
+    let server = Server(child, dir);
+    let url = format!("redis://127.0.0.1:{port}");
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    while client
+        .get_connection_with_timeout(Duration::from_millis(200))
+        .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+        .is_err()
+    {
+        assert!(Instant::now() < until, "redis-server did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (server, url)
+}
+
+fn coordinator(args: &Args) -> i32 {
+    let (server, url) = start_server();
+    println!(
+        "redis-server at {url}; {} processes x {} threads counting {} keys for {} ms",
+        args.processes, args.threads, args.keys, args.millis
+    );
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<Child> = (0..args.processes)
+        .map(|p| {
+            Command::new(&exe)
+                .args(["--worker", &url, "--seed", &(p + 1).to_string()])
+                .args(["--keys", &args.keys.to_string()])
+                .args(["--threads", &args.threads.to_string()])
+                .args(["--millis", &args.millis.to_string()])
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn worker")
+        })
+        .collect();
+    let mut own: Vec<BTreeMap<String, i64>> = Vec::new();
+    let mut ok = true;
+    for (p, mut child) in children.into_iter().enumerate() {
+        let mut counts = BTreeMap::new();
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if let Some(note) = line.strip_prefix("# ") {
+                println!("process {p}: {note}");
+            } else if let Some((k, v)) = line.split_once(' ') {
+                counts.insert(k.to_string(), v.parse().unwrap());
+            }
+        }
+        if !child.wait().unwrap().success() {
+            println!("process {p} failed");
+            ok = false;
+        }
+        own.push(counts);
+    }
+    let keys: Vec<String> = (0..args.keys).map(|i| format!("k{i}")).collect();
+    let full: Vec<String> = keys.iter().map(|k| format!("{PREFIX}{k}")).collect();
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let fleet: Vec<Option<i64>> = redis::cmd("MGET").arg(&full).query(&mut conn).unwrap();
+    let fleet: Vec<i64> = fleet.into_iter().map(|v| v.unwrap_or(0)).collect();
+
+    print!("{:>8} {:>12}", "key", "fleet");
+    for p in 0..own.len() {
+        print!(" {:>11}", format!("process {p}"));
+    }
+    println!(" {:>12}", "sum");
+    let mut bad = 0;
+    let (mut fleet_total, mut own_total) = (0i64, 0i64);
+    for (i, k) in keys.iter().enumerate() {
+        let per: Vec<i64> = own.iter().map(|m| m.get(k).copied().unwrap_or(0)).collect();
+        let sum: i64 = per.iter().sum();
+        fleet_total += fleet[i];
+        own_total += sum;
+        if sum != fleet[i] {
+            bad += 1;
+        }
+        if i < args.show || sum != fleet[i] && bad <= 5 {
+            print!("{k:>8} {:>12}", fleet[i]);
+            for v in &per {
+                print!(" {v:>11}");
+            }
+            println!(
+                " {sum:>12}{}",
+                if sum == fleet[i] { "" } else { "  <- differs" }
+            );
+        }
+    }
+    println!(
+        "{:>8} {fleet_total:>12} (all keys; processes' own counts sum to {own_total})",
+        "total"
+    );
+    drop(server);
+    let verdict = ok && bad == 0;
+    println!(
+        "verdict: {} ({} of {} keys equal the sum of the processes' counts)",
+        if verdict { "OK" } else { "FAIL" },
+        args.keys - bad,
+        args.keys
+    );
+    if verdict {
+        0
+    } else {
+        1
+    }
+}

@@ -1,0 +1,682 @@
+//! `Exporter`: the background thread that reads sources and delivers
+//! batches, and `flush` for shutdown.
+//!
+//! # Protocol
+//!
+//! No atomics of its own. Two mutexes:
+//!
+//! * `ctl` (short holds only): the `stop` flag, sources registered but not
+//!   yet picked up, and the published [`ExportStats`]. The handle's
+//!   `register`, `stats`, `pending` and `delivered` take only this lock, so
+//!   they never wait for the network.
+//! * `engine`: the cursors, `pending`, the frozen batches, the sink and the
+//!   back-off. Whoever runs a pass holds it for the pass, network calls
+//!   included: the thread, or `flush`. A pass never takes `ctl` while
+//!   holding it except briefly to pick up sources and publish stats (lock
+//!   order: `engine`, then `ctl`).
+//!
+//! The thread waits on `wake` (paired with `ctl`) for the interval, or for
+//! the back-off after a failed delivery; dropping the handle sets `stop`,
+//! wakes it and joins it. Counters are read with their ordinary `sum()`;
+//! no add path and no fold lock is involved.
+
+use super::{Batch, Outcome, RoughSource, Sink, SinkError, Source, WriterId};
+use crate::primitive::sync::{lock, Arc, Condvar, Mutex};
+use crate::RoughCounter;
+use std::collections::HashMap;
+use std::fmt;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How an [`Exporter`] batches and paces its deliveries.
+///
+/// ```
+/// use shardcount::export::ExportConfig;
+/// let c = ExportConfig::default();
+/// assert_eq!((c.batch_keys, c.pipeline), (1000, 8));
+/// ```
+#[derive(Clone, Debug)]
+pub struct ExportConfig {
+    /// Time between passes of the background thread (at least 1 ms).
+    pub interval: Duration,
+    /// At most this many keys per batch (a batch is one script call in
+    /// Redis, atomic, so it holds the server for its duration).
+    pub batch_keys: usize,
+    /// At most this many batches per delivery (pipelined in one round trip).
+    pub pipeline: usize,
+    /// First back-off after a failed delivery; it doubles (with jitter) up
+    /// to `max_backoff`.
+    pub min_backoff: Duration,
+    /// The longest back-off.
+    pub max_backoff: Duration,
+    /// How long confirmed batches are kept to be sent again if the sink
+    /// turns out to have lost them (a gap). Default 3 s: Redis with
+    /// `appendfsync everysec` may confirm writes it has not yet written to
+    /// its AOF when a background fsync is slow (it postpones the write for
+    /// up to 2 s), and a `kill -9` then loses them.
+    pub retain: Duration,
+}
+
+impl Default for ExportConfig {
+    fn default() -> Self {
+        ExportConfig {
+            interval: Duration::from_millis(100),
+            batch_keys: 1000,
+            pipeline: 8,
+            min_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_secs(5),
+            retain: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Numbers to export about an [`Exporter`] (counts are sums of delta
+/// magnitudes: a delta of +5 is 5 counts).
+///
+/// ```
+/// use shardcount::export::{Exporter, MemorySink};
+/// let e = Exporter::new(MemorySink::new(), std::time::Duration::from_secs(1));
+/// let s = e.stats();
+/// assert_eq!((s.delivered, s.pending, s.pending_keys, s.errors), (0, 0, 0, 0));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExportStats {
+    /// Counts the sink confirmed (applied now or before).
+    pub delivered: u64,
+    /// Counts read from sources and not yet confirmed (frozen or pending).
+    pub pending: u64,
+    /// Distinct keys with pending counts, frozen batches included (each key
+    /// at most twice: once frozen, once pending).
+    pub pending_keys: usize,
+    /// Batches the sink confirmed.
+    pub batches: u64,
+    /// Batches the sink answered as already applied (resends).
+    pub duplicates: u64,
+    /// Deliveries that failed as a whole (each is retried).
+    pub errors: u64,
+    /// Times the sink had lost confirmed batches (a gap). The exporter
+    /// continues under a new writer id and sends the lost batches again
+    /// from those it retained (see [`ExportConfig::retain`]).
+    pub gaps: u64,
+    /// Lost batches that were no longer retained when a gap showed them:
+    /// their counts are missing from the sink for good.
+    pub lost: u64,
+    /// Counts dropped because the sink rejected their keys.
+    pub rejected: u64,
+    /// The last delivery error, if the last delivery failed.
+    pub last_error: Option<String>,
+    /// The current writer id.
+    pub writer: Option<WriterId>,
+}
+
+/// What a [`flush`](Exporter::flush) delivered and what it could not.
+///
+/// ```
+/// use shardcount::export::{Exporter, MemorySink};
+/// use std::time::{Duration, Instant};
+/// let e = Exporter::new(MemorySink::new(), Duration::from_secs(1));
+/// let r = e.flush(Instant::now() + Duration::from_secs(1)).unwrap();
+/// assert_eq!((r.delivered, r.undelivered, r.undelivered_keys), (0, 0, 0));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlushReport {
+    /// Counts confirmed during the flush.
+    pub delivered: u64,
+    /// Counts still not confirmed when it returned.
+    pub undelivered: u64,
+    /// Keys those counts belong to.
+    pub undelivered_keys: usize,
+}
+
+/// A [`flush`](Exporter::flush) that reached its deadline with counts
+/// undelivered.
+#[derive(Debug)]
+pub struct FlushError {
+    /// What was and was not delivered.
+    pub report: FlushReport,
+    /// The last delivery error (`None` if the deadline came first).
+    pub error: Option<SinkError>,
+}
+
+impl fmt::Display for FlushError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "export flush: {} counts over {} keys undelivered",
+            self.report.undelivered, self.report.undelivered_keys
+        )?;
+        if let Some(e) = &self.error {
+            write!(f, ": {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for FlushError {}
+
+struct Ctl {
+    stop: bool,
+    new_sources: Vec<Box<dyn Source>>,
+    stats: ExportStats,
+}
+
+struct Engine {
+    sink: Box<dyn Sink>,
+    config: ExportConfig,
+    /// Each source with its cursors: key -> cumulative value shipped.
+    sources: Vec<(Box<dyn Source>, HashMap<String, u64>)>,
+    /// Coalesced deltas not yet frozen.
+    pending: HashMap<String, i64>,
+    /// Frozen batches, in sequence order, not yet confirmed.
+    frozen: Vec<Batch>,
+    /// Confirmed batches of the current writer, oldest first, with when
+    /// they were confirmed; kept for `config.retain` to repair a gap.
+    retained: std::collections::VecDeque<(Instant, Batch)>,
+    writer: WriterId,
+    next_seq: u64,
+    /// Consecutive failed deliveries (for the back-off).
+    failures: u32,
+    /// A cheap jitter source (xorshift), seeded from the writer id.
+    rng: u64,
+    stats: ExportStats,
+}
+
+struct Inner {
+    ctl: Mutex<Ctl>,
+    wake: Condvar,
+    engine: Mutex<Engine>,
+}
+
+/// A background thread that ships registered counters' deltas to a
+/// [`Sink`] every interval, exactly once in effect (see the
+/// [module docs](super)).
+///
+/// No network call is ever made on an add: adds go to the counters as
+/// usual, and the thread reads them with `sum()`. Call
+/// [`flush`](Self::flush) before shutting down; dropping the exporter
+/// stops its thread without a final delivery.
+///
+/// ```
+/// use shardcount::export::{Exporter, MemorySink};
+/// use shardcount::RoughCounter;
+/// use std::time::{Duration, Instant};
+///
+/// let hits = RoughCounter::new();
+/// let sink = MemorySink::new();
+/// let exporter = Exporter::new(sink.clone(), Duration::from_millis(5));
+/// exporter.register("hits", &hits);
+/// hits.add(3);
+/// while sink.get("hits") != 3 {
+///     std::thread::sleep(Duration::from_millis(1)); // the thread delivers
+/// }
+/// assert_eq!(exporter.pending(), 0);
+/// ```
+pub struct Exporter {
+    inner: Arc<Inner>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Exporter {
+    /// Starts an exporter delivering to `sink` every `interval`, with the
+    /// other settings at their defaults.
+    ///
+    /// ```
+    /// use shardcount::export::{Exporter, MemorySink};
+    /// let e = Exporter::new(MemorySink::new(), std::time::Duration::from_millis(50));
+    /// assert!(e.stats().writer.is_some());
+    /// ```
+    #[must_use]
+    pub fn new(sink: impl Sink, interval: Duration) -> Exporter {
+        Exporter::with_config(
+            sink,
+            ExportConfig {
+                interval,
+                ..ExportConfig::default()
+            },
+        )
+    }
+
+    /// Starts an exporter with `config`.
+    ///
+    /// # Panics
+    ///
+    /// If `batch_keys` or `pipeline` is 0, or the thread cannot be spawned.
+    ///
+    /// ```
+    /// use shardcount::export::{ExportConfig, Exporter, MemorySink};
+    /// let e = Exporter::with_config(
+    ///     MemorySink::new(),
+    ///     ExportConfig { batch_keys: 10, ..ExportConfig::default() },
+    /// );
+    /// # drop(e);
+    /// ```
+    #[must_use]
+    pub fn with_config(sink: impl Sink, mut config: ExportConfig) -> Exporter {
+        assert!(
+            config.batch_keys > 0 && config.pipeline > 0,
+            "shardcount: ExportConfig: batch_keys and pipeline must be at least 1"
+        );
+        config.interval = config.interval.max(Duration::from_millis(1));
+        let writer = WriterId::random();
+        let stats = ExportStats {
+            writer: Some(writer),
+            ..ExportStats::default()
+        };
+        let inner = Arc::new(Inner {
+            ctl: Mutex::new(Ctl {
+                stop: false,
+                new_sources: Vec::new(),
+                stats: stats.clone(),
+            }),
+            wake: Condvar::new(),
+            engine: Mutex::new(Engine {
+                sink: Box::new(sink),
+                config,
+                sources: Vec::new(),
+                pending: HashMap::new(),
+                frozen: Vec::new(),
+                retained: std::collections::VecDeque::new(),
+                writer,
+                next_seq: 1,
+                failures: 0,
+                rng: (writer.0 as u64) | 1,
+                stats,
+            }),
+        });
+        let thread = std::thread::Builder::new()
+            .name("shardcount-exporter".into())
+            .spawn({
+                let inner = Arc::clone(&inner);
+                move || run(&inner)
+            })
+            .expect("shardcount: could not spawn the exporter thread");
+        Exporter {
+            inner,
+            thread: Some(thread),
+        }
+    }
+
+    /// Exports `counter` under `key` (the sink's key is the sink's prefix
+    /// followed by `key`). Counts the counter had before registering are
+    /// exported too. Registering two counters under one key adds both into
+    /// that key. The exporter holds the counter's shared block until the
+    /// counter is dropped and its last counts are read.
+    ///
+    /// ```
+    /// use shardcount::export::{Exporter, MemorySink};
+    /// use shardcount::RoughCounter;
+    /// use std::time::{Duration, Instant};
+    /// let c = RoughCounter::new();
+    /// c.add(2);
+    /// let sink = MemorySink::new();
+    /// let e = Exporter::new(sink.clone(), Duration::from_secs(60));
+    /// e.register("c", &c);
+    /// e.flush(Instant::now() + Duration::from_secs(5)).unwrap();
+    /// assert_eq!(sink.get("c"), 2);
+    /// ```
+    pub fn register(&self, key: &str, counter: &RoughCounter) {
+        self.register_source(RoughSource::new(key, counter));
+    }
+
+    /// Exports a [`Source`] (e.g. a keyed counter family).
+    ///
+    /// ```
+    /// use shardcount::export::{Exporter, MemorySink, Source};
+    /// struct Five;
+    /// impl Source for Five {
+    ///     fn read(&self, f: &mut dyn FnMut(&str, u64)) { f("five", 5) }
+    /// }
+    /// let e = Exporter::new(MemorySink::new(), std::time::Duration::from_secs(60));
+    /// e.register_source(Five);
+    /// ```
+    pub fn register_source(&self, source: impl Source) {
+        lock(&self.inner.ctl).new_sources.push(Box::new(source));
+    }
+
+    /// The exporter's numbers as of its last pass.
+    ///
+    /// ```
+    /// use shardcount::export::{Exporter, MemorySink};
+    /// let e = Exporter::new(MemorySink::new(), std::time::Duration::from_secs(60));
+    /// assert_eq!(e.stats().gaps, 0);
+    /// ```
+    #[must_use]
+    pub fn stats(&self) -> ExportStats {
+        lock(&self.inner.ctl).stats.clone()
+    }
+
+    /// Counts read from sources and not yet confirmed by the sink (as of the
+    /// last pass). Bounded by the keys, not the adds: see
+    /// [`ExportStats::pending_keys`].
+    ///
+    /// ```
+    /// use shardcount::export::{Exporter, MemorySink};
+    /// let e = Exporter::new(MemorySink::new(), std::time::Duration::from_secs(60));
+    /// assert_eq!(e.pending(), 0);
+    /// ```
+    #[must_use]
+    pub fn pending(&self) -> u64 {
+        lock(&self.inner.ctl).stats.pending
+    }
+
+    /// Counts the sink has confirmed.
+    ///
+    /// ```
+    /// use shardcount::export::{Exporter, MemorySink};
+    /// let e = Exporter::new(MemorySink::new(), std::time::Duration::from_secs(60));
+    /// assert_eq!(e.delivered(), 0);
+    /// ```
+    #[must_use]
+    pub fn delivered(&self) -> u64 {
+        lock(&self.inner.ctl).stats.delivered
+    }
+
+    /// Reads every source once more and delivers until nothing is pending
+    /// or `deadline` passes, retrying failed deliveries with back-off.
+    /// Waits first for a pass the thread is running (bounded by the sink's
+    /// network timeouts), and a delivery in progress at the deadline is
+    /// waited for too.
+    ///
+    /// # Errors
+    ///
+    /// [`FlushError`], with what could not be delivered, if counts remain
+    /// at the deadline.
+    ///
+    /// ```
+    /// use shardcount::export::{Exporter, MemorySink};
+    /// use shardcount::RoughCounter;
+    /// use std::time::{Duration, Instant};
+    /// let c = RoughCounter::new();
+    /// let sink = MemorySink::new();
+    /// let e = Exporter::new(sink.clone(), Duration::from_secs(60));
+    /// e.register("c", &c);
+    /// c.add(4);
+    /// sink.set_down(true);
+    /// let err = e.flush(Instant::now() + Duration::from_millis(50)).unwrap_err();
+    /// assert_eq!(err.report.undelivered, 4);
+    /// sink.set_down(false);
+    /// assert_eq!(e.flush(Instant::now() + Duration::from_secs(5)).unwrap().delivered, 4);
+    /// ```
+    pub fn flush(&self, deadline: Instant) -> Result<FlushReport, FlushError> {
+        let mut engine = lock(&self.inner.engine);
+        let before = engine.stats.delivered;
+        engine.collect(&self.inner);
+        loop {
+            let res = engine.deliver_all(Some(deadline));
+            engine.publish(&self.inner);
+            let report = FlushReport {
+                delivered: engine.stats.delivered - before,
+                undelivered: engine.stats.pending,
+                undelivered_keys: engine.stats.pending_keys,
+            };
+            match res {
+                Ok(()) if report.undelivered == 0 => return Ok(report),
+                Ok(()) => {
+                    return Err(FlushError {
+                        report,
+                        error: None,
+                    })
+                }
+                Err(e) => {
+                    let wait = engine.backoff();
+                    let now = Instant::now();
+                    if now + wait >= deadline {
+                        return Err(FlushError {
+                            report,
+                            error: Some(e),
+                        });
+                    }
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        lock(&self.inner.ctl).stop = true;
+        self.inner.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Exporter")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+fn run(inner: &Inner) {
+    let mut wait = lock(&inner.engine).config.interval;
+    loop {
+        let deadline = Instant::now() + wait;
+        let mut ctl = lock(&inner.ctl);
+        while !ctl.stop {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            ctl = inner
+                .wake
+                .wait_timeout(ctl, deadline - now)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+        if ctl.stop {
+            return;
+        }
+        drop(ctl);
+        let mut engine = lock(&inner.engine);
+        engine.collect(inner);
+        let res = engine.deliver_all(None);
+        engine.publish(inner);
+        wait = match res {
+            Ok(()) => engine.config.interval,
+            Err(_) => engine.backoff(),
+        };
+    }
+}
+
+impl Engine {
+    /// Picks up new sources, reads every source and coalesces the deltas
+    /// into `pending`; lets go of sources that are no longer live (after
+    /// this last read).
+    fn collect(&mut self, inner: &Inner) {
+        let new = std::mem::take(&mut lock(&inner.ctl).new_sources);
+        self.sources
+            .extend(new.into_iter().map(|s| (s, HashMap::new())));
+        let pending = &mut self.pending;
+        self.sources.retain_mut(|(source, cursors)| {
+            let live = source.is_live();
+            source.read(&mut |key, value| {
+                // A lookup first: no allocation for a key seen before.
+                let cursor = match cursors.get_mut(key) {
+                    Some(c) => c,
+                    None => cursors.entry(key.to_owned()).or_insert(0),
+                };
+                let delta = value.wrapping_sub(*cursor) as i64;
+                *cursor = value;
+                if delta != 0 {
+                    match pending.get_mut(key) {
+                        Some(p) => {
+                            *p = p.wrapping_add(delta);
+                            if *p == 0 {
+                                pending.remove(key);
+                            }
+                        }
+                        None => _ = pending.insert(key.to_owned(), delta),
+                    }
+                }
+            });
+            live
+        });
+    }
+
+    /// Freezes batches from `pending` (when none are frozen) and delivers
+    /// until nothing is pending, a delivery fails, or `deadline` passes.
+    fn deliver_all(&mut self, deadline: Option<Instant>) -> Result<(), SinkError> {
+        loop {
+            if self.frozen.is_empty() {
+                self.freeze();
+            }
+            if self.frozen.is_empty() {
+                return Ok(());
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(());
+            }
+            match self.sink.deliver(&self.frozen) {
+                Ok(outcomes) => {
+                    self.failures = 0;
+                    self.stats.last_error = None;
+                    self.settle(outcomes);
+                }
+                Err(e) => {
+                    self.failures = self.failures.saturating_add(1);
+                    self.stats.errors += 1;
+                    self.stats.last_error = Some(e.to_string());
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Moves up to `pipeline` batches of up to `batch_keys` keys from
+    /// `pending` into `frozen`, numbered from `next_seq`.
+    fn freeze(&mut self) {
+        let (keys, pipeline) = (self.config.batch_keys, self.config.pipeline);
+        let mut drain = self.pending.drain();
+        for _ in 0..pipeline {
+            let deltas: Vec<(String, i64)> = drain.by_ref().take(keys).collect();
+            if deltas.is_empty() {
+                break;
+            }
+            self.frozen
+                .push(Batch::new(self.writer, self.next_seq, deltas));
+            self.next_seq += 1;
+        }
+        // Keys beyond `pipeline` batches stay pending.
+        let rest: Vec<_> = drain.collect();
+        self.pending.extend(rest);
+    }
+
+    /// Applies the sink's answers: confirmed batches move from `frozen` to
+    /// `retained`; at the first batch not applied, rejected keys are
+    /// dropped or, for a gap, the writer starts over (`restart`). Batches
+    /// after it stay as they are (their answers only follow from it).
+    fn settle(&mut self, outcomes: Vec<Outcome>) {
+        let now = Instant::now();
+        self.prune(now);
+        let mut gap = None;
+        for outcome in outcomes {
+            let Some(batch) = self.frozen.first_mut() else {
+                break;
+            };
+            match outcome {
+                Outcome::Applied | Outcome::Duplicate => {
+                    if outcome == Outcome::Duplicate {
+                        self.stats.duplicates += 1;
+                    }
+                    self.stats.delivered += batch.magnitude();
+                    self.stats.batches += 1;
+                    let batch = self.frozen.remove(0);
+                    self.retained.push_back((now, batch));
+                }
+                Outcome::Rejected { keys } => {
+                    let before = batch.magnitude();
+                    batch.deltas.retain(|(k, _)| !keys.contains(k));
+                    self.stats.rejected += before - batch.magnitude();
+                    break;
+                }
+                Outcome::Gap { last } => {
+                    gap = Some(last);
+                    break;
+                }
+            }
+        }
+        if let Some(last) = gap {
+            self.restart(last);
+        }
+        self.prune(now);
+    }
+
+    /// Lets go of confirmed batches older than `config.retain`.
+    fn prune(&mut self, now: Instant) {
+        let retain = self.config.retain;
+        while self
+            .retained
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) > retain)
+        {
+            self.retained.pop_front();
+        }
+    }
+
+    /// The sink has the writer's batches up to `last` only, though it had
+    /// confirmed later ones: put the retained batches after `last` back in
+    /// front of the frozen ones (the lost ones that are no longer retained
+    /// are counted in `lost`), and number everything from 1 under a new
+    /// writer id. The old writer's batches after `last` are gone from the
+    /// sink, so none of them can be applied twice.
+    fn restart(&mut self, last: u64) {
+        self.stats.gaps += 1;
+        let first_frozen = self.frozen.first().map_or(self.next_seq, |b| b.seq);
+        let mut resend: Vec<Batch> = Vec::new();
+        for (_, b) in self.retained.drain(..) {
+            if b.seq > last {
+                self.stats.delivered -= b.magnitude();
+                self.stats.batches -= 1;
+                resend.push(b);
+            }
+        }
+        // Lost batches we no longer hold: last + 1 .. the first resent one.
+        let held_from = resend.first().map_or(first_frozen, |b| b.seq);
+        if held_from > last + 1 {
+            // Their content is gone; count what the sink had confirmed
+            // (its magnitude is unknown here): the batches, not counts.
+            self.stats.lost += held_from - (last + 1);
+        }
+        resend.append(&mut self.frozen);
+        self.frozen = resend;
+        self.writer = WriterId::random();
+        self.stats.writer = Some(self.writer);
+        let mut seq = 1;
+        for b in &mut self.frozen {
+            b.writer = self.writer;
+            b.seq = seq;
+            seq += 1;
+        }
+        self.next_seq = seq;
+    }
+
+    /// The next back-off: `min_backoff` doubled per consecutive failure, up
+    /// to `max_backoff`, times a jitter factor in [0.5, 1).
+    fn backoff(&mut self) -> Duration {
+        let exp = self.failures.saturating_sub(1).min(20);
+        let base = self
+            .config
+            .min_backoff
+            .saturating_mul(1 << exp)
+            .min(self.config.max_backoff);
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let jitter = 0.5 + (self.rng >> 11) as f64 / (1u64 << 53) as f64 / 2.0;
+        base.mul_f64(jitter)
+    }
+
+    /// Recomputes the pending numbers and publishes the stats.
+    fn publish(&mut self, inner: &Inner) {
+        let frozen = self.frozen.iter().map(Batch::magnitude).sum::<u64>();
+        let pending = self.pending.values().map(|d| d.unsigned_abs()).sum::<u64>();
+        self.stats.pending = frozen + pending;
+        self.stats.pending_keys =
+            self.frozen.iter().map(|b| b.deltas.len()).sum::<usize>() + self.pending.len();
+        lock(&inner.ctl).stats = self.stats.clone();
+    }
+}

@@ -1,0 +1,291 @@
+//! `RedisSink` (feature `redis`): batches folded into Redis keys exactly
+//! once, by a Lua script.
+//!
+//! # The script's contract
+//!
+//! `KEYS[1]` is the writers hash (`<prefix>__writers`), `KEYS[2..]` the
+//! counters' keys (`<prefix><key>`); `ARGV[1]` is the writer id, `ARGV[2]`
+//! the batch number, `ARGV[3..]` the deltas, one per counter key, in order.
+//! In one atomic script run it
+//!
+//! 1. reads `last = HGET writers <writer>` (0 when absent);
+//! 2. if `seq <= last` returns `{0, last}` (duplicate: nothing changed);
+//!    if `seq > last + 1` returns `{2, last}` (gap: nothing changed);
+//! 3. validates every key before writing anything (scripts do not roll
+//!    back), reading them with `MGET` (1,000 keys a call) (a key it reads as nil is
+//!    checked with `EXISTS`: `MGET` reads other types as nil too): each
+//!    must be absent or a string holding a decimal integer,
+//!    and the sum with its delta must stay within ±9.2·10<sup>18</sup> (a
+//!    margin below the 64-bit limit that Lua's doubles can check). If any
+//!    fails it returns `{3, i, ...}` with their 1-based positions among the
+//!    counter keys, changing nothing;
+//! 4. runs `INCRBY` on each key, `HSET writers <writer> <seq>`, and returns
+//!    `{1}`.
+//!
+//! The script is loaded once per connection with `SCRIPT LOAD` and run
+//! with `EVALSHA`; a `NOSCRIPT` answer (a restarted or flushed server)
+//! loads it again and resends. Several batches go in one pipeline; a
+//! batch that follows a non-applied one in the same pipeline sees a gap and
+//! is resent (the exporter only acts on the first batch that was not
+//! applied).
+//!
+//! # What Redis keeps
+//!
+//! Redis runs a script's writes as one transaction, in memory, in the AOF
+//! and to replicas. With `appendonly yes` it normally writes the AOF before
+//! it replies, so a Redis process killed with `kill -9` keeps what it
+//! confirmed. Not always under `appendfsync everysec`: while a background
+//! fsync is slow, Redis postpones the AOF write for up to 2 s but still
+//! replies, and a `kill -9` then loses those confirmed writes (seen in
+//! this crate's tests on a busy host); a machine crash loses up to the last
+//! second or two too. The next batch then sees a gap, and the exporter sends
+//! the lost batches again from those it retained (`ExportConfig::retain`,
+//! 3 s) under a new writer id, so the totals stay exact. Losses older than
+//! that (no persistence, a failover to a lagging replica) are counted in
+//! `ExportStats::lost` and missing from Redis.
+//!
+//! The writers hash gains one field per exporter start (a writer id and a
+//! number, about 50 bytes). Every key of a batch must live on one node: in
+//! Redis Cluster, give the prefix a hash tag (`{fleet}:`).
+
+use super::{Batch, Outcome, Sink, SinkError};
+use redis::{Client, Connection, Value};
+use std::fmt;
+use std::time::Duration;
+
+/// The Lua script (see the module docs for its contract).
+pub const SCRIPT: &str = r"
+local last = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+local seq = tonumber(ARGV[2])
+if seq <= last then return {0, last} end
+if seq ~= last + 1 then return {2, last} end
+local bad = {}
+local cur = {}
+for s = 2, #KEYS, 1000 do
+  local part = redis.call('MGET', unpack(KEYS, s, math.min(s + 999, #KEYS)))
+  for j = 1, #part do cur[s - 2 + j] = part[j] end
+end
+for i = 2, #KEYS do
+  local v = cur[i - 1]
+  local d = tonumber(ARGV[i + 1])
+  if v then
+    local n = tonumber(v)
+    if not string.match(v, '^%-?%d+$') or not n or math.abs(n + d) > 9.2e18 then
+      bad[#bad + 1] = i - 1
+    end
+  elseif redis.call('EXISTS', KEYS[i]) == 1 or math.abs(d) > 9.2e18 then
+    bad[#bad + 1] = i - 1
+  end
+end
+if #bad > 0 then
+  table.insert(bad, 1, 3)
+  return bad
+end
+for i = 2, #KEYS do
+  redis.call('INCRBY', KEYS[i], ARGV[i + 1])
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return {1}
+";
+
+/// A [`Sink`] that folds batches into Redis keys `<prefix><key>` exactly
+/// once (see the module docs). Connects lazily, on the first delivery, and
+/// again after any error; never blocks longer than its timeout per
+/// network step.
+///
+/// ```no_run
+/// use shardcount::export::redis::RedisSink;
+/// use shardcount::export::Exporter;
+/// use shardcount::RoughCounter;
+/// use std::time::{Duration, Instant};
+///
+/// static REQUESTS: RoughCounter = RoughCounter::new();
+/// let sink = RedisSink::new("redis://127.0.0.1:6379", "fleet:").unwrap();
+/// let exporter = Exporter::new(sink, Duration::from_millis(100));
+/// exporter.register("requests", &REQUESTS); // Redis key "fleet:requests"
+/// REQUESTS.inc();
+/// // at shutdown:
+/// if let Err(e) = exporter.flush(Instant::now() + Duration::from_secs(5)) {
+///     eprintln!("{e}"); // what could not be delivered
+/// }
+/// ```
+pub struct RedisSink {
+    client: Client,
+    conn: Option<Connection>,
+    sha: Option<String>,
+    prefix: String,
+    writers_key: String,
+    timeout: Duration,
+}
+
+impl RedisSink {
+    /// A sink for the server at `url` (`redis://host:port[/db]`), writing
+    /// keys under `prefix`. Does not connect yet.
+    ///
+    /// # Errors
+    ///
+    /// If `url` cannot be parsed.
+    ///
+    /// ```
+    /// let sink = shardcount::export::redis::RedisSink::new("redis://127.0.0.1:1", "app:").unwrap();
+    /// assert_eq!(sink.writers_key(), "app:__writers");
+    /// ```
+    pub fn new(url: &str, prefix: &str) -> Result<RedisSink, redis::RedisError> {
+        Ok(RedisSink {
+            client: Client::open(url)?,
+            conn: None,
+            sha: None,
+            prefix: prefix.to_owned(),
+            writers_key: format!("{prefix}__writers"),
+            timeout: Duration::from_secs(2),
+        })
+    }
+
+    /// Sets the connect, read and write timeout (default 2 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let sink = shardcount::export::redis::RedisSink::new("redis://127.0.0.1:1", "")
+    ///     .unwrap()
+    ///     .with_timeout(Duration::from_millis(500));
+    /// # drop(sink);
+    /// ```
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> RedisSink {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The hash holding each writer's last applied batch number.
+    ///
+    /// ```
+    /// let s = shardcount::export::redis::RedisSink::new("redis://127.0.0.1:1", "x:").unwrap();
+    /// assert_eq!(s.writers_key(), "x:__writers");
+    /// ```
+    #[must_use]
+    pub fn writers_key(&self) -> &str {
+        &self.writers_key
+    }
+
+    fn connect(&mut self) -> Result<&mut Connection, redis::RedisError> {
+        if self.conn.is_none() {
+            let conn = self.client.get_connection_with_timeout(self.timeout)?;
+            conn.set_read_timeout(Some(self.timeout))?;
+            conn.set_write_timeout(Some(self.timeout))?;
+            self.conn = Some(conn);
+            self.sha = None;
+        }
+        let conn = self.conn.as_mut().expect("connected above");
+        if self.sha.is_none() {
+            let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(SCRIPT).query(conn)?;
+            self.sha = Some(sha);
+        }
+        Ok(conn)
+    }
+
+    fn try_deliver(&mut self, batches: &[Batch]) -> Result<Vec<Value>, redis::RedisError> {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        {
+            let sha = self.sha.clone().unwrap_or_default();
+            for b in batches {
+                let cmd = pipe.cmd("EVALSHA").arg(&sha).arg(b.deltas().len() + 1);
+                cmd.arg(&self.writers_key);
+                for (k, _) in b.deltas() {
+                    cmd.arg(format!("{}{k}", self.prefix));
+                }
+                cmd.arg(b.writer().to_string()).arg(b.seq());
+                for (_, d) in b.deltas() {
+                    cmd.arg(*d);
+                }
+            }
+        }
+        let conn = self.conn.as_mut().expect("connected by the caller");
+        pipe.query(conn)
+    }
+
+    fn deliver_once(&mut self, batches: &[Batch]) -> Result<Vec<Outcome>, SinkError> {
+        if let Err(e) = self.connect() {
+            return Err(self.fail(e));
+        }
+        let values = self.try_deliver(batches).map_err(|e| self.fail(e))?;
+        if values.len() != batches.len() {
+            self.conn = None;
+            return Err(SinkError::new(format!(
+                "redis: {} replies to {} batches",
+                values.len(),
+                batches.len()
+            )));
+        }
+        let mut out = Vec::with_capacity(batches.len());
+        for (b, v) in batches.iter().zip(values) {
+            out.push(self.outcome(b, v)?);
+        }
+        Ok(out)
+    }
+
+    /// Forgets the connection after an error, so the next delivery
+    /// reconnects (and reloads the script).
+    fn fail(&mut self, e: redis::RedisError) -> SinkError {
+        self.conn = None;
+        SinkError::new(e)
+    }
+
+    fn outcome(&mut self, b: &Batch, v: Value) -> Result<Outcome, SinkError> {
+        let ints = |v: &[Value]| -> Option<Vec<i64>> {
+            v.iter()
+                .map(|x| match x {
+                    Value::Int(i) => Some(*i),
+                    _ => None,
+                })
+                .collect()
+        };
+        match v {
+            Value::Array(items) => match ints(&items).as_deref() {
+                Some([1]) => Ok(Outcome::Applied),
+                Some([0, _]) => Ok(Outcome::Duplicate),
+                Some([2, last]) => Ok(Outcome::Gap { last: *last as u64 }),
+                Some([3, bad @ ..]) => Ok(Outcome::Rejected {
+                    keys: bad
+                        .iter()
+                        .filter_map(|&i| b.deltas().get((i as usize).checked_sub(1)?))
+                        .map(|(k, _)| k.clone())
+                        .collect(),
+                }),
+                _ => Err(SinkError::new(format!(
+                    "redis: unexpected script reply {items:?}"
+                ))),
+            },
+            Value::ServerError(e) => {
+                if e.code() == "NOSCRIPT" {
+                    self.sha = None;
+                }
+                Err(SinkError::new(format!("redis: {e:?}")))
+            }
+            other => Err(SinkError::new(format!(
+                "redis: unexpected script reply {other:?}"
+            ))),
+        }
+    }
+}
+
+impl Sink for RedisSink {
+    fn deliver(&mut self, batches: &[Batch]) -> Result<Vec<Outcome>, SinkError> {
+        match self.deliver_once(batches) {
+            // NOSCRIPT (the script cache was flushed): loaded again by
+            // `connect`; resending is safe, applied batches are duplicates.
+            Err(_) if self.sha.is_none() && self.conn.is_some() => self.deliver_once(batches),
+            r => r,
+        }
+    }
+}
+
+impl fmt::Debug for RedisSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisSink")
+            .field("prefix", &self.prefix)
+            .field("connected", &self.conn.is_some())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}

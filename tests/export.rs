@@ -1,0 +1,208 @@
+//! The exporter against in-process sinks: exact totals through failures,
+//! lost replies, a sink that loses state, and dropped counters.
+#![cfg(not(shardcount_loom))]
+
+use shardcount::export::{
+    Batch, ExportConfig, Exporter, MemorySink, Outcome, Sink, SinkError, Source, WriterId,
+};
+use shardcount::RoughCounter;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn soon() -> Instant {
+    Instant::now() + Duration::from_secs(30)
+}
+
+fn fast() -> ExportConfig {
+    ExportConfig {
+        interval: Duration::from_millis(1),
+        batch_keys: 3,
+        pipeline: 2,
+        min_backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(5),
+        retain: Duration::from_secs(3),
+    }
+}
+
+/// A sink that applies every delivery but reports an error for every
+/// `nth` one (the reply is "lost"), and can forget everything once.
+#[derive(Clone)]
+struct Flaky {
+    inner: Arc<Mutex<MemorySink>>,
+    calls: Arc<AtomicU64>,
+    nth: u64,
+    forget_at: Arc<Mutex<Option<u64>>>,
+}
+
+impl Sink for Flaky {
+    fn deliver(&mut self, batches: &[Batch]) -> Result<Vec<Outcome>, SinkError> {
+        let call = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if *self.forget_at.lock().unwrap() == Some(call) {
+            // A store restored from nothing: totals and writers gone.
+            *self.inner.lock().unwrap() = MemorySink::new();
+        }
+        let out = self.inner.lock().unwrap().deliver(batches)?;
+        if call % self.nth == 0 {
+            return Err(SinkError::new("reply lost"));
+        }
+        Ok(out)
+    }
+}
+
+#[test]
+fn lost_replies_counted_once_while_threads_add() {
+    let sink = Flaky {
+        inner: Arc::new(Mutex::new(MemorySink::new())),
+        calls: Arc::new(AtomicU64::new(0)),
+        nth: 3,
+        forget_at: Arc::new(Mutex::new(None)),
+    };
+    let counters: Arc<Vec<RoughCounter>> =
+        Arc::new((0..10).map(|_| RoughCounter::new().with_batch(8)).collect());
+    let exporter = Exporter::with_config(sink.clone(), fast());
+    for (i, c) in counters.iter().enumerate() {
+        exporter.register(&format!("k{i}"), c);
+    }
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let counters = Arc::clone(&counters);
+            std::thread::spawn(move || {
+                for i in 0..50_000u64 {
+                    counters[((i * 7 + t) % 10) as usize].add(1 + i % 3);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    exporter.flush(soon()).unwrap();
+    let stats = exporter.stats();
+    assert!(stats.errors > 0 && stats.duplicates > 0, "{stats:?}");
+    for (i, c) in counters.iter().enumerate() {
+        assert_eq!(
+            sink.inner.lock().unwrap().get(&format!("k{i}")),
+            c.sum() as i64
+        );
+    }
+    assert_eq!(
+        stats.delivered,
+        counters.iter().map(RoughCounter::sum).sum::<u64>()
+    );
+}
+
+/// The sink forgets everything once confirmed batch 1 is `age` old;
+/// returns (sink total, exporter stats, first writer).
+fn forgetful(retain: Duration) -> (i64, shardcount::export::ExportStats, Option<WriterId>) {
+    let sink = Flaky {
+        inner: Arc::new(Mutex::new(MemorySink::new())),
+        calls: Arc::new(AtomicU64::new(0)),
+        nth: u64::MAX,
+        forget_at: Arc::new(Mutex::new(None)),
+    };
+    let c = RoughCounter::new();
+    let exporter = Exporter::with_config(
+        sink.clone(),
+        ExportConfig {
+            interval: Duration::from_secs(3600),
+            retain,
+            ..fast()
+        },
+    );
+    exporter.register("c", &c);
+    c.add(5);
+    exporter.flush(soon()).unwrap();
+    let first = exporter.stats().writer;
+    *sink.forget_at.lock().unwrap() = Some(sink.calls.load(Ordering::Relaxed) + 1);
+    c.add(2);
+    // The sink forgot batch 1; batch 2 is a gap.
+    exporter.flush(soon()).unwrap();
+    c.add(1);
+    exporter.flush(soon()).unwrap();
+    assert_eq!(exporter.pending(), 0);
+    let total = sink.inner.lock().unwrap().get("c");
+    (total, exporter.stats(), first)
+}
+
+#[test]
+fn sink_that_lost_retained_batches_gets_them_again() {
+    let (total, stats, first) = forgetful(Duration::from_secs(60));
+    assert_eq!((stats.gaps, stats.lost), (1, 0));
+    assert_ne!(stats.writer, first);
+    assert_eq!(total, 8);
+    assert_eq!(stats.delivered, 8);
+}
+
+#[test]
+fn sink_that_lost_unretained_batches_counts_the_loss() {
+    let (total, stats, first) = forgetful(Duration::ZERO);
+    assert_eq!((stats.gaps, stats.lost), (1, 1));
+    assert_ne!(stats.writer, first);
+    assert_eq!(total, 3); // the 5 of batch 1 are gone
+    assert_eq!(stats.delivered, 8); // as confirmed, once each
+}
+
+#[test]
+fn dropped_counter_is_read_once_more_and_let_go() {
+    let sink = MemorySink::new();
+    let exporter = Exporter::with_config(
+        sink.clone(),
+        ExportConfig {
+            interval: Duration::from_secs(3600),
+            ..fast()
+        },
+    );
+    let c = RoughCounter::new();
+    exporter.register("gone", &c);
+    std::thread::scope(|s| {
+        s.spawn(|| c.add(11));
+    });
+    drop(c);
+    exporter.flush(soon()).unwrap();
+    assert_eq!(sink.get("gone"), 11);
+    exporter.flush(soon()).unwrap();
+    assert_eq!(sink.get("gone"), 11);
+}
+
+/// A keyed source whose key set grows: each key is shipped from 0.
+struct Grow(Mutex<Vec<(String, u64)>>);
+
+impl Source for Grow {
+    fn read(&self, f: &mut dyn FnMut(&str, u64)) {
+        for (k, v) in self.0.lock().unwrap().iter() {
+            f(k, *v);
+        }
+    }
+}
+
+#[test]
+fn keyed_source_many_keys_in_small_batches() {
+    let src = Arc::new(Grow(Mutex::new(Vec::new())));
+    let sink = MemorySink::new();
+    let exporter = Exporter::with_config(
+        sink.clone(),
+        ExportConfig {
+            interval: Duration::from_secs(3600),
+            ..fast()
+        },
+    );
+    exporter.register_source(Arc::clone(&src));
+    for round in 1..=3u64 {
+        src.0
+            .lock()
+            .unwrap()
+            .extend((0..10).map(|i| (format!("r{round}k{i}"), 0)));
+        for (_, v) in src.0.lock().unwrap().iter_mut() {
+            *v += round;
+        }
+        exporter.flush(soon()).unwrap();
+    }
+    // 3 keys per batch, 2 batches per delivery: many deliveries, exact.
+    let totals = sink.totals();
+    assert_eq!(totals.len(), 30);
+    assert_eq!(totals["r1k0"], 6);
+    assert_eq!(totals["r2k9"], 5);
+    assert_eq!(totals["r3k3"], 3);
+    assert!(sink.applied_batches() >= 20);
+}

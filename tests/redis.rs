@@ -1,0 +1,431 @@
+//! The Redis export against a real `redis-server`: each test starts its own
+//! server (free port, own directory, AOF everysec, no RDB) and kills it when
+//! done. Without `redis-server` on the PATH the tests fail, on purpose:
+//! install it with `.ci/install-redis`.
+#![cfg(all(feature = "redis", not(shardcount_loom)))]
+
+use shardcount::export::redis::RedisSink;
+use shardcount::export::{Batch, ExportConfig, Exporter, Outcome, Sink, WriterId};
+use shardcount::RoughCounter;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A redis-server of our own, killed (SIGKILL) on drop.
+struct Server {
+    port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    l.local_addr().unwrap().port()
+}
+
+impl Server {
+    /// A server on a free port (not started yet).
+    fn new() -> Server {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "shardcount-redis-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Server {
+            port: free_port(),
+            dir,
+            child: None,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts (or restarts) the server on its port and directory, and
+    /// waits until it answers PING.
+    fn start(&mut self) {
+        assert!(self.child.is_none());
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(["--appendonly", "yes", "--appendfsync", "everysec"])
+            .args(["--save", ""])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start redis-server ({e}): these tests need it on the PATH; \
+                     install it with .ci/install-redis (apt-get install -y redis-server)"
+                )
+            });
+        self.child = Some(child);
+        let client = redis::Client::open(self.url()).unwrap();
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return;
+                }
+            }
+            assert!(Instant::now() < until, "redis-server did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL, and reap it.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap()
+    }
+
+    /// The values of `keys` (absent keys read as 0).
+    fn values(&self, keys: &[String]) -> Vec<i64> {
+        let mut c = self.conn();
+        let got: Vec<Option<i64>> = redis::cmd("MGET").arg(keys).query(&mut c).unwrap();
+        got.into_iter().map(|v| v.unwrap_or(0)).collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn sink(server: &Server, prefix: &str) -> RedisSink {
+    RedisSink::new(&server.url(), prefix)
+        .unwrap()
+        .with_timeout(Duration::from_millis(500))
+}
+
+fn config() -> ExportConfig {
+    ExportConfig {
+        interval: Duration::from_millis(5),
+        batch_keys: 100,
+        pipeline: 4,
+        ..ExportConfig::default()
+    }
+}
+
+/// One "process": its counters, registered with its own exporter, and
+/// what its threads added per key.
+struct Worker {
+    counters: Arc<Vec<RoughCounter>>,
+    exporter: Exporter,
+    added: Arc<Vec<AtomicU64>>,
+}
+
+impl Worker {
+    fn new(sink: RedisSink, keys: usize) -> Worker {
+        let counters: Arc<Vec<RoughCounter>> = Arc::new(
+            (0..keys)
+                .map(|_| RoughCounter::new().with_batch(64))
+                .collect(),
+        );
+        let exporter = Exporter::with_config(sink, config());
+        for (i, c) in counters.iter().enumerate() {
+            exporter.register(&format!("k{i}"), c);
+        }
+        Worker {
+            counters,
+            exporter,
+            added: Arc::new((0..keys).map(|_| AtomicU64::new(0)).collect()),
+        }
+    }
+
+    /// Starts `threads` threads adding to random keys until `stop`.
+    fn spawn(
+        &self,
+        threads: usize,
+        seed: u64,
+        stop: &Arc<AtomicBool>,
+    ) -> Vec<std::thread::JoinHandle<()>> {
+        (0..threads)
+            .map(|t| {
+                let (counters, added, stop) = (
+                    Arc::clone(&self.counters),
+                    Arc::clone(&self.added),
+                    Arc::clone(stop),
+                );
+                std::thread::spawn(move || {
+                    let mut x = seed.wrapping_mul(31).wrapping_add(t as u64 + 1) | 1;
+                    let mut mine = vec![0u64; counters.len()];
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) || n < 20_000 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let k = (x % counters.len() as u64) as usize;
+                        let v = (x >> 40) % 4 + 1;
+                        counters[k].add(v);
+                        mine[k] += v;
+                        n += 1;
+                    }
+                    for (a, m) in added.iter().zip(mine) {
+                        a.fetch_add(m, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect()
+    }
+}
+
+fn expected(workers: &[&Worker], keys: usize) -> Vec<i64> {
+    (0..keys)
+        .map(|k| {
+            workers
+                .iter()
+                .map(|w| w.added[k].load(Ordering::Relaxed) as i64)
+                .sum()
+        })
+        .collect()
+}
+
+fn key_names(prefix: &str, keys: usize) -> Vec<String> {
+    (0..keys).map(|i| format!("{prefix}k{i}")).collect()
+}
+
+fn flush(w: &Worker) {
+    let r = w
+        .exporter
+        .flush(Instant::now() + Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("flush: {e}"));
+    assert_eq!(r.undelivered, 0);
+}
+
+const KEYS: usize = 1000;
+
+#[test]
+fn two_exporters_four_threads_each_totals_exact() {
+    let mut server = Server::new();
+    server.start();
+    let a = Worker::new(sink(&server, "t:"), KEYS);
+    let b = Worker::new(sink(&server, "t:"), KEYS);
+    assert_ne!(a.exporter.stats().writer, b.exporter.stats().writer);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = a.spawn(4, 1, &stop);
+    threads.extend(b.spawn(4, 2, &stop));
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    flush(&a);
+    flush(&b);
+    let want = expected(&[&a, &b], KEYS);
+    assert!(want.iter().all(|&v| v > 0));
+    assert_eq!(server.values(&key_names("t:", KEYS)), want);
+    let total: i64 = want.iter().sum();
+    assert_eq!(
+        (a.exporter.delivered() + b.exporter.delivered()) as i64,
+        total
+    );
+    // Several passes ran while the threads counted, not only the flush.
+    assert!(a.exporter.stats().batches > 10);
+    // The writers hash has one field per exporter.
+    let mut c = server.conn();
+    let n: usize = redis::cmd("HLEN").arg("t:__writers").query(&mut c).unwrap();
+    assert_eq!(n, 2);
+}
+
+#[test]
+fn redis_killed_mid_run_and_restarted_totals_exact() {
+    let mut server = Server::new();
+    server.start();
+    let a = Worker::new(sink(&server, "t:"), KEYS);
+    let b = Worker::new(sink(&server, "t:"), KEYS);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = a.spawn(4, 3, &stop);
+    threads.extend(b.spawn(4, 4, &stop));
+    // Let batches land, then kill the server under them.
+    let until = Instant::now() + Duration::from_secs(20);
+    while a.exporter.stats().batches < 5 || b.exporter.stats().batches < 5 {
+        assert!(Instant::now() < until, "no batches before the kill");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    server.kill();
+    std::thread::sleep(Duration::from_millis(300));
+    server.start();
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    flush(&a);
+    flush(&b);
+    let (sa, sb) = (a.exporter.stats(), b.exporter.stats());
+    if sa.gaps + sb.gaps > 0 {
+        // Redis confirmed writes it had not written to its AOF yet (a slow
+        // background fsync under everysec) and the kill lost them: the
+        // exporters must have sent them again.
+        eprintln!(
+            "redis lost confirmed batches: gaps {} + {}",
+            sa.gaps, sb.gaps
+        );
+    }
+    assert_eq!(
+        server.values(&key_names("t:", KEYS)),
+        expected(&[&a, &b], KEYS),
+        "{sa:?} {sb:?}"
+    );
+    assert!(sa.errors + sb.errors > 0, "the kill was not noticed");
+    assert_eq!((sa.lost, sb.lost, sa.rejected, sb.rejected), (0, 0, 0, 0));
+}
+
+#[test]
+fn resent_batch_after_lost_reply_applied_once() {
+    let mut server = Server::new();
+    server.start();
+    let mut s = sink(&server, "r:");
+    let w = WriterId::random();
+    let b1 = Batch::new(w, 1, vec![("a".into(), 5), ("b".into(), -2)]);
+    let b2 = Batch::new(w, 2, vec![("a".into(), 1)]);
+    assert_eq!(
+        s.deliver(std::slice::from_ref(&b1)).unwrap(),
+        [Outcome::Applied]
+    );
+    // The reply to b1 was "lost": the exporter resends it with the next one.
+    assert_eq!(
+        s.deliver(&[b1.clone(), b2.clone()]).unwrap(),
+        [Outcome::Duplicate, Outcome::Applied]
+    );
+    assert_eq!(
+        s.deliver(&[b1, b2]).unwrap(),
+        [Outcome::Duplicate, Outcome::Duplicate]
+    );
+    let keys = ["r:a".to_string(), "r:b".to_string()];
+    assert_eq!(server.values(&keys), [6, -2]);
+    // Another writer's batch 1 is its own.
+    let other = Batch::new(WriterId::random(), 1, vec![("a".into(), 10)]);
+    assert_eq!(s.deliver(&[other]).unwrap(), [Outcome::Applied]);
+    assert_eq!(server.values(&keys), [16, -2]);
+}
+
+#[test]
+fn gap_rejected_keys_and_flushed_script_cache() {
+    let mut server = Server::new();
+    server.start();
+    let mut s = sink(&server, "g:");
+    let w = WriterId::random();
+    // A batch past last + 1: the server lost confirmed batches.
+    let far = Batch::new(w, 3, vec![("a".into(), 1)]);
+    assert_eq!(s.deliver(&[far]).unwrap(), [Outcome::Gap { last: 0 }]);
+    // A key that cannot take a delta: nothing of the batch is applied.
+    let mut c = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("g:bad")
+        .arg("x")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("g:hash")
+        .arg("f")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("g:big")
+        .arg(i64::MAX - 1)
+        .query(&mut c)
+        .unwrap();
+    let b = Batch::new(
+        w,
+        1,
+        vec![
+            ("a".into(), 1),
+            ("bad".into(), 1),
+            ("hash".into(), 1),
+            ("big".into(), 5),
+        ],
+    );
+    assert_eq!(
+        s.deliver(&[b]).unwrap(),
+        [Outcome::Rejected {
+            keys: vec!["bad".into(), "hash".into(), "big".into()]
+        }]
+    );
+    assert_eq!(server.values(&["g:a".into()]), [0]);
+    // After SCRIPT FLUSH the sink loads the script again.
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut c).unwrap();
+    let ok = Batch::new(w, 1, vec![("a".into(), 1)]);
+    assert_eq!(s.deliver(&[ok]).unwrap(), [Outcome::Applied]);
+    assert_eq!(server.values(&["g:a".into()]), [1]);
+}
+
+#[test]
+fn exporter_rejected_keys_dropped_rest_delivered() {
+    let mut server = Server::new();
+    server.start();
+    let mut c = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("e:bad")
+        .arg("x")
+        .query(&mut c)
+        .unwrap();
+    let (good, bad) = (RoughCounter::new(), RoughCounter::new());
+    let exporter = Exporter::with_config(sink(&server, "e:"), config());
+    exporter.register("good", &good);
+    exporter.register("bad", &bad);
+    good.add(7);
+    bad.add(3);
+    exporter
+        .flush(Instant::now() + Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(server.values(&["e:good".into()]), [7]);
+    assert_eq!(exporter.stats().rejected, 3);
+}
+
+#[test]
+fn redis_unreachable_at_start_adds_never_block_delivery_completes() {
+    let mut server = Server::new(); // not started: nothing listens on its port
+    let keys = 100;
+    let w = Worker::new(sink(&server, "u:"), keys);
+    let stop = Arc::new(AtomicBool::new(true)); // each thread adds 20,000 times
+                                                // Adds finish with nothing listening: no add waits for Redis.
+    for t in w.spawn(4, 5, &stop) {
+        t.join().unwrap();
+    }
+    let total: u64 = w.added.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+    let until = Instant::now() + Duration::from_secs(30);
+    while w.exporter.pending() != total {
+        assert!(
+            Instant::now() < until,
+            "the exporter never read the counters"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stats = w.exporter.stats();
+    assert!(stats.errors > 0 && stats.last_error.is_some());
+    assert_eq!(stats.delivered, 0);
+    // Bounded by keys (80,000 adds over 100 keys): each key at most frozen
+    // once and pending once.
+    assert!(stats.pending_keys <= 2 * keys, "{stats:?}");
+    assert!(w
+        .exporter
+        .flush(Instant::now() + Duration::from_millis(50))
+        .is_err());
+    server.start();
+    flush(&w);
+    assert_eq!(server.values(&key_names("u:", keys)), expected(&[&w], keys));
+    assert_eq!(w.exporter.delivered(), total);
+    assert_eq!(w.exporter.pending(), 0);
+}
