@@ -18,6 +18,11 @@
 //!   `try_sub` takes from the caller's own shard lock-free and fails with
 //!   [`Insufficient`] only when the whole stock is short.
 //!
+//! Optional cargo features, all off by default, connect the counters to
+//! metrics crates (the `integrations` module, present when built with one): `metrics`
+//! (the `metrics` facade, and a layer that gives an existing recorder sharded
+//! increments) and `prometheus-client`.
+//!
 //! # Example
 //!
 //! ```
@@ -53,6 +58,13 @@ mod surface;
 mod thread;
 
 mod counter;
+// Optional integrations; loom never builds them (the folding thread and the
+// `absolute` locks are real threads and std locks).
+#[cfg(all(
+    any(feature = "metrics", feature = "prometheus-client"),
+    not(shardcount_loom)
+))]
+pub mod integrations;
 mod local;
 mod rough;
 mod stock;

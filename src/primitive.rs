@@ -25,6 +25,10 @@ pub(crate) mod sync {
 
     #[cfg(shardcount_loom)]
     pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+    /// Only the `metrics` integration, which loom never builds, uses it
+    /// (loom has no `Weak`).
+    #[cfg(not(shardcount_loom))]
+    pub(crate) use std::sync::Weak;
     #[cfg(not(shardcount_loom))]
     pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
