@@ -202,7 +202,7 @@ fn absolute_through_the_layer() {
 /// increments: it must end at exactly the largest value (concurrent
 /// `absolute` calls never stack).
 fn absolute_only_is_exact<C: CounterFn + Send + Sync>(c: &C, sum: impl Fn(&C) -> u64) {
-    const TOP: u64 = 20_000;
+    const TOP: u64 = 300_000;
     let start = Barrier::new(THREADS);
     std::thread::scope(|s| {
         for _ in 0..THREADS {
