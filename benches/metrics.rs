@@ -3,7 +3,8 @@
 //! groups):
 //!
 //! * `counter!`-registered handle, `increment(1)` in a loop: the Prometheus
-//!   exporter's own counter vs the same exporter under `ShardedLayer` (and,
+//!   exporter's own counter vs the same exporter under `ShardedLayer`, with
+//!   `Counter` and with `RoughCounter` backing (and,
 //!   for reference, a bare `Counter` / `RoughCounter` behind
 //!   `metrics::Counter::from_arc`);
 //! * `counter!("x", "k" => v).increment(1)` on every call (key lookup and
@@ -85,12 +86,12 @@ fn plain(n: u64, run: fn(&PrometheusRecorder, u64) -> Duration, series: &str) ->
     t
 }
 
-fn layered<F>(n: u64, run: F, series: &str) -> Duration
+fn layered<F>(layer: ShardedLayer, n: u64, run: F, series: &str) -> Duration
 where
     F: Fn(&shardcount::integrations::metrics::ShardedRecorder<PrometheusRecorder>, u64) -> Duration,
 {
     let (r, h) = prometheus();
-    let r = ShardedLayer::new().layer(r);
+    let r = layer.layer(r);
     let t = run(&r, n);
     r.flush();
     check(&h, series, n, "layer");
@@ -159,7 +160,12 @@ fn main() {
             Ratio::Throughput,
         )
         .reference("exporter handle", |n| plain(n, handle_loop, "hits"))
-        .vs("ShardedLayer handle", |n| layered(n, handle_loop, "hits"))
+        .vs("ShardedLayer handle", |n| {
+            layered(ShardedLayer::new(), n, handle_loop, "hits")
+        })
+        .vs("ShardedLayer::rough handle", |n| {
+            layered(ShardedLayer::new().rough(), n, handle_loop, "hits")
+        })
         .vs("Counter via from_arc", |n| {
             bare(Arc::new(Counter::new()), Counter::sum, n)
         })
@@ -175,7 +181,12 @@ fn main() {
             Ratio::Throughput,
         )
         .reference("exporter", |n| plain(n, lookup_loop, "hits{k=\"v\"}"))
-        .vs("ShardedLayer", |n| layered(n, lookup_loop, "hits{k=\"v\"}")),
+        .vs("ShardedLayer", |n| {
+            layered(ShardedLayer::new(), n, lookup_loop, "hits{k=\"v\"}")
+        })
+        .vs("ShardedLayer::rough", |n| {
+            layered(ShardedLayer::new().rough(), n, lookup_loop, "hits{k=\"v\"}")
+        }),
     );
 
     s.run(

@@ -33,14 +33,25 @@ fn count(text: &str, series: &str) -> u64 {
 }
 
 fn layered(interval: Duration) -> (ShardedRecorder<PrometheusRecorder>, PrometheusHandle) {
+    layered_with(ShardedLayer::new().with_interval(interval))
+}
+
+fn layered_with(layer: ShardedLayer) -> (ShardedRecorder<PrometheusRecorder>, PrometheusHandle) {
     let prometheus = PrometheusBuilder::new().build_recorder();
     let handle = prometheus.handle();
-    (
-        ShardedLayer::new()
-            .with_interval(interval)
-            .layer(prometheus),
-        handle,
-    )
+    (layer.layer(prometheus), handle)
+}
+
+/// The two backings, folding every millisecond or (`slow`) never on their
+/// own within a test.
+fn layers(slow: bool) -> [ShardedLayer; 2] {
+    let interval = if slow {
+        Duration::from_secs(3600)
+    } else {
+        Duration::from_millis(1)
+    };
+    let l = ShardedLayer::new().with_interval(interval);
+    [l, l.rough()]
 }
 
 const THREADS: usize = 4;
@@ -54,7 +65,13 @@ const WORKERS: [&str; THREADS] = ["0", "1", "2", "3"];
 /// folds race the increments; after the final flush every total is exact.
 #[test]
 fn exporter_totals_are_exact_after_flush() {
-    let (recorder, render) = layered(Duration::from_millis(1));
+    for layer in layers(false) {
+        exact_after_flush(layer);
+    }
+}
+
+fn exact_after_flush(layer: ShardedLayer) {
+    let (recorder, render) = layered_with(layer);
     let start = Barrier::new(THREADS);
     std::thread::scope(|s| {
         for (t, worker) in WORKERS.iter().enumerate() {
@@ -102,7 +119,13 @@ fn exporter_totals_are_exact_after_flush() {
 #[test]
 fn drop_flushes() {
     // An interval the test never reaches: only the drop can fold.
-    let (recorder, render) = layered(Duration::from_secs(3600));
+    for layer in layers(true) {
+        drop_flushes_with(layer);
+    }
+}
+
+fn drop_flushes_with(layer: ShardedLayer) {
+    let (recorder, render) = layered_with(layer);
     std::thread::scope(|s| {
         for _ in 0..THREADS {
             let recorder = &recorder;
@@ -127,15 +150,24 @@ fn drop_flushes() {
     );
 }
 
-/// The background thread alone brings the exporter up to date.
+/// The background thread alone brings the exporter up to date, fold after
+/// fold (for a `RoughCounter`, each fold moves only what was added since).
 #[test]
 fn background_thread_folds() {
-    let (recorder, render) = layered(Duration::from_millis(1));
-    metrics::with_local_recorder(&recorder, || metrics::counter!("idle").increment(42));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while count(&render.render(), "idle") != 42 {
-        assert!(Instant::now() < deadline, "never folded");
-        std::thread::sleep(Duration::from_millis(1));
+    for layer in layers(false) {
+        let (recorder, render) = layered_with(layer);
+        for expect in [42, 84] {
+            metrics::with_local_recorder(&recorder, || metrics::counter!("idle").increment(42));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while count(&render.render(), "idle") != expect {
+                assert!(Instant::now() < deadline, "never folded to {expect}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        // Further passes with nothing new add nothing.
+        std::thread::sleep(Duration::from_millis(20));
+        recorder.flush();
+        assert_eq!(count(&render.render(), "idle"), 84);
     }
 }
 
@@ -182,7 +214,13 @@ fn thread_caches_do_not_cross_recorders() {
 /// the exporter's own `absolute` (a "set to at least") applies.
 #[test]
 fn absolute_through_the_layer() {
-    let (recorder, render) = layered(Duration::from_secs(3600));
+    for layer in layers(true) {
+        absolute_through(layer);
+    }
+}
+
+fn absolute_through(layer: ShardedLayer) {
+    let (recorder, render) = layered_with(layer);
     metrics::with_local_recorder(&recorder, || {
         let c = metrics::counter!("mirrored");
         c.increment(3);

@@ -1,4 +1,4 @@
-//! The [`metrics`](::metrics) facade (feature `metrics`): the counters as
+//! The [`metrics`] facade (feature `metrics`): the counters as
 //! `metrics::CounterFn`, and [`ShardedLayer`], which gives a program's
 //! existing recorder sharded increments.
 //!
@@ -16,14 +16,18 @@
 //! or [`ShardedRecorder::new`]) and install the result instead of the
 //! recorder. Your exporter and `counter!` calls stay as they are:
 //!
-//! * each counter key gets one shardcount [`Counter`], registered in the
-//!   inner recorder once, with the labels unchanged;
-//! * `increment` adds to that `Counter` (sharded once threads contend);
+//! * each counter key gets one shardcount [`Counter`] (or, with
+//!   [`ShardedLayer::rough`], a [`RoughCounter`]), registered in the inner
+//!   recorder once, with the labels unchanged;
+//! * `increment` adds to that counter (a `Counter` shards once threads
+//!   contend; a `RoughCounter` adds to the thread's own slot);
 //! * a background thread moves each key's delta into the inner recorder's
-//!   counter every interval, with [`Counter::take`], so nothing is lost or
-//!   counted twice; [`ShardedRecorder::flush`] (or a [`FlushHandle`]) does the
-//!   same on demand and so does dropping the recorder. After a flush that
-//!   follows every increment, the exporter's counts are exact;
+//!   counter every interval, so nothing is lost or counted twice: a
+//!   `Counter`'s delta is what [`Counter::take`] returns; a `RoughCounter`'s
+//!   is its exact [`sum`](RoughCounter::sum) minus the sum folded last time.
+//!   [`ShardedRecorder::flush`] (or a [`FlushHandle`]) does the same on
+//!   demand and so does dropping the recorder. After a flush that follows
+//!   every increment, the exporter's counts are exact;
 //! * gauges, histograms and descriptions go straight to the inner recorder.
 //!
 //! ```
@@ -49,14 +53,19 @@
 //! No atomics of its own beyond the counters': locks order everything.
 //!
 //! * `Shared::entries: Mutex<map>` maps each key to its `Entry` (the
-//!   shardcount `Counter`, the inner recorder's counter handle and a fold
+//!   shardcount counter, the inner recorder's counter handle and a fold
 //!   lock). Registration inserts; nothing removes until the recorder goes.
-//! * `Entry::fold: Mutex<()>` is held while a key's delta is taken and
-//!   handed to the inner counter (`take` then `increment`), and while
-//!   `absolute` does that and then calls the inner `absolute`. So a flush
-//!   that returns has waited for any fold of the same key already in
-//!   progress: the inner counter then holds every increment that
-//!   happened-before the flush.
+//! * `Entry::fold: Mutex<u64>` is held while a key's delta is taken and
+//!   handed to the inner counter (`take`, or `sum` less the sum folded
+//!   before, then `increment`), and while `absolute` does that and then
+//!   calls the inner `absolute`. It holds the sum folded so far (used by
+//!   `RoughCounter` entries). So a flush that returns has waited for any
+//!   fold of the same key already in progress: the inner counter then holds
+//!   every increment that happened-before the flush. For a `RoughCounter`,
+//!   successive sums under the lock never decrease (every slot's total only
+//!   grows, and a read that happens-after another read of the same word
+//!   sees the same or a later value), so each delta is what was added in
+//!   between: nothing is counted twice.
 //! * `Shared::stop: Mutex<bool>` and a condvar stop the background thread,
 //!   as in [`Folder`](crate::Folder).
 //! * Each thread keeps a cache (a thread-local) from key to a handle of its
@@ -213,6 +222,7 @@ impl CounterFn for RoughCounter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShardedLayer {
     interval: Duration,
+    rough: bool,
 }
 
 impl ShardedLayer {
@@ -244,6 +254,7 @@ impl ShardedLayer {
     pub const fn new() -> Self {
         ShardedLayer {
             interval: Self::DEFAULT_INTERVAL,
+            rough: false,
         }
     }
 
@@ -269,7 +280,46 @@ impl ShardedLayer {
         );
         ShardedLayer {
             interval: interval.max(Self::MIN_INTERVAL),
+            ..self
         }
+    }
+
+    /// Backs each key with a [`RoughCounter`] instead of a [`Counter`]:
+    /// an increment is then a store to the thread's own slot, with no locked
+    /// instruction, for the hottest counters. The price is memory: a
+    /// 128-byte slot per thread that has used the key (a `Counter` is 16
+    /// bytes until threads contend on it), and a fold reads every slot.
+    /// Exactness after a flush is the same.
+    ///
+    /// ```
+    /// use metrics_util::layers::Layer;
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    ///
+    /// let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let render = prometheus.handle();
+    /// let recorder = ShardedLayer::new().rough().layer(prometheus);
+    /// metrics::with_local_recorder(&recorder, || metrics::counter!("hot").increment(9));
+    /// recorder.flush();
+    /// assert!(render.render().contains("hot 9"));
+    /// ```
+    #[must_use]
+    pub const fn rough(self) -> Self {
+        ShardedLayer {
+            rough: true,
+            ..self
+        }
+    }
+
+    /// Whether keys are backed by [`RoughCounter`]s ([`rough`](Self::rough)).
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    /// assert!(!ShardedLayer::new().is_rough());
+    /// assert!(ShardedLayer::new().rough().is_rough());
+    /// ```
+    #[must_use]
+    pub fn is_rough(&self) -> bool {
+        self.rough
     }
 
     /// The interval the recorders it builds fold at.
@@ -300,35 +350,58 @@ impl<R: Recorder> Layer<R> for ShardedLayer {
     type Output = ShardedRecorder<R>;
 
     fn layer(&self, inner: R) -> ShardedRecorder<R> {
-        ShardedRecorder::build(inner, self.interval)
+        ShardedRecorder::build(inner, *self)
     }
+}
+
+/// What counts a key's increments.
+enum Backing {
+    Exact(Counter),
+    Rough(RoughCounter),
 }
 
 /// One counter key: its shardcount counter and the inner recorder's handle.
 struct Entry {
-    counter: Counter,
+    counter: Backing,
     inner: ::metrics::Counter,
-    /// Held while a delta moves from `counter` to `inner` (module docs).
-    fold: Mutex<()>,
+    /// Held while a delta moves from `counter` to `inner`; the sum folded so
+    /// far, for a `RoughCounter` (module docs).
+    fold: Mutex<u64>,
 }
 
 impl Entry {
+    #[inline]
+    fn add(&self, value: u64) {
+        match &self.counter {
+            Backing::Exact(c) => c.add(value),
+            Backing::Rough(c) => c.add(value),
+        }
+    }
+
     /// Moves the key's delta into the inner counter; returns with the fold
     /// lock held, for `absolute`.
-    fn fold(&self) -> crate::primitive::sync::MutexGuard<'_, ()> {
-        let held = lock(&self.fold);
-        let delta = self.counter.take();
+    fn fold(&self) -> crate::primitive::sync::MutexGuard<'_, u64> {
+        let mut folded = lock(&self.fold);
+        let delta = match &self.counter {
+            Backing::Exact(c) => c.take(),
+            Backing::Rough(c) => {
+                let sum = c.sum();
+                let delta = sum.wrapping_sub(*folded);
+                *folded = sum;
+                delta
+            }
+        };
         if delta != 0 {
             self.inner.increment(delta);
         }
-        held
+        folded
     }
 }
 
 impl CounterFn for Entry {
     #[inline]
     fn increment(&self, value: u64) {
-        self.counter.add(value);
+        self.add(value);
     }
 
     /// Folds this key's delta, then passes `absolute` to the inner counter,
@@ -347,7 +420,7 @@ struct Local(Arc<Entry>);
 impl CounterFn for Local {
     #[inline]
     fn increment(&self, value: u64) {
-        self.0.counter.add(value);
+        self.0.add(value);
     }
 
     fn absolute(&self, value: u64) {
@@ -412,7 +485,7 @@ const_thread_local! {
 pub struct ShardedRecorder<R> {
     inner: R,
     shared: Arc<Shared>,
-    interval: Duration,
+    layer: ShardedLayer,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -432,12 +505,13 @@ impl<R: Recorder> ShardedRecorder<R> {
     /// ```
     #[must_use]
     pub fn new(inner: R) -> Self {
-        Self::build(inner, ShardedLayer::DEFAULT_INTERVAL)
+        Self::build(inner, ShardedLayer::new())
     }
 }
 
 impl<R> ShardedRecorder<R> {
-    fn build(inner: R, interval: Duration) -> Self {
+    fn build(inner: R, layer: ShardedLayer) -> Self {
+        let interval = layer.interval;
         let shared = Arc::new(Shared {
             entries: Mutex::new(KeyMap::default()),
             stop: Mutex::new(false),
@@ -453,7 +527,7 @@ impl<R> ShardedRecorder<R> {
         ShardedRecorder {
             inner,
             shared,
-            interval,
+            layer,
             thread: Some(thread),
         }
     }
@@ -516,7 +590,7 @@ impl<R> ShardedRecorder<R> {
     /// ```
     #[must_use]
     pub fn interval(&self) -> Duration {
-        self.interval
+        self.layer.interval
     }
 
     /// How many counter keys have been registered. A diagnostic.
@@ -552,9 +626,13 @@ impl<R: Recorder> ShardedRecorder<R> {
         let mut entries = lock(&self.shared.entries);
         let e = entries.entry(key.clone()).or_insert_with(|| {
             Arc::new(Entry {
-                counter: Counter::new(),
+                counter: if self.layer.rough {
+                    Backing::Rough(RoughCounter::new())
+                } else {
+                    Backing::Exact(Counter::new())
+                },
                 inner,
-                fold: Mutex::new(()),
+                fold: Mutex::new(0),
             })
         });
         Arc::clone(e)
@@ -682,17 +760,18 @@ impl<R> Drop for ShardedRecorder<R> {
 }
 
 impl<R> fmt::Debug for ShardedRecorder<R> {
-    /// Shows the interval and the number of keys.
+    /// Shows the interval, the backing and the number of keys.
     ///
     /// ```
     /// let r = shardcount::integrations::metrics::ShardedRecorder::new(
     ///     metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
     /// );
-    /// assert_eq!(format!("{r:?}"), "ShardedRecorder { interval: 100ms, keys: 0 }");
+    /// assert_eq!(format!("{r:?}"), "ShardedRecorder { interval: 100ms, rough: false, keys: 0 }");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ShardedRecorder")
-            .field("interval", &self.interval)
+            .field("interval", &self.layer.interval)
+            .field("rough", &self.layer.rough)
             .field("keys", &self.keys())
             .finish()
     }
