@@ -83,6 +83,7 @@ use crate::{Counter, RoughCounter};
 use ::metrics::{
     CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
+use crossbeam_utils::CachePadded;
 use metrics_util::layers::Layer;
 use metrics_util::KeyHasher;
 use std::cell::RefCell;
@@ -414,8 +415,9 @@ impl CounterFn for Entry {
 }
 
 /// A thread's own handle to an entry: cloning it (in `counter!`) touches a
-/// reference count no other thread does.
-struct Local(Arc<Entry>);
+/// reference count no other thread does. Padded, so that the reference
+/// counts of two threads' handles never share a cache line.
+struct Local(CachePadded<Arc<Entry>>);
 
 impl CounterFn for Local {
     #[inline]
@@ -645,7 +647,7 @@ impl<R: Recorder> ShardedRecorder<R> {
     fn register_slow(&self, key: &Key, metadata: &Metadata<'_>) -> ::metrics::Counter {
         let entry = self.entry(key, metadata);
         let me = Arc::as_ptr(&self.shared);
-        let local = Arc::new(Local(entry));
+        let local = Arc::new(Local(CachePadded::new(entry)));
         // Not cached when the thread-local is gone (thread exit) or already
         // borrowed (a registration from inside one): the handle still
         // counts, it is only not reused.
