@@ -54,6 +54,11 @@
 //!   `export::redis::RedisSink` folds them into Redis exactly once, for
 //!   fleet-wide counts.
 //!
+//! Optional cargo features, all off by default, connect the counters to
+//! metrics crates (the `integrations` module, present when built with one): `metrics`
+//! (the `metrics` facade, and a layer that gives an existing recorder sharded
+//! increments) and `prometheus-client`.
+//!
 //! # Example
 //!
 //! ```
@@ -95,6 +100,13 @@ mod counter;
 // an atomic protocol for loom (it reads counters with `sum`).
 #[cfg(not(shardcount_loom))]
 pub mod export;
+// Optional integrations; loom never builds them (the folding thread and the
+// `absolute` locks are real threads and std locks).
+#[cfg(all(
+    any(feature = "metrics", feature = "prometheus-client"),
+    not(shardcount_loom)
+))]
+pub mod integrations;
 mod local;
 mod map;
 mod rough;

@@ -27,6 +27,10 @@ pub(crate) mod sync {
     pub(crate) use loom::sync::{
         Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
     };
+    /// Only the `metrics` integration, which loom never builds, uses it
+    /// (loom has no `Weak`).
+    #[cfg(not(shardcount_loom))]
+    pub(crate) use std::sync::Weak;
     #[cfg(not(shardcount_loom))]
     pub(crate) use std::sync::{
         Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,

@@ -1,0 +1,21 @@
+//! Optional integrations with metrics crates, each behind its own cargo
+//! feature (all off by default, so the core pulls in none of them).
+//!
+//! (Each module is present only when its feature is on, so the names below
+//! are not links.)
+//!
+//! * `metrics` (feature `metrics`): `metrics::CounterFn` for
+//!   [`Counter`](crate::Counter) and [`RoughCounter`](crate::RoughCounter),
+//!   and `ShardedLayer`, which gives a program's existing `metrics` recorder
+//!   (its exporter, its `counter!` calls) sharded increments.
+//! * `prometheus_client` (feature `prometheus-client`): `Shared`, a
+//!   clonable counter that a `prometheus_client::registry::Registry` can
+//!   encode.
+//!
+//! Both only map this crate's counters onto the other crate's traits: the
+//! counting is the counters' own.
+
+#[cfg(feature = "metrics")]
+pub mod metrics;
+#[cfg(feature = "prometheus-client")]
+pub mod prometheus_client;

@@ -1,0 +1,330 @@
+//! The `metrics` integration against the real Prometheus exporter: counts
+//! through `counter!` with `ShardedLayer` installed (per thread, with
+//! `metrics::with_local_recorder`, so tests never share the global
+//! recorder), rendered by the exporter's handle and parsed back.
+
+use metrics::CounterFn;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use metrics_util::layers::Layer;
+use shardcount::integrations::metrics::{ShardedLayer, ShardedRecorder};
+use shardcount::{Counter, RoughCounter};
+use std::collections::HashMap;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// The exposition text's samples: `series -> value`, where series is the
+/// name with its labels exactly as rendered (`requests{worker="1"}`).
+fn samples(text: &str) -> HashMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').expect("a sample line");
+            let value: f64 = value.parse().expect("a numeric sample");
+            (series.to_string(), value)
+        })
+        .collect()
+}
+
+/// The value of `series` as an integer count (missing means 0).
+fn count(text: &str, series: &str) -> u64 {
+    let v = samples(text).get(series).copied().unwrap_or(0.0);
+    assert_eq!(v.fract(), 0.0, "{series} is not a whole count: {v}");
+    v as u64
+}
+
+fn layered(interval: Duration) -> (ShardedRecorder<PrometheusRecorder>, PrometheusHandle) {
+    layered_with(ShardedLayer::new().with_interval(interval))
+}
+
+fn layered_with(layer: ShardedLayer) -> (ShardedRecorder<PrometheusRecorder>, PrometheusHandle) {
+    let prometheus = PrometheusBuilder::new().build_recorder();
+    let handle = prometheus.handle();
+    (layer.layer(prometheus), handle)
+}
+
+/// The two backings, folding every millisecond or (`slow`) never on their
+/// own within a test.
+fn layers(slow: bool) -> [ShardedLayer; 2] {
+    let interval = if slow {
+        Duration::from_secs(3600)
+    } else {
+        Duration::from_millis(1)
+    };
+    let l = ShardedLayer::new().with_interval(interval);
+    [l, l.rough()]
+}
+
+const THREADS: usize = 4;
+const PER_THREAD: u64 = 20_000;
+const WORKERS: [&str; THREADS] = ["0", "1", "2", "3"];
+
+/// Four threads count through `counter!`: one labelled series per thread,
+/// looked up on every call; one series all share, registered once per
+/// thread and incremented through the handle; and a series incremented by
+/// 3 at a time. The folding thread runs every millisecond meanwhile, so
+/// folds race the increments; after the final flush every total is exact.
+#[test]
+fn exporter_totals_are_exact_after_flush() {
+    for layer in layers(false) {
+        exact_after_flush(layer);
+    }
+}
+
+fn exact_after_flush(layer: ShardedLayer) {
+    let (recorder, render) = layered_with(layer);
+    let start = Barrier::new(THREADS);
+    std::thread::scope(|s| {
+        for (t, worker) in WORKERS.iter().enumerate() {
+            let (recorder, start) = (&recorder, &start);
+            s.spawn(move || {
+                metrics::with_local_recorder(recorder, || {
+                    let shared = metrics::counter!("shared_total", "kind" => "all");
+                    start.wait();
+                    for i in 0..PER_THREAD {
+                        metrics::counter!("requests", "worker" => *worker).increment(1);
+                        shared.increment(1);
+                        if i % 4 == t as u64 % 4 {
+                            metrics::counter!("bytes", "worker" => *worker, "dir" => "in")
+                                .increment(3);
+                        }
+                    }
+                });
+            });
+        }
+    });
+    recorder.flush();
+    let text = render.render();
+    for w in WORKERS {
+        assert_eq!(
+            count(&text, &format!("requests{{worker=\"{w}\"}}")),
+            PER_THREAD,
+            "worker {w}:\n{text}"
+        );
+        assert_eq!(
+            count(&text, &format!("bytes{{worker=\"{w}\",dir=\"in\"}}")),
+            3 * PER_THREAD / 4,
+            "worker {w}:\n{text}"
+        );
+    }
+    assert_eq!(
+        count(&text, "shared_total{kind=\"all\"}"),
+        THREADS as u64 * PER_THREAD,
+        "{text}"
+    );
+    // One key per series, however many threads and calls.
+    assert_eq!(recorder.keys(), 2 * THREADS + 1);
+}
+
+/// Without an explicit flush, dropping the recorder folds what is left.
+#[test]
+fn drop_flushes() {
+    // An interval the test never reaches: only the drop can fold.
+    for layer in layers(true) {
+        drop_flushes_with(layer);
+    }
+}
+
+fn drop_flushes_with(layer: ShardedLayer) {
+    let (recorder, render) = layered_with(layer);
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            let recorder = &recorder;
+            s.spawn(move || {
+                metrics::with_local_recorder(recorder, || {
+                    for _ in 0..PER_THREAD {
+                        metrics::counter!("dropped").increment(1);
+                    }
+                });
+            });
+        }
+    });
+    assert_eq!(
+        count(&render.render(), "dropped"),
+        0,
+        "folded before the drop"
+    );
+    drop(recorder);
+    assert_eq!(
+        count(&render.render(), "dropped"),
+        THREADS as u64 * PER_THREAD
+    );
+}
+
+/// The background thread alone brings the exporter up to date, fold after
+/// fold (for a `RoughCounter`, each fold moves only what was added since).
+#[test]
+fn background_thread_folds() {
+    for layer in layers(false) {
+        let (recorder, render) = layered_with(layer);
+        for expect in [42, 84] {
+            metrics::with_local_recorder(&recorder, || metrics::counter!("idle").increment(42));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while count(&render.render(), "idle") != expect {
+                assert!(Instant::now() < deadline, "never folded to {expect}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        // Further passes with nothing new add nothing.
+        std::thread::sleep(Duration::from_millis(20));
+        recorder.flush();
+        assert_eq!(count(&render.render(), "idle"), 84);
+    }
+}
+
+/// Gauges, histograms and descriptions reach the exporter unchanged.
+#[test]
+fn other_metrics_pass_through() {
+    let (recorder, render) = layered(Duration::from_secs(3600));
+    metrics::with_local_recorder(&recorder, || {
+        metrics::describe_counter!("described", "what it counts");
+        metrics::counter!("described").increment(1);
+        metrics::gauge!("level", "tank" => "a").set(7.5);
+        metrics::histogram!("latency").record(2.0);
+    });
+    recorder.flush();
+    let text = render.render();
+    let s = samples(&text);
+    assert_eq!(s.get("level{tank=\"a\"}"), Some(&7.5), "{text}");
+    assert_eq!(s.get("latency_count"), Some(&1.0), "{text}");
+    assert_eq!(s.get("latency_sum"), Some(&2.0), "{text}");
+    assert!(text.contains("# HELP described what it counts"), "{text}");
+    assert_eq!(recorder.keys(), 1, "only counters are sharded");
+}
+
+/// A thread's cache belongs to one recorder: the same key on a second
+/// recorder, used on the same thread, counts there and only there.
+#[test]
+fn thread_caches_do_not_cross_recorders() {
+    let (a, render_a) = layered(Duration::from_secs(3600));
+    let (b, render_b) = layered(Duration::from_secs(3600));
+    metrics::with_local_recorder(&a, || metrics::counter!("same").increment(1));
+    metrics::with_local_recorder(&b, || metrics::counter!("same").increment(10));
+    metrics::with_local_recorder(&a, || metrics::counter!("same").increment(100));
+    drop(a);
+    // A fresh recorder after a drop (its state may even reuse the address).
+    let (c, render_c) = layered(Duration::from_secs(3600));
+    metrics::with_local_recorder(&c, || metrics::counter!("same").increment(1000));
+    drop((b, c));
+    assert_eq!(count(&render_a.render(), "same"), 101);
+    assert_eq!(count(&render_b.render(), "same"), 10);
+    assert_eq!(count(&render_c.render(), "same"), 1000);
+}
+
+/// `absolute` through the layer: pending increments are folded first, then
+/// the exporter's own `absolute` (a "set to at least") applies.
+#[test]
+fn absolute_through_the_layer() {
+    for layer in layers(true) {
+        absolute_through(layer);
+    }
+}
+
+fn absolute_through(layer: ShardedLayer) {
+    let (recorder, render) = layered_with(layer);
+    metrics::with_local_recorder(&recorder, || {
+        let c = metrics::counter!("mirrored");
+        c.increment(3);
+        c.absolute(10);
+        assert_eq!(count(&render.render(), "mirrored"), 10);
+        c.increment(2);
+        c.absolute(5); // below: no change
+        recorder.flush();
+        assert_eq!(count(&render.render(), "mirrored"), 12);
+        c.increment(20); // pending: 32 once folded, above 30
+        c.absolute(30);
+        assert_eq!(count(&render.render(), "mirrored"), 32);
+    });
+}
+
+/// Four threads raise a counter through the same values at once, with no
+/// increments: it must end at exactly the largest value (concurrent
+/// `absolute` calls never stack).
+fn absolute_only_is_exact<C: CounterFn + Send + Sync>(c: &C, sum: impl Fn(&C) -> u64) {
+    const TOP: u64 = 300_000;
+    let start = Barrier::new(THREADS);
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            let start = &start;
+            s.spawn(move || {
+                start.wait();
+                for v in 1..=TOP {
+                    c.absolute(v);
+                }
+            });
+        }
+    });
+    assert_eq!(sum(c), TOP);
+}
+
+#[test]
+fn counter_absolute_never_stacks() {
+    absolute_only_is_exact(&Counter::new(), Counter::sum);
+}
+
+#[test]
+fn rough_absolute_never_stacks() {
+    absolute_only_is_exact(&RoughCounter::new(), RoughCounter::sum);
+}
+
+/// `absolute` mixed with increments: the total ends at least the largest
+/// `absolute` and at least the increments, and at most their sum; a
+/// thread's own `sum` right after its `absolute(v)` reads at least `v`.
+fn absolute_with_increments<C: CounterFn + Send + Sync>(c: &C, sum: impl Fn(&C) -> u64 + Sync) {
+    const TOP: u64 = 50_000;
+    let start = Barrier::new(THREADS);
+    let sum = &sum;
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let start = &start;
+            s.spawn(move || {
+                start.wait();
+                for i in 1..=TOP {
+                    if t % 2 == 0 {
+                        c.increment(1);
+                    } else if i % 16 == 0 {
+                        c.absolute(i);
+                        assert!(sum(c) >= i, "sum below an absolute just made");
+                    }
+                }
+            });
+        }
+    });
+    let increments = (THREADS as u64).div_ceil(2) * TOP;
+    let total = sum(c);
+    assert!(total >= TOP.max(increments), "total {total}");
+    assert!(total <= TOP + increments, "total {total}");
+}
+
+#[test]
+fn counter_absolute_with_increments() {
+    absolute_with_increments(&Counter::new(), Counter::sum);
+}
+
+#[test]
+fn rough_absolute_with_increments() {
+    absolute_with_increments(&RoughCounter::new(), RoughCounter::sum);
+}
+
+/// The counters themselves behind the facade's handle: every increment
+/// from every thread lands.
+#[test]
+fn counters_behind_the_facade_handle() {
+    let exact = Arc::new(Counter::new());
+    let rough = Arc::new(RoughCounter::new());
+    let handles = [
+        metrics::Counter::from_arc(exact.clone()),
+        metrics::Counter::from_arc(rough.clone()),
+    ];
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            let handles = handles.clone();
+            s.spawn(move || {
+                for _ in 0..PER_THREAD {
+                    handles.iter().for_each(|h| h.increment(2));
+                }
+            });
+        }
+    });
+    assert_eq!(exact.sum(), 2 * THREADS as u64 * PER_THREAD);
+    assert_eq!(rough.sum(), 2 * THREADS as u64 * PER_THREAD);
+}
