@@ -371,17 +371,12 @@ fn threads_pinned_to_one_core_each_still_grow_the_table() {
     assert_eq!(c.sum(), rounds * 400_000);
 }
 
-/// One adder and one thread calling `take` in a tight loop: the takes are
-/// writes to the adder's word, but not contention between adders, so the
-/// table must not grow (it used to double until the cap: 4096 shards after
-/// 10 s). Nothing is lost either.
-#[test]
-fn take_loop_with_one_adder_never_grows_the_table() {
-    const ADDS: u64 = 3_000_000;
-    let c = Counter::with_max_shards(1 << 16);
+/// `adds` increments on this thread while another calls `take` in a loop
+/// until they are done; returns what the takes returned.
+fn adds_racing_a_take_loop(c: &Counter, adds: u64) -> u64 {
     let done = AtomicBool::new(false);
     let start = Barrier::new(2);
-    let taken = thread::scope(|s| {
+    thread::scope(|s| {
         let taker = s.spawn(|| {
             start.wait();
             let mut taken = 0u64;
@@ -391,12 +386,23 @@ fn take_loop_with_one_adder_never_grows_the_table() {
             taken
         });
         start.wait();
-        for _ in 0..ADDS {
+        for _ in 0..adds {
             c.inc();
         }
         done.store(true, Ordering::Relaxed);
         taker.join().unwrap()
-    });
+    })
+}
+
+/// One adder and one thread calling `take` in a tight loop: the takes are
+/// writes to the adder's word, but not contention between adders, so the
+/// table must not grow (it used to double until the cap: 4096 shards after
+/// 10 s). Nothing is lost either.
+#[test]
+fn take_loop_with_one_adder_never_grows_the_table() {
+    const ADDS: u64 = 3_000_000;
+    let c = Counter::with_max_shards(1 << 16);
+    let taken = adds_racing_a_take_loop(&c, ADDS);
     assert_eq!(taken + c.sum(), ADDS, "a take lost or doubled counts");
     assert_eq!(c.shards(), 0, "takes alone grew the table");
 }
@@ -415,24 +421,7 @@ fn take_loop_with_one_adder_never_grows_a_sharded_table() {
     assert!(c.shards() > 0, "two adders never grew the counter");
     let before = c.shards();
     let base = c.take();
-    let done = AtomicBool::new(false);
-    let start = Barrier::new(2);
-    let taken = thread::scope(|s| {
-        let taker = s.spawn(|| {
-            start.wait();
-            let mut taken = 0u64;
-            while !done.load(Ordering::Relaxed) {
-                taken += c.take();
-            }
-            taken
-        });
-        start.wait();
-        for _ in 0..ADDS {
-            c.inc();
-        }
-        done.store(true, Ordering::Relaxed);
-        taker.join().unwrap()
-    });
+    let taken = adds_racing_a_take_loop(&c, ADDS);
     assert_eq!(
         taken + c.sum(),
         ADDS,
