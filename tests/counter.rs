@@ -286,7 +286,7 @@ fn contention_is_seen_when_threads_rotate_over_counters() {
     assert_eq!(c.sum(), rounds * 600_000);
 }
 
-// Found by an adversarial review.
+// A regression test from an adversarial review.
 /// A single thread never contends with itself, so a counter it alone uses
 /// must stay a single atomic. Contention sampling keys its note on the
 /// address of the word it added to; when one counter is dropped and the next
@@ -299,7 +299,7 @@ fn contention_is_seen_when_threads_rotate_over_counters() {
 /// (6 allocations: `available_parallelism` plus the table), where the
 /// warm-up counter and the measured one share a stack slot.
 #[test]
-fn review_single_thread_counter_at_reused_address_never_grows() {
+fn single_thread_counter_at_reused_address_never_grows() {
     thread::spawn(|| {
         // One storage location, two counters in turn.
         let mut slot = Counter::with_max_shards(4);
@@ -322,7 +322,7 @@ fn review_single_thread_counter_at_reused_address_never_grows() {
 /// The same stale-note effect in an ordinary loop of short-lived counters on
 /// one thread: some of them grow although no other thread exists.
 #[test]
-fn review_short_lived_counters_in_a_loop_never_grow() {
+fn short_lived_counters_in_a_loop_never_grow() {
     thread::spawn(|| {
         let mut grew = 0;
         for _ in 0..1000 {

@@ -343,7 +343,7 @@ fn folder_lets_go_of_dropped_counters() {
     assert!(eventually(|| folder.passes() > p), "folder stopped running");
 }
 
-// Found by an adversarial review.
+// A regression test from an adversarial review.
 /// Signed distance `sum - approx`, the "lag" of an up/down counter.
 fn lag(c: &RoughCounter) -> i64 {
     c.sum().wrapping_sub(c.approx()) as i64
@@ -430,7 +430,7 @@ fn flush_all_in_a_loop_keeps_lag_below_batch() {
 /// `Instant + Duration` overflow; the folder silently does nothing, and its
 /// `Drop` swallows the panic.
 #[test]
-fn review_folder_with_huge_interval_does_not_panic_in_background() {
+fn folder_with_huge_interval_does_not_panic_in_background() {
     static FOLDER_PANICKED: AtomicBool = AtomicBool::new(false);
     let prev = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

@@ -397,7 +397,7 @@ fn never_fails_while_sufficient_with_restocks() {
     }
 }
 
-// Found by an adversarial review.
+// A regression test from an adversarial review.
 /// Near-empty churn: `T` workers each take 1..=3 units and put them back,
 /// so at any instant the others hold at most 3 × (T − 1) units and the stock
 /// is at least 3 ≥ n: **no take may ever fail**. The stock is tiny, so it
@@ -405,7 +405,7 @@ fn never_fails_while_sufficient_with_restocks() {
 /// consolidations all the time, while another thread calls `merge` and
 /// `sum`.
 #[test]
-fn review_near_empty_churn_never_fails_and_is_exact() {
+fn near_empty_churn_never_fails_and_is_exact() {
     const T: u64 = 4;
     const ROUNDS: u64 = 200_000;
     for shards in [1, 2, 8] {
@@ -459,7 +459,7 @@ fn review_near_empty_churn_never_fails_and_is_exact() {
 /// Restocks that overflow their own shard's cap (MAX / shards) consolidate;
 /// racing takes and restocks near the cap must keep the accounting exact.
 #[test]
-fn review_restocks_past_shard_cap_race_takes() {
+fn restocks_past_shard_cap_race_takes() {
     let stock = Stock::with_shards(2);
     let cap = Stock::MAX / 2;
     stock.add(cap - 10);
@@ -486,7 +486,7 @@ fn review_restocks_past_shard_cap_race_takes() {
 /// spread evenly." The code spreads the *whole* stock evenly instead, so the
 /// caller's shard ends up with about half, not full.
 #[test]
-fn review_merge_over_capacity_fills_callers_shard() {
+fn merge_over_capacity_fills_callers_shard() {
     let s = Stock::with_shards(2);
     let cap = Stock::MAX / 2;
     s.add(cap + 2);
