@@ -25,8 +25,9 @@ fn fast() -> ExportConfig {
     }
 }
 
-/// A sink that applies every delivery but reports an error for every
-/// `nth` one (the reply is "lost"), and can forget everything once.
+/// A sink that applies every delivery but reports an error for the first
+/// and then every `nth` one (the reply is "lost"; `u64::MAX`: never), and
+/// can forget everything once.
 #[derive(Clone)]
 struct Flaky {
     inner: Arc<Mutex<MemorySink>>,
@@ -43,7 +44,10 @@ impl Sink for Flaky {
             *self.inner.lock().unwrap() = MemorySink::new();
         }
         let out = self.inner.lock().unwrap().deliver(batches)?;
-        if call % self.nth == 0 {
+        // Calls 1, 1 + nth, 1 + 2 nth, ...: the first reply is always lost,
+        // so a retry (and a duplicate) happens however few calls the
+        // exporter makes before its final flush.
+        if self.nth != u64::MAX && (call - 1) % self.nth == 0 {
             return Err(SinkError::new("reply lost"));
         }
         Ok(out)
