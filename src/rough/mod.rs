@@ -62,9 +62,9 @@ use std::time::Duration;
 ///   so a concurrent fold cannot make it count anything twice. It includes
 ///   every add that happened-before the call; for add-only use, successive
 ///   calls by one thread never decrease. Like `Counter::sum` it is not an
-///   atomic snapshot while others add. Cost: one load per slot; there are
-///   as many slots as the peak number of threads that used the counter at
-///   once.
+///   atomic snapshot while others add. Cost: one load per slot; slots
+///   follow the peak number of threads alive at once in the process
+///   (thread indexes are process-wide, dense and reused).
 /// * [`approx`](Self::approx) is one load of the sink. For add-only use it
 ///   never exceeds a `sum` that the same thread calls after it. At an
 ///   instant when no thread is inside an add to the counter and no fold of
@@ -80,10 +80,11 @@ use std::time::Duration;
 /// # Memory and lifetime
 ///
 /// Nothing is allocated until first use. Then the counter owns a shared
-/// block with the sink and one 128-byte slot per thread that is using it at
-/// once; slots of exited threads are reused, so memory follows the peak
-/// number of concurrent threads, not how many came and went. Each thread
-/// holds a reference to the block, so dropping the counter while threads
+/// block with the sink and one 128-byte slot per thread index that used it,
+/// allocated in buckets of 1, 1, 2, 4, ... slots. Thread indexes are dense
+/// and reused once a thread exits, so memory follows the peak number of
+/// threads alive at once in the process, not how many came and went. Each
+/// thread's exit registry holds a reference to the block, so dropping the counter while threads
 /// still hold slots is safe: the block is freed when the last of them exits
 /// or notices the drop.
 ///
@@ -423,8 +424,8 @@ impl RoughCounter {
     /// Includes every add that happened-before the call, and never counts a
     /// delta twice, even while it is being folded. For add-only use,
     /// successive calls by one thread never decrease. Not an atomic snapshot
-    /// while others add. Cost: one load per slot (the peak number of threads
-    /// that used the counter at once, plus one).
+    /// while others add. Cost: one load per slot (about the peak number of
+    /// threads alive at once in the process), plus one.
     ///
     /// ```
     /// let c = shardcount::RoughCounter::new();
@@ -519,8 +520,9 @@ impl RoughCounter {
         }
     }
 
-    /// How many per-thread slots the counter has allocated: the peak number
-    /// of threads that used it at once. A diagnostic; it never shrinks.
+    /// How many slots threads have taken in this counter: one per thread
+    /// index that used it, so at most the peak number of threads alive at
+    /// once in the process. A diagnostic; it never shrinks.
     ///
     /// ```
     /// let c = shardcount::RoughCounter::new();

@@ -369,7 +369,7 @@ impl Shared {
         true
     }
 
-    /// Folds the slot and gives it back to the free pool.
+    /// Folds the slot and marks it free, for the next thread to hold its index.
     fn release_slot(&self, slot: &Slot) {
         // A new generation first: a claim of an older total that lands after
         // our fold is then claimed again, so the free slot ends fully folded.
