@@ -197,19 +197,28 @@ fn concurrent_sums_are_monotonic_and_bounded() {
     let c = Counter::new();
     let total = 4 * 200_000u64;
     let done = AtomicBool::new(false);
+    // The reader reads once before the writers start, so the reads below
+    // never depend on the scheduler running it in time.
+    let ready = Barrier::new(2);
     thread::scope(|s| {
         let reader = s.spawn(|| {
             let mut last = 0;
             let mut reads = 0u64;
-            while !done.load(Ordering::Acquire) {
+            let mut read = || {
                 let now = c.sum();
                 assert!(now >= last, "sum went back: {last} -> {now}");
                 assert!(now <= total, "sum {now} exceeds adds {total}");
                 last = now;
                 reads += 1;
+            };
+            read();
+            ready.wait();
+            while !done.load(Ordering::Acquire) {
+                read();
             }
             reads
         });
+        ready.wait();
         thread::scope(|w| {
             for _ in 0..4 {
                 w.spawn(|| (0..200_000).for_each(|_| c.inc()));
