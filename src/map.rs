@@ -30,11 +30,11 @@ use std::fmt;
 use std::hash::Hash;
 use std::ptr;
 
-/// Counters per chunk: 1 KB of base row (8 lines); a contended chunk grows
-/// rows of the same size, so one hot key costs rows of 128 counters, not of
-/// the whole map.
+/// Counters per chunk: with the row's mark word (see `CounterSet`), 1 KB
+/// of base row (8 lines); a contended chunk grows rows of the same size, so
+/// one hot key costs rows of 127 counters, not of the whole map.
 #[cfg(not(shardcount_loom))]
-const CHUNK: usize = 128;
+const CHUNK: usize = 127;
 /// Models need a second chunk within a handful of keys.
 #[cfg(shardcount_loom)]
 const CHUNK: usize = 2;
@@ -64,9 +64,10 @@ const DEFAULT_MAX_KEYS: usize = 4;
 ///
 /// # Memory
 ///
-/// One pointer per 128 possible keys, allocated up front (`max_keys / 16`
-/// bytes); counters in chunks of 128, each a `CounterSet` of 1 KB while
-/// never contended (8 bytes per counter); each key once in the intern map
+/// One pointer per 127 possible keys, allocated up front (about
+/// `max_keys / 16` bytes); counters in chunks of 127, each a `CounterSet`
+/// of 1 KB while never contended (8 bytes per counter and one for the
+/// chunk's contention mark); each key once in the intern map
 /// with its index. A contended chunk grows shard rows of 1 KB (2, then
 /// doubling up to the cap, older rows kept): about 8 bytes × (1 + 2 × cap)
 /// per counter of that chunk only. Nothing is freed before the map drops.

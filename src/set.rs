@@ -7,25 +7,49 @@
 //!   It holds every count added while no table exists, and stays part of
 //!   every sum for ever (as `Counter`'s base word does).
 //! * `table: ShardTable` is the grow-only chain of rows, each the same
-//!   width as the base row (`ceil(n / 16)` 128-byte lines), published and
-//!   grown as that module's docs say; counter `i` of a row is its word `i`.
+//!   width as the base row (`ceil((n + 1) / 16)` 128-byte lines),
+//!   published and grown as that module's docs say; counter `i` of a row
+//!   is its word `i`.
+//! * Word `n` of every row is its *mark*: the token of the last thread
+//!   whose sampled add landed in that row. It is never counted, summed or
+//!   taken.
 //! * Counting uses `Relaxed` read-modify-writes, one per add, on one word:
 //!   exactness follows from RMW atomicity alone, nothing is published
 //!   through counts.
-//! * Contention is detected per word exactly as `Counter` does it (the same
-//!   code, in `shard`): a sampled add re-loads its word with `Acquire`; a
-//!   value other than the one it left means another adder wrote the same
-//!   counter. The whole set shares one take epoch, bumped by
-//!   [`take_all`](CounterSet::take_all), whose swaps are `Release`.
+//! * Contention, on a sampled add (one in 64, as `Counter` picks them):
+//!   - the thread swaps its token into the row's mark; finding another
+//!     thread's token means both wrote this row's lines within about 64
+//!     adds of each other, whether to the same counter or to neighbours
+//!     (false sharing, which a per-word check cannot see);
+//!   - otherwise, the word is re-loaded with `Acquire` exactly as `Counter`
+//!     does (the same code, in `shard`): another adder's write to the same
+//!     counter shows. The whole set shares one take epoch, bumped by
+//!     [`take_all`](CounterSet::take_all), whose swaps are `Release`.
 //!
-//! Limit: two threads that update *different* counters of one line share
-//! that line without writing the same word; the re-load cannot see that,
-//! so such false sharing alone does not grow the set.
+//!   Either is a strike for the thread on this set: it moves to another
+//!   row, and two in a row grow the table. Threads taking strict turns
+//!   strike at most once per turn, so they never grow it.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::{lines_for, word, zeroed_line, Line, ShardTable, LINE_WORDS};
+use crate::shard::{lines_for, word, zeroed_line, Head, Line, ShardTable, LINE_WORDS};
 use crate::thread::{self, sampler, MAX_SHARDS};
 use std::fmt;
+
+/// Word `i` of `row`, without bounds checks.
+///
+/// # Safety
+///
+/// `i < row.len() * LINE_WORDS`.
+#[inline(always)]
+unsafe fn cell(row: &[Line], i: usize) -> &AtomicU64 {
+    debug_assert!(i < row.len() * LINE_WORDS);
+    // SAFETY: `i / LINE_WORDS < row.len()` by the caller's promise, and
+    // `i % LINE_WORDS < LINE_WORDS`, the words in a line.
+    unsafe {
+        row.get_unchecked(i / LINE_WORDS)
+            .get_unchecked(i % LINE_WORDS)
+    }
+}
 
 /// A fixed number of exact `u64` counters, indexed `0..len()`, that share
 /// their shards.
@@ -36,7 +60,8 @@ use std::fmt;
 /// base-first: a set that is never contended is a single row, and an add is
 /// one `fetch_add` and a test on the value it returned. Rows are added (2,
 /// then doubling, up to a cap) when threads are seen adding to the same
-/// counter at the same time.
+/// row's lines at the same time, to one counter or to neighbouring ones:
+/// one add in 64 checks for that.
 ///
 /// Arithmetic is modulo 2<sup>64</sup> per counter, as with `AtomicU64`.
 ///
@@ -50,8 +75,9 @@ use std::fmt;
 ///
 /// # Memory
 ///
-/// A row is `ceil(len / 16)` lines of 128 bytes (8 bytes per counter,
-/// rounded up to the line). An uncontended set is one row. A contended one
+/// A row is `ceil((len + 1) / 16)` lines of 128 bytes: 8 bytes per
+/// counter, plus one word for the row's contention mark, rounded up to the
+/// line. An uncontended set is one row. A contended one
 /// grows tables of 2, 4, ... up to the cap rows, all kept until the set is
 /// dropped: at most about `1 + 2 × cap` rows (cap: see
 /// [`with_max_shards`](Self::with_max_shards)).
@@ -121,7 +147,8 @@ impl CounterSet {
 
     fn build(n: usize, table: ShardTable) -> Self {
         CounterSet {
-            base: (0..lines_for(n)).map(|_| zeroed_line()).collect(),
+            // Word `n` of each row is its mark (see `check`).
+            base: (0..lines_for(n + 1)).map(|_| zeroed_line()).collect(),
             len: n,
             table,
         }
@@ -196,28 +223,55 @@ impl CounterSet {
             return None;
         }
         let head = self.table.load();
-        match self.table.table(head) {
-            None => {
-                let at = word(&self.base, i);
-                // Relaxed: a lone RMW; nothing is published through counts.
-                let prev = at.fetch_add(v, Ordering::Relaxed);
-                // Acquire: pairs with a take's Release swap (see `shard`).
-                if sampler::sampled(prev, v) && at.load(Ordering::Acquire) != prev.wrapping_add(v) {
-                    self.table.check_base(head, at, prev, v, self.row_lines());
-                }
-            }
-            Some(t) => {
-                let at = word(t.row(thread::probe()), i);
-                // Relaxed: as above.
-                let prev = at.fetch_add(v, Ordering::Relaxed);
-                if sampler::sampled(prev, v) {
-                    let key = std::ptr::from_ref(self).addr();
-                    self.table
-                        .check_shard(key, head, at, prev, v, self.row_lines());
-                }
-            }
+        let row = match self.table.table(head) {
+            None => &self.base[..],
+            Some(t) => t.row(thread::probe()),
+        };
+        // SAFETY: every row has `row_lines()` lines, room for `len + 1`
+        // words, and `i < len`.
+        let at = unsafe { cell(row, i) };
+        // Relaxed: a lone RMW; nothing is published through counts.
+        let prev = at.fetch_add(v, Ordering::Relaxed);
+        if sampler::sampled(prev, v) {
+            self.check(head, row, at, prev, v);
         }
         Some(())
+    }
+
+    /// A sampled add of `v` to `at` in `row` that returned `prev`: is
+    /// another thread writing this row's lines? Two signals, either of
+    /// which counts as interference:
+    ///
+    /// * the row's mark (word `len`) names another thread: it sampled an
+    ///   add to this row since this thread's last sample here, so the two
+    ///   write the same lines (false sharing, when the counters differ);
+    /// * the re-loaded word shows another adder's write (`shard`'s check,
+    ///   take epochs and all).
+    #[cold]
+    #[inline(never)]
+    fn check(&self, head: Head, row: &[Line], at: &AtomicU64, prev: u64, v: u64) {
+        let me = thread::token() as u64;
+        // SAFETY: word `len` is in every row (see `build`).
+        let mark = unsafe { cell(row, self.len) };
+        // Relaxed: only the value matters; nothing is published through it.
+        let last = mark.swap(me, Ordering::Relaxed);
+        let key = std::ptr::from_ref(self).addr();
+        if last != 0 && last != me {
+            // Shared lines: move (on a table), and grow once it persists.
+            if sampler::collided(key) {
+                self.table.grow(head, self.row_lines());
+            }
+        } else if self.table.table(head).is_none() {
+            // Acquire: pairs with a take's Release swap (see `shard`).
+            if at.load(Ordering::Acquire) != prev.wrapping_add(v) {
+                self.table.check_base(head, at, prev, v, self.row_lines());
+            } else {
+                sampler::quiet(key);
+            }
+        } else {
+            self.table
+                .check_shard(key, head, at, prev, v, self.row_lines());
+        }
     }
 
     /// Subtracts `v` from counter `i`, wrapping below zero.

@@ -103,7 +103,7 @@ fn takes_racing_adds_plus_the_final_snapshot_equal_all_adds() {
 }
 
 /// A million distinct keys under a bound of 1000: chunks stop at
-/// ceil(1000 / 128), the rest is counted in the overflow, nothing lost.
+/// ceil(1000 / 127), the rest is counted in the overflow, nothing lost.
 #[test]
 fn a_million_distinct_keys_under_a_bound_allocate_bounded_chunks() {
     let m = CounterMap::with_max_keys(1000);
@@ -114,7 +114,7 @@ fn a_million_distinct_keys_under_a_bound_allocate_bounded_chunks() {
         }
     });
     assert_eq!(m.len(), 1000);
-    assert_eq!(m.allocated_chunks(), 8); // ceil(1000 / 128)
+    assert_eq!(m.allocated_chunks(), 8); // ceil(1000 / 127)
     let kept: u64 = m.snapshot().iter().map(|&(_, v)| v).sum();
     assert_eq!(kept, 1000);
     assert_eq!(m.overflow(), 1_000_000 - 1000);

@@ -75,6 +75,56 @@ fn a_hot_counter_grows_rows_and_stays_exact() {
     assert_eq!(s.snapshot(), vec![0, 0, 0, total, 0]);
 }
 
+/// Two threads adding to *different* counters of one cache line write the
+/// same line without writing the same word; the set must see that false
+/// sharing and grow rows (each thread then writes its own lines).
+#[test]
+fn threads_on_different_counters_of_one_line_grow_the_set() {
+    let s = CounterSet::new(16);
+    let start = std::time::Instant::now();
+    // Patience, as above: a liveness bound, not a speed assertion.
+    while s.shards() == 0 && start.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::scope(|sc| {
+            for t in 0..2 {
+                let s = &s;
+                sc.spawn(move || (0..20_000).for_each(|_| s.inc(t)));
+            }
+        });
+    }
+    assert!(
+        s.shards() > 0,
+        "false sharing of one line never grew the set"
+    );
+    let got = s.snapshot();
+    assert_eq!(got[0], got[1]);
+    assert_eq!(got[0] % 20_000, 0);
+    assert!(got[2..].iter().all(|&v| v == 0));
+}
+
+/// One thread alone, over many counters, never grows the set: its lines
+/// are never written by anyone else.
+#[test]
+fn one_thread_over_many_counters_never_grows_the_set() {
+    let s = CounterSet::new(1000);
+    (0..1_000_000).for_each(|k| s.inc(k % 1000));
+    assert_eq!(s.shards(), 0);
+    assert!(s.snapshot().iter().all(|&v| v == 1000));
+}
+
+/// Threads that take strict turns (each finishes before the next starts)
+/// never share a line at the same time, so the set stays one row.
+#[test]
+fn threads_taking_strict_turns_do_not_grow_the_set() {
+    let s = CounterSet::new(64);
+    for _ in 0..50 {
+        std::thread::scope(|sc| {
+            sc.spawn(|| (0..10_000).for_each(|k| s.inc(k % 64)));
+        });
+    }
+    assert_eq!(s.shards(), 0, "turn-taking threads grew the set");
+    assert_eq!(s.snapshot().iter().sum::<u64>(), 500_000);
+}
+
 #[test]
 fn takes_racing_adds_plus_the_final_snapshot_equal_all_adds() {
     let n = 40;

@@ -100,6 +100,40 @@ fn set_take_never_grows() {
     });
 }
 
+/// Two threads adding to *different* counters of the base row: whichever
+/// samples second finds the other's mark, so the set grows in every
+/// interleaving (one strike grows under loom), and both counts survive the
+/// switch to rows.
+#[test]
+fn set_false_sharing_grows_without_loss() {
+    loom::model(|| {
+        let s = Arc::new(CounterSet::with_max_shards(2, 2));
+        let other = {
+            let s = s.clone();
+            thread::spawn(move || s.add(1, 10))
+        };
+        s.add(0, 1);
+        other.join().unwrap();
+        assert_eq!(s.shards(), 2, "false sharing did not grow the set");
+        assert_eq!(s.snapshot(), vec![1, 10]);
+    });
+}
+
+/// One thread alone never finds another's mark: its adds to many counters
+/// never grow the set.
+#[test]
+fn set_one_thread_never_grows() {
+    loom::model(|| {
+        let s = CounterSet::with_max_shards(3, 2);
+        for i in 0..3 {
+            s.add(i, 1);
+            s.add(i, 2);
+        }
+        assert_eq!(s.shards(), 0);
+        assert_eq!(s.snapshot(), vec![3, 3, 3]);
+    });
+}
+
 /// Two raises racing on the base: the larger wins, whichever order, and a
 /// concurrent reader never sees a value nobody recorded or a decrease.
 #[test]

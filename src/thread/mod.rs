@@ -53,6 +53,14 @@ pub(crate) fn probe_or_zero() -> u32 {
     PROBE.with(Cell::get)
 }
 
+/// A non-zero word naming the calling thread among live threads (the
+/// address of its probe cell): cheap, no first-use test. A thread that has
+/// exited may pass its token to a later one.
+#[inline]
+pub(crate) fn token() -> usize {
+    PROBE.with(|p| std::ptr::from_ref(p).addr())
+}
+
 /// Moves the calling thread to another probe (its first, if it had none).
 #[cold]
 pub(crate) fn rehash() {
