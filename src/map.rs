@@ -121,6 +121,8 @@ pub struct CounterMap<K> {
 #[derive(Clone, Copy)]
 pub struct CounterHandle<'a> {
     set: &'a CounterSet,
+    /// Always `< set.len()`: both constructors (`at`, `overflow_handle`)
+    /// make it so, and the fields are private.
     i: usize,
 }
 
@@ -134,7 +136,8 @@ impl CounterHandle<'_> {
     /// ```
     #[inline]
     pub fn add(&self, v: u64) {
-        self.set.add(self.i, v);
+        // SAFETY: `i < set.len()`, the field's invariant.
+        unsafe { self.set.add_unchecked(self.i, v) };
     }
 
     /// Subtracts `v`, wrapping below zero.
@@ -146,7 +149,7 @@ impl CounterHandle<'_> {
     /// ```
     #[inline]
     pub fn sub(&self, v: u64) {
-        self.set.sub(self.i, v);
+        self.add(v.wrapping_neg());
     }
 
     /// Adds one.
@@ -158,7 +161,7 @@ impl CounterHandle<'_> {
     /// ```
     #[inline]
     pub fn inc(&self) {
-        self.set.add(self.i, 1);
+        self.add(1);
     }
 
     /// This counter's total (the overflow counter's, for a handle to a key

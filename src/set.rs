@@ -222,6 +222,20 @@ impl CounterSet {
         if i >= self.len {
             return None;
         }
+        // SAFETY: just checked.
+        unsafe { self.add_unchecked(i, v) };
+        Some(())
+    }
+
+    /// Adds `v` to counter `i`, for a caller that knows `i` is in range
+    /// (a map's handle checked it once, when made).
+    ///
+    /// # Safety
+    ///
+    /// `i < len()`.
+    #[inline]
+    pub(crate) unsafe fn add_unchecked(&self, i: usize, v: u64) {
+        debug_assert!(i < self.len);
         let head = self.table.load();
         let row = match self.table.table(head) {
             None => &self.base[..],
@@ -235,7 +249,6 @@ impl CounterSet {
         if sampler::sampled(prev, v) {
             self.check(head, row, at, prev, v);
         }
-        Some(())
     }
 
     /// A sampled add of `v` to `at` in `row` that returned `prev`: is

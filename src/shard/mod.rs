@@ -143,7 +143,10 @@ impl Table {
     #[inline]
     pub(crate) fn row(&self, probe: u32) -> &[Line] {
         let start = (probe as usize & self.mask) * self.row_lines;
-        &self.lines[start..start + self.row_lines]
+        debug_assert!(start + self.row_lines <= self.lines.len());
+        // SAFETY: there are `mask + 1` rows of `row_lines` lines each, and
+        // the row's index is at most `mask`.
+        unsafe { self.lines.get_unchecked(start..start + self.row_lines) }
     }
 
     /// How many rows the table has.
