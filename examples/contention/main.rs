@@ -24,11 +24,20 @@
 //! cargo run --release --example contention -- --inventory --stock 1000000 --restock 100000
 //! ```
 //!
+//! `--keyed` counts page views of Zipf-distributed URLs by key instead,
+//! with `CounterMap`, `DashMap` and `Mutex<HashMap>` (see `keyed.rs`):
+//!
+//! ```text
+//! cargo run --release --example contention -- --keyed --keys 10000 --zipf-s 1.0
+//! ```
+//!
 //! The counter kinds (shardcount's, the references, the peers) and the
 //! pinning/barrier harness live in the `shardcount-harness` crate
 //! (`harness/`), shared with the benches.
 
 mod inventory;
+mod keyed;
+mod zipf;
 
 use clap::Parser;
 use crossbeam_utils::CachePadded;
@@ -56,20 +65,20 @@ struct Args {
     /// `2s`, `1.5` (seconds), `250us`. Default: 1s, shortened (to no less
     /// than 100ms) so the whole run stays near 15 s. Inventory mode: each
     /// case sells the stock out again and again until this much time has
-    /// been measured (default 500ms).
+    /// been measured (default 500ms). Keyed mode: default 500ms.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
 
     /// Extra threads that read the counter (its `sum`/`approx`, whatever the
     /// counter's cheap read is) in a loop while the workers write. Not in
-    /// inventory mode.
+    /// inventory or keyed mode.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=256),
-          conflicts_with = "inventory")]
+          conflicts_with_all = ["inventory", "keyed"])]
     readers: u16,
 
     /// Write a chart of throughput against threads (SVG) to this file. Not in
-    /// inventory mode.
-    #[arg(long, value_name = "FILE.svg", conflicts_with = "inventory")]
+    /// inventory or keyed mode.
+    #[arg(long, value_name = "FILE.svg", conflicts_with_all = ["inventory", "keyed"])]
     chart: Option<PathBuf>,
 
     /// Write the figures as JSON to this file.
@@ -89,13 +98,44 @@ struct Args {
     inventory: bool,
 
     /// Inventory mode: the initial stock.
-    #[arg(long, default_value_t = 1_000_000, requires = "inventory")]
+    // Each mode's options also conflict with the other mode: clap waives a
+    // `requires` whose target conflicts with an argument given, so
+    // `--keyed --stock 5` would otherwise pass and ignore the stock.
+    #[arg(
+        long,
+        default_value_t = 1_000_000,
+        requires = "inventory",
+        conflicts_with = "keyed"
+    )]
     stock: u64,
 
     /// Inventory mode: units a restocker thread adds, 10 at a time, while the
     /// workers sell.
-    #[arg(long, default_value_t = 100_000, requires = "inventory")]
+    #[arg(
+        long,
+        default_value_t = 100_000,
+        requires = "inventory",
+        conflicts_with = "keyed"
+    )]
     restock: u64,
+
+    /// Keyed mode instead of the counter sweep: workers count page views of
+    /// Zipf-distributed URLs by key in a `CounterMap` (by key, and through
+    /// handles made up front), a `DashMap<String, AtomicU64>` and a
+    /// `Mutex<HashMap<String, u64>>`, and every key's count is checked.
+    #[arg(long, conflicts_with = "inventory")]
+    keyed: bool,
+
+    /// Keyed mode: how many distinct URLs.
+    #[arg(long, default_value_t = 10_000, requires = "keyed", conflicts_with = "inventory",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    keys: u32,
+
+    /// Keyed mode: the Zipf exponent; the URL of rank r gets views in
+    /// proportion to 1/r^s (0 is uniform).
+    #[arg(long, default_value_t = 1.0, requires = "keyed", conflicts_with = "inventory",
+          value_parser = parse_zipf_s)]
+    zipf_s: f64,
 }
 
 /// Increments between two looks at the stop flag: enough to keep the flag
@@ -499,6 +539,10 @@ fn main() {
     };
     if args.inventory {
         let ok = inventory::main(&args, &thread_counts, &host);
+        std::process::exit(if ok { 0 } else { 1 });
+    }
+    if args.keyed {
+        let ok = keyed::main(&args, &thread_counts, &host);
         std::process::exit(if ok { 0 } else { 1 });
     }
     let mut entries = Entries(Vec::new());
@@ -911,6 +955,18 @@ fn parse_threads(s: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+/// A Zipf exponent: 0 (uniform) to 10 (nearly every view on one key).
+fn parse_zipf_s(s: &str) -> Result<f64, String> {
+    let x: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number"))?;
+    if !(0.0..=10.0).contains(&x) {
+        return Err(format!("Zipf exponent {s} out of range 0..=10"));
+    }
+    Ok(x)
+}
+
 /// `500ms`, `2s`, `1.5s`, `250us`, or a bare number of seconds (`0.02`).
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
@@ -1083,7 +1139,12 @@ mod tests {
             .expect("accepted in inventory mode");
         assert_eq!(a.duration, Some(Duration::from_millis(200)));
         assert_eq!(a.repeat, 2);
-        for bad in [&["--readers", "1"][..], &["--chart", "x.svg"][..]] {
+        for bad in [
+            &["--readers", "1"][..],
+            &["--chart", "x.svg"][..],
+            &["--keys", "5"][..],
+            &["--zipf-s", "1"][..],
+        ] {
             let e = parse(bad).expect_err("rejected in inventory mode");
             assert_eq!(
                 e.kind(),
@@ -1094,6 +1155,54 @@ mod tests {
         // Without --inventory both are fine, and the stock options are not.
         assert!(Args::try_parse_from(["contention", "--readers", "1", "--chart", "x.svg"]).is_ok());
         assert!(Args::try_parse_from(["contention", "--stock", "5"]).is_err());
+    }
+
+    #[test]
+    fn keyed_takes_its_options_and_refuses_the_others() {
+        let parse =
+            |extra: &[&str]| Args::try_parse_from(["contention", "--keyed"].iter().chain(extra));
+        let a = parse(&[
+            "--duration",
+            "200ms",
+            "--repeat",
+            "2",
+            "--json",
+            "x.json",
+            "--threads",
+            "1,2",
+            "--keys",
+            "500",
+            "--zipf-s",
+            "0.8",
+        ])
+        .expect("accepted in keyed mode");
+        assert_eq!((a.keys, a.zipf_s, a.repeat), (500, 0.8, 2));
+        let a = parse(&[]).expect("defaults");
+        assert_eq!((a.keys, a.zipf_s), (10_000, 1.0));
+        for bad in [
+            &["--readers", "1"][..],
+            &["--chart", "x.svg"][..],
+            &["--inventory"][..],
+            &["--stock", "5"][..],
+            &["--restock", "5"][..],
+        ] {
+            let e = parse(bad).expect_err("rejected in keyed mode");
+            assert_eq!(
+                e.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{bad:?}"
+            );
+        }
+        for bad in [
+            &["--keys", "0"][..],
+            &["--zipf-s", "-1"][..],
+            &["--zipf-s", "NaN"][..],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+        // The keyed options need --keyed.
+        assert!(Args::try_parse_from(["contention", "--keys", "5"]).is_err());
+        assert!(Args::try_parse_from(["contention", "--zipf-s", "1"]).is_err());
     }
 
     #[test]
