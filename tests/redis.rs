@@ -371,6 +371,51 @@ fn gap_rejected_keys_and_flushed_script_cache() {
     assert_eq!(server.values(&["g:a".into()]), [1]);
 }
 
+/// Values Redis's `INCRBY` refuses though they look like integers
+/// ("007", "-0"): the script must reject them before writing anything, or
+/// it fails half-way with the keys before them already incremented.
+#[test]
+fn non_canonical_integers_rejected_before_any_write() {
+    let mut server = Server::new();
+    server.start();
+    let mut s = sink(&server, "z:");
+    let mut c = server.conn();
+    for (k, v) in [("z:lead", "007"), ("z:negzero", "-0")] {
+        let _: () = redis::cmd("SET").arg(k).arg(v).query(&mut c).unwrap();
+    }
+    let w = WriterId::random();
+    let b = Batch::new(
+        w,
+        1,
+        vec![("a".into(), 1), ("lead".into(), 1), ("negzero".into(), 1)],
+    );
+    assert_eq!(
+        s.deliver(&[b]).unwrap(),
+        [Outcome::Rejected {
+            keys: vec!["lead".into(), "negzero".into()]
+        }]
+    );
+    assert_eq!(
+        server.values(&["z:a".into()]),
+        [0],
+        "a write before the check"
+    );
+    // Canonical values far beyond a double's exact range still fold
+    // exactly (up to the script's documented margin of 9.2e18).
+    const HIGH: i64 = 9_000_000_000_000_000_000;
+    let _: () = redis::cmd("SET")
+        .arg("z:top")
+        .arg(HIGH - 4)
+        .query(&mut c)
+        .unwrap();
+    let ok = Batch::new(w, 1, vec![("a".into(), -3), ("top".into(), 5)]);
+    assert_eq!(s.deliver(&[ok]).unwrap(), [Outcome::Applied]);
+    assert_eq!(
+        server.values(&["z:a".into(), "z:top".into()]),
+        [-3, HIGH + 1]
+    );
+}
+
 #[test]
 fn exporter_rejected_keys_dropped_rest_delivered() {
     let mut server = Server::new();

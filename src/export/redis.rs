@@ -14,7 +14,9 @@
 //! 3. validates every key before writing anything (scripts do not roll
 //!    back), reading them with `MGET` (1,000 keys a call) (a key it reads as nil is
 //!    checked with `EXISTS`: `MGET` reads other types as nil too): each
-//!    must be absent or a string holding a decimal integer,
+//!    must be absent or a string holding a decimal integer as `INCRBY`
+//!    accepts it (`0`, or an optional `-` and digits without a leading
+//!    zero: `007` and `-0` are refused here, not half-way through),
 //!    and the sum with its delta must stay within ±9.2·10<sup>18</sup> (a
 //!    margin below the 64-bit limit that Lua's doubles can check). If any
 //!    fails it returns `{3, i, ...}` with their 1-based positions among the
@@ -70,7 +72,7 @@ for i = 2, #KEYS do
   local d = tonumber(ARGV[i + 1])
   if v then
     local n = tonumber(v)
-    if not string.match(v, '^%-?%d+$') or not n or math.abs(n + d) > 9.2e18 then
+    if not (v == '0' or string.match(v, '^%-?[1-9]%d*$')) or not n or math.abs(n + d) > 9.2e18 then
       bad[#bad + 1] = i - 1
     end
   elseif redis.call('EXISTS', KEYS[i]) == 1 or math.abs(d) > 9.2e18 then
@@ -191,8 +193,14 @@ impl RedisSink {
             for b in batches {
                 let cmd = pipe.cmd("EVALSHA").arg(&sha).arg(b.deltas().len() + 1);
                 cmd.arg(&self.writers_key);
+                // One buffer for every key: `arg` copies the bytes, so no
+                // allocation per key.
+                let mut key = String::with_capacity(self.prefix.len() + 32);
                 for (k, _) in b.deltas() {
-                    cmd.arg(format!("{}{k}", self.prefix));
+                    key.clear();
+                    key.push_str(&self.prefix);
+                    key.push_str(k);
+                    cmd.arg(key.as_str());
                 }
                 cmd.arg(b.writer().to_string()).arg(b.seq());
                 for (_, d) in b.deltas() {
