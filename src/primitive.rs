@@ -81,6 +81,17 @@ pub(crate) mod thread {
         #[cfg(shardcount_loom)]
         return 4;
     }
+
+    /// A non-zero number naming the current loom thread, the same in every
+    /// run of a model (the address of a loom thread-local is not: the
+    /// heap differs from run to run, and a model must take the same
+    /// branches whenever loom makes the same choices).
+    #[cfg(shardcount_loom)]
+    pub(crate) fn loom_token() -> usize {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let fixed = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+        fixed.hash_one(loom::thread::current().id()) as usize | 1
+    }
 }
 
 /// Declares a thread-local with a `const` initialiser.

@@ -58,6 +58,9 @@ pub(crate) fn probe_or_zero() -> u32 {
 /// exited may pass its token to a later one.
 #[inline]
 pub(crate) fn token() -> usize {
+    #[cfg(shardcount_loom)]
+    return crate::primitive::thread::loom_token();
+    #[cfg(not(shardcount_loom))]
     PROBE.with(|p| std::ptr::from_ref(p).addr())
 }
 
