@@ -3,31 +3,38 @@
 //!
 //! # Protocol
 //!
-//! * `keys: RwLock<HashMap<K, usize>>` interns keys to dense indices
-//!   `0, 1, 2, ...` in order of first use. Lookups take it for reading; a
-//!   new key takes it for writing, looks again (two threads racing on a
-//!   new key get one index), allocates the chunk its index needs if that
-//!   is still null, and only then inserts the key. Adds through a
-//!   [`CounterHandle`] never take it.
+//! * `shards: [RwLock<HashMap<K, usize>>]` intern keys to dense indices
+//!   `0, 1, 2, ...`; a key lives in the shard its hash picks, so lookups of
+//!   different keys mostly take different locks. A lookup takes its shard
+//!   for reading. A new key takes its shard for writing, looks again (two
+//!   threads racing on a new key get one index), takes the next index from
+//!   `next` (a capped RMW: every index is handed out once, none beyond
+//!   `max_keys`), makes sure the index's chunk exists, and only then
+//!   inserts the key. Adds through a [`CounterHandle`] take no lock.
 //! * `chunks: Box<[AtomicPtr<CounterSet>]>` is fixed at construction
 //!   (`ceil(max_keys / CHUNK)` entries). Entry `c` is null, or a
-//!   `CounterSet` of `CHUNK` counters holding indices `c·CHUNK ..`, stored
-//!   once with `Release` by the write-lock holder (the only writer) and
-//!   read with `Acquire`, so the set's initialisation is visible to every
-//!   reader that finds the pointer (snapshots, a handle made from an index
-//!   read under the lock). A chunk is freed only when the map drops.
+//!   `CounterSet` of `CHUNK` counters holding indices `c·CHUNK ..`. Writers
+//!   of different shards may race to create one chunk: each installs its
+//!   own by compare-exchange (`Release`, publishing the initialised set),
+//!   and a loser frees its own and uses the winner's. Readers load with
+//!   `Acquire`. A chunk is freed only when the map drops.
+//! * Whole-map reads (`snapshot`, `take_all`) hold every shard's read lock
+//!   at once: no index is being handed out meanwhile, so every index below
+//!   `next` has its key in a shard and its chunk allocated, and a take
+//!   swaps only counters whose keys it reports.
 //! * Counting is the chunk's `CounterSet` protocol (`src/set.rs`): base row
 //!   first, shard rows on contention, lossless `take_all`.
 //! * `overflow`: a one-counter `CounterSet` that takes every add for a key
 //!   beyond the bound.
 
-use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
-use crate::primitive::sync::{read, write, RwLock};
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use crate::primitive::sync::{read, write, RwLock, RwLockReadGuard};
 use crate::CounterSet;
+use crossbeam_utils::CachePadded;
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::ptr;
 
 /// Counters per chunk: with the row's mark word (see `CounterSet`), 1 KB
@@ -44,6 +51,28 @@ const CHUNK: usize = 2;
 const DEFAULT_MAX_KEYS: usize = 1 << 16;
 #[cfg(shardcount_loom)]
 const DEFAULT_MAX_KEYS: usize = 4;
+
+/// One intern shard: the keys whose hash picks it, with their indices.
+type Shard<K> = RwLock<HashMap<K, usize>>;
+
+/// Picks intern shards: seeded per map, so that no fixed key set can pile
+/// into one shard in every process.
+#[cfg(not(shardcount_loom))]
+type KeyHasher = std::collections::hash_map::RandomState;
+/// Loom replays a model many times and needs every run to take the same
+/// locks: a fixed hasher.
+#[cfg(shardcount_loom)]
+type KeyHasher = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+
+/// How many intern shards a map has: four per shard a counter may grow
+/// to (so about four per core), at most 64. Two under loom.
+fn intern_shards() -> usize {
+    if cfg!(shardcount_loom) {
+        2
+    } else {
+        (4 * crate::thread::default_max_shards()).min(64)
+    }
+}
 
 /// A map from keys to exact counters, each created on the key's first use.
 ///
@@ -100,7 +129,11 @@ const DEFAULT_MAX_KEYS: usize = 4;
 /// assert_eq!(all, vec![("/", 2000), ("/about", 2)]);
 /// ```
 pub struct CounterMap<K> {
-    keys: RwLock<HashMap<K, usize>>,
+    shards: Box<[CachePadded<Shard<K>>]>,
+    /// Picks a key's shard.
+    hasher: KeyHasher,
+    /// How many indices have been handed out (at most `max_keys`).
+    next: AtomicUsize,
     chunks: Box<[AtomicPtr<CounterSet>]>,
     max_keys: usize,
     overflow: CounterSet,
@@ -210,7 +243,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     /// An empty map that gives up to `max_keys` keys their own counter and
     /// counts every add for a further key in [`overflow`](Self::overflow).
-    /// Allocates `ceil(max_keys / 128)` pointers now.
+    /// Allocates `ceil(max_keys / 127)` pointers now.
     ///
     /// ```
     /// let m = shardcount::CounterMap::with_max_keys(1);
@@ -224,13 +257,37 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     #[must_use]
     pub fn with_max_keys(max_keys: usize) -> Self {
         CounterMap {
-            keys: RwLock::new(HashMap::new()),
+            shards: (0..intern_shards())
+                .map(|_| CachePadded::new(RwLock::new(HashMap::new())))
+                .collect(),
+            hasher: KeyHasher::default(),
+            next: AtomicUsize::new(0),
             chunks: (0..max_keys.div_ceil(CHUNK))
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
             max_keys,
             overflow: CounterSet::new(1),
         }
+    }
+
+    /// The intern shard that holds `key` (or any borrowed form of it: equal
+    /// forms hash alike).
+    #[inline]
+    fn shard<Q: Hash + ?Sized>(&self, key: &Q) -> &Shard<K> {
+        &self.shards[self.shard_index(key)]
+    }
+
+    #[inline]
+    pub(crate) fn shard_index<Q: Hash + ?Sized>(&self, key: &Q) -> usize {
+        let h = self.hasher.hash_one(key);
+        // The high bits: the shard's own map uses the low ones.
+        (h >> 32) as usize & (self.shards.len() - 1)
+    }
+
+    /// Every shard's read lock, in order: no index is handed out while
+    /// they are held.
+    fn read_all(&self) -> Vec<RwLockReadGuard<'_, HashMap<K, usize>>> {
+        self.shards.iter().map(|s| read(s)).collect()
     }
 
     /// The chunk `c`, if allocated.
@@ -273,14 +330,13 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// assert_eq!(m.len(), 1);
     /// ```
     pub fn handle(&self, key: &K) -> CounterHandle<'_> {
-        {
-            let keys = read(&self.keys);
-            if let Some(&i) = keys.get(key) {
-                return self.at(i);
-            }
-            if keys.len() >= self.max_keys {
-                return self.overflow_handle();
-            }
+        if let Some(&i) = read(self.shard(key)).get(key) {
+            return self.at(i);
+        }
+        // Relaxed: a hint that spares a stream of new keys beyond the bound
+        // the write lock; `intern` checks again under it.
+        if self.next.load(Ordering::Relaxed) >= self.max_keys {
+            return self.overflow_handle();
         }
         self.intern(key)
     }
@@ -288,26 +344,48 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     #[cold]
     #[inline(never)]
     fn intern(&self, key: &K) -> CounterHandle<'_> {
-        let mut keys = write(&self.keys);
+        let mut keys = write(self.shard(key));
         // Another thread may have interned it since our read.
         if let Some(&i) = keys.get(key) {
             return self.at(i);
         }
-        let i = keys.len();
-        if i >= self.max_keys {
+        // Relaxed: only uniqueness and the cap matter; the chunk and the
+        // key are published by their own Release (the exchange, the
+        // unlock).
+        let Ok(i) = self
+            .next
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.max_keys).then_some(n + 1)
+            })
+        else {
             return self.overflow_handle();
-        }
-        let slot = &self.chunks[i / CHUNK];
-        // Relaxed: only the write-lock holder stores, and the lock orders
-        // this load after every earlier store.
-        if slot.load(Ordering::Relaxed).is_null() {
-            let set = Box::into_raw(Box::new(CounterSet::new(CHUNK)));
-            // Release: publishes the initialised set to `chunk`'s Acquire.
-            slot.store(set, Ordering::Release);
-        }
+        };
+        self.ensure_chunk(i / CHUNK);
         keys.insert(key.clone(), i);
         drop(keys);
         self.at(i)
+    }
+
+    /// Allocates chunk `c` unless it exists; writers of two shards may race
+    /// here, and one set wins.
+    fn ensure_chunk(&self, c: usize) {
+        let slot = &self.chunks[c];
+        // Relaxed: a null only means "try"; the exchange below decides.
+        if !slot.load(Ordering::Relaxed).is_null() {
+            return;
+        }
+        let set = Box::into_raw(Box::new(CounterSet::new(CHUNK)));
+        // Release on success: publishes the initialised set to `chunk`'s
+        // Acquire. Relaxed on failure: the winner's set is not used here
+        // (`at` loads it again with Acquire).
+        if slot
+            .compare_exchange(ptr::null_mut(), set, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            // SAFETY: `set` came from `Box::into_raw` above and was never
+            // shared.
+            drop(unsafe { Box::from_raw(set) });
+        }
     }
 
     /// Adds `v` to `key`'s counter (created if new; the overflow counter
@@ -350,7 +428,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let i = *read(&self.keys).get(key)?;
+        let i = *read(self.shard(key)).get(key)?;
         Some(self.at(i).get())
     }
 
@@ -387,15 +465,22 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     /// Reads every chunk with `read` and pairs the totals with their keys.
     fn collect(&self, read_chunk: impl Fn(&CounterSet, &mut [u64])) -> Vec<(K, u64)> {
-        let keys = read(&self.keys);
-        let mut totals = vec![0u64; keys.len().div_ceil(CHUNK) * CHUNK];
+        let shards = self.read_all();
+        // Relaxed: the read locks order this after every index handed out
+        // (each under a write lock since released) and stop new ones.
+        let n = self.next.load(Ordering::Relaxed);
+        let mut totals = vec![0u64; n.div_ceil(CHUNK) * CHUNK];
         for (c, out) in totals.chunks_mut(CHUNK).enumerate() {
             let set = self
                 .chunk(c)
                 .expect("shardcount: an interned index's chunk is allocated");
             read_chunk(set, out);
         }
-        let mut by_index: Vec<(usize, &K)> = keys.iter().map(|(k, &i)| (i, k)).collect();
+        let mut by_index: Vec<(usize, &K)> = shards
+            .iter()
+            .flat_map(|keys| keys.iter().map(|(k, &i)| (i, k)))
+            .collect();
+        debug_assert_eq!(by_index.len(), n);
         by_index.sort_unstable_by_key(|&(i, _)| i);
         by_index
             .into_iter()
@@ -414,7 +499,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// ```
     #[must_use]
     pub fn len(&self) -> usize {
-        read(&self.keys).len()
+        self.shards.iter().map(|s| read(s).len()).sum()
     }
 
     /// Whether no key has a counter yet.
@@ -464,8 +549,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         out[0]
     }
 
-    /// How many chunks of 128 counters are allocated: a diagnostic of
-    /// memory use, at most `ceil(max_keys / 128)`.
+    /// How many chunks of 127 counters are allocated: a diagnostic of
+    /// memory use, at most `ceil(max_keys / 127)`.
     ///
     /// ```
     /// let m = shardcount::CounterMap::new();
@@ -503,7 +588,10 @@ impl<K> fmt::Debug for CounterMap<K> {
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CounterMap")
-            .field("keys", &read(&self.keys).len())
+            .field(
+                "keys",
+                &self.shards.iter().map(|s| read(s).len()).sum::<usize>(),
+            )
             .field("max_keys", &self.max_keys)
             .field("overflow", &self.overflow.get(0))
             .finish()

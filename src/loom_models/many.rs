@@ -214,6 +214,40 @@ fn map_interning_racing_first_adds() {
     });
 }
 
+/// Two new keys in different intern shards race to create the chunk both
+/// their indices fall in, while a snapshot runs: one chunk is kept (the
+/// loser frees its own), both keys count exactly, and the snapshot shows
+/// each key it lists with 0 or its whole add.
+#[test]
+fn map_new_keys_in_two_shards_race_for_one_chunk() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        let (a, b) = (0..=u8::MAX)
+            .flat_map(|a| (0..=u8::MAX).map(move |b| (a, b)))
+            .find(|&(a, b)| m.shard_index(&a) != m.shard_index(&b))
+            .expect("two keys in different shards");
+        let other = {
+            let m = m.clone();
+            thread::spawn(move || m.add(&b, 5))
+        };
+        m.add(&a, 1);
+        let seen = m.snapshot();
+        assert!(seen.contains(&(a, 1)), "{seen:?}");
+        // `b` may be interned with its add still to come.
+        assert!(
+            seen.len() == 1 || seen.contains(&(b, 0)) || seen.contains(&(b, 5)),
+            "{seen:?}"
+        );
+        other.join().unwrap();
+        assert_eq!(m.allocated_chunks(), 1);
+        let mut all = m.snapshot();
+        all.sort_unstable();
+        let mut want = vec![(a, 1), (b, 5)];
+        want.sort_unstable();
+        assert_eq!(all, want);
+    });
+}
+
 /// Adds through a handle (chunk 0) race the allocation of chunk 1 by a new
 /// key's interning, and a snapshot: the snapshot never shows more than was
 /// added, and the end state is exact.
