@@ -185,31 +185,36 @@ impl RedisSink {
         Ok(conn)
     }
 
+    /// Sends each batch's script call as soon as it is encoded, then reads
+    /// the replies: Redis runs the first batch while the next ones are
+    /// still being encoded, so client and server work overlap instead of
+    /// taking turns. (Replies are a few bytes each and Redis buffers them,
+    /// so sending everything before reading cannot block on either side.)
     fn try_deliver(&mut self, batches: &[Batch]) -> Result<Vec<Value>, redis::RedisError> {
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        {
-            let sha = self.sha.clone().unwrap_or_default();
-            for b in batches {
-                let cmd = pipe.cmd("EVALSHA").arg(&sha).arg(b.deltas().len() + 1);
-                cmd.arg(&self.writers_key);
-                // One buffer for every key: `arg` copies the bytes, so no
-                // allocation per key.
-                let mut key = String::with_capacity(self.prefix.len() + 32);
-                for (k, _) in b.deltas() {
-                    key.clear();
-                    key.push_str(&self.prefix);
-                    key.push_str(k);
-                    cmd.arg(key.as_str());
-                }
-                cmd.arg(b.writer().to_string()).arg(b.seq());
-                for (_, d) in b.deltas() {
-                    cmd.arg(*d);
-                }
-            }
-        }
+        let sha = self.sha.clone().unwrap_or_default();
         let conn = self.conn.as_mut().expect("connected by the caller");
-        pipe.query(conn)
+        // One buffer for every key: `arg` copies the bytes, so no
+        // allocation per key.
+        let mut key = String::with_capacity(self.prefix.len() + 32);
+        for b in batches {
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(&sha).arg(b.deltas().len() + 1);
+            cmd.arg(&self.writers_key);
+            for (k, _) in b.deltas() {
+                key.clear();
+                key.push_str(&self.prefix);
+                key.push_str(k);
+                cmd.arg(key.as_str());
+            }
+            cmd.arg(b.writer().to_string()).arg(b.seq());
+            for (_, d) in b.deltas() {
+                cmd.arg(*d);
+            }
+            conn.send_packed_command(&cmd.get_packed_command())?;
+        }
+        // A server error (NOSCRIPT, a failed script) is a value here, one
+        // per batch; `outcome` reads it.
+        batches.iter().map(|_| conn.recv_response()).collect()
     }
 
     fn deliver_once(&mut self, batches: &[Batch]) -> Result<Vec<Outcome>, SinkError> {
