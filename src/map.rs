@@ -349,6 +349,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         if let Some(&i) = keys.get(key) {
             return self.at(i);
         }
+        // Cloned first: a panicking `clone` must not leave an index handed
+        // out with no key.
+        let key = key.clone();
         // Relaxed: only uniqueness and the cap matter; the chunk and the
         // key are published by their own Release (the exchange, the
         // unlock).
@@ -361,7 +364,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             return self.overflow_handle();
         };
         self.ensure_chunk(i / CHUNK);
-        keys.insert(key.clone(), i);
+        keys.insert(key, i);
         drop(keys);
         self.at(i)
     }

@@ -205,3 +205,38 @@ proptest! {
         prop_assert_eq!(m.overflow(), 0);
     }
 }
+
+/// A key whose `clone` panics (once) while being interned: the panic
+/// reaches the caller, and the map stays whole: no index is left without
+/// its key, later keys intern and count, and whole-map reads agree.
+#[test]
+fn a_key_clone_that_panics_leaves_the_map_whole() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static PANIC_NEXT_CLONE: AtomicBool = AtomicBool::new(false);
+
+    #[derive(PartialEq, Eq, Hash, Debug)]
+    struct Touchy(u32);
+    impl Clone for Touchy {
+        fn clone(&self) -> Self {
+            assert!(
+                !PANIC_NEXT_CLONE.swap(false, Ordering::SeqCst),
+                "clone refused"
+            );
+            Touchy(self.0)
+        }
+    }
+
+    let m = CounterMap::new();
+    m.add(&Touchy(1), 1);
+    PANIC_NEXT_CLONE.store(true, Ordering::SeqCst);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.add(&Touchy(2), 2)));
+    assert!(r.is_err(), "the clone's panic reaches the caller");
+    m.add(&Touchy(3), 3);
+    m.add(&Touchy(2), 4);
+    assert_eq!(m.len(), 3);
+    assert_eq!(
+        m.snapshot(),
+        vec![(Touchy(1), 1), (Touchy(3), 3), (Touchy(2), 4)]
+    );
+    assert_eq!(m.take_all().iter().map(|(_, v)| v).sum::<u64>(), 8);
+}
