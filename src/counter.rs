@@ -13,9 +13,10 @@
 //!
 //! # Detecting contention
 //!
-//! One add in 64, picked by the value its `fetch_add` returned,
+//! One add in 128, picked by the value its `fetch_add` returned,
 //! re-loads the word at once (see `thread::sampler`): any value but the one
-//! it left means another thread wrote the word in those few nanoseconds. On
+//! it left means another thread wrote the word in those few nanoseconds (one
+//! in 16,384 keeps watching a few hundred nanoseconds more). On
 //! the base that creates the first table. On a shard the thread moves to
 //! another shard, and when the same counter shows interference twice in a
 //! row the table doubles, up to the cap. A `take` in between gives no
@@ -156,11 +157,13 @@ impl Counter {
             None => {
                 // Relaxed: a lone RMW; nothing is published through counts.
                 let prev = self.base.fetch_add(n, Ordering::Relaxed);
-                // A sampled add re-loads the word at once (see `check`);
-                // inline, as nearly every such check is quiet. Acquire: as
-                // in `check`.
+                // A sampled add re-loads the word at once, inline, as
+                // nearly every such check is quiet; the cold check runs on
+                // a change, or to watch the word a while (`sampler::watch`).
+                // Acquire: as in `ShardTable::check_base`.
                 if sampler::sampled(prev, n)
-                    && self.base.load(Ordering::Acquire) != prev.wrapping_add(n)
+                    && (self.base.load(Ordering::Acquire) != prev.wrapping_add(n)
+                        || sampler::watched(prev, n))
                 {
                     // The tag's epoch is bits of `head`, loaded before the add.
                     self.table.check_base(head, &self.base, prev, n, 1);
@@ -172,7 +175,12 @@ impl Counter {
                 let at = t.shard(thread::probe_or_zero());
                 // Relaxed: as above.
                 let prev = at.fetch_add(n, Ordering::Relaxed);
-                if sampler::sampled(prev, n) {
+                // As on the base: the cold check only on a change or a
+                // watch. Acquire: as in `ShardTable::check_shard`.
+                if sampler::sampled(prev, n)
+                    && (at.load(Ordering::Acquire) != prev.wrapping_add(n)
+                        || sampler::watched(prev, n))
+                {
                     let key = std::ptr::from_ref(self).addr();
                     self.table.check_shard(key, head, at, prev, n, 1);
                 }

@@ -16,9 +16,9 @@
 //! * Counting uses `Relaxed` read-modify-writes, one per add, on one word:
 //!   exactness follows from RMW atomicity alone, nothing is published
 //!   through counts.
-//! * Contention, on a sampled add (one in 64, as `Counter` picks them):
+//! * Contention, on a sampled add (one in 128, as `Counter` picks them):
 //!   - the thread swaps its token into the row's mark; finding another
-//!     thread's token means both wrote this row's lines within about 64
+//!     thread's token means both wrote this row's lines within about 128
 //!     adds of each other, whether to the same counter or to neighbours
 //!     (false sharing, which a per-word check cannot see);
 //!   - otherwise, the word is re-loaded with `Acquire` exactly as `Counter`
@@ -61,7 +61,7 @@ unsafe fn cell(row: &[Line], i: usize) -> &AtomicU64 {
 /// one `fetch_add` and a test on the value it returned. Rows are added (2,
 /// then doubling, up to a cap) when threads are seen adding to the same
 /// row's lines at the same time, to one counter or to neighbouring ones:
-/// one add in 64 checks for that.
+/// one add in 128 checks for that.
 ///
 /// Arithmetic is modulo 2<sup>64</sup> per counter, as with `AtomicU64`.
 ///
@@ -275,10 +275,7 @@ impl CounterSet {
                 self.table.grow(head, self.row_lines());
             }
         } else if self.table.table(head).is_none() {
-            // Acquire: pairs with a take's Release swap (see `shard`).
-            if at.load(Ordering::Acquire) != prev.wrapping_add(v) {
-                self.table.check_base(head, at, prev, v, self.row_lines());
-            } else {
+            if !self.table.check_base(head, at, prev, v, self.row_lines()) {
                 sampler::quiet(key);
             }
         } else {

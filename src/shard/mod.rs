@@ -364,9 +364,11 @@ impl ShardTable {
 /// `row_lines` is what the owner passes to [`ShardTable::grow`].
 impl ShardTable {
     /// A sampled add of `n` that returned `prev` on a word outside the
-    /// table (the owner's base), whose quick re-load already showed another
-    /// value: interference grows the first table at once (there is nowhere
-    /// to move to). `head` is the tag loaded before the add.
+    /// table (the owner's base), whose quick re-load showed another value
+    /// or which is picked for a watch (`sampler::watched`): interference
+    /// grows the first table at once (there is nowhere to move to). `head`
+    /// is the tag loaded before the add. Returns whether it saw
+    /// interference.
     #[cold]
     #[inline(never)]
     pub(crate) fn check_base(
@@ -376,25 +378,29 @@ impl ShardTable {
         prev: u64,
         n: u64,
         row_lines: usize,
-    ) {
+    ) -> bool {
         let before = self.epoch_before(head);
-        // Acquire: if this reads what a take's swap (Release) left, the
-        // take's start shows in `epoch_after` (module docs).
-        let now = at.load(Ordering::Acquire);
+        // Acquire loads inside: if one reads what a take's swap (Release)
+        // left, the take's start shows in `epoch_after` (module docs).
+        let now = sampler::watch(at, prev, n);
         if now == prev.wrapping_add(n) {
-            return;
+            return false;
         }
         let after = self.epoch_after(head);
         if sampler::verdict(prev, n, now, before, after) == Seen::Interference {
             self.grow(head, row_lines);
+            return true;
         }
+        false
     }
 
-    /// A sampled add on a word of the table: re-loads it and acts on what
-    /// it shows, with the epoch read at this thread's previous check on the
-    /// same owner as the "before" reading, so the hot path reads no epoch.
-    /// On interference the thread moves at once; interference that persists
-    /// doubles the table.
+    /// A sampled add on a word of the table whose quick re-load showed
+    /// another value, or which is picked for a watch (`Counter` calls it
+    /// only then; a set on every sample): re-loads (watching) and acts on
+    /// what it sees, with the epoch read at this thread's previous check on
+    /// the same owner as the "before" reading, so the hot path reads no
+    /// epoch. On interference the thread moves at once; interference again,
+    /// with no quiet check between, doubles the table.
     #[cold]
     #[inline(never)]
     pub(crate) fn check_shard(
@@ -406,8 +412,8 @@ impl ShardTable {
         n: u64,
         row_lines: usize,
     ) {
-        // Acquire: as in `check_base`.
-        let now = at.load(Ordering::Acquire);
+        // Acquire loads inside: as in `check_base`.
+        let now = sampler::watch(at, prev, n);
         let before = sampler::swap_epoch(key, self.epoch_before(head));
         if now == prev.wrapping_add(n) {
             sampler::quiet(key);
