@@ -293,11 +293,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// The chunk `c`, if allocated.
     #[inline]
     fn chunk(&self, c: usize) -> Option<&CounterSet> {
-        // Acquire: pairs with the Release store in `intern`, so the set is
-        // initialised before it is used.
+        // Acquire: pairs with the Release exchange in `ensure_chunk`, so the
+        // set is initialised before it is used.
         let p = self.chunks[c].load(Ordering::Acquire);
-        // SAFETY: a non-null entry came from `Box::into_raw` in `intern` and
-        // is freed only in `drop`, which takes `&mut self`: it outlives this
+        // SAFETY: a non-null entry came from `Box::into_raw` in
+        // `ensure_chunk` (the winning exchange) and is freed only in `drop`, which takes `&mut self`: it outlives this
         // borrow of `self`.
         (!p.is_null()).then(|| unsafe { &*p })
     }
@@ -334,8 +334,16 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             return self.at(i);
         }
         // Relaxed: a hint that spares a stream of new keys beyond the bound
-        // the write lock; `intern` checks again under it.
+        // the write lock.
         if self.next.load(Ordering::Relaxed) >= self.max_keys {
+            // Full. But the key may have taken the last index since the
+            // lookup above: that index came before this value of `next`
+            // in its modification order, under the shard's write lock, so
+            // a second lookup (taking the read lock after that writer let
+            // go) finds it.
+            if let Some(&i) = read(self.shard(key)).get(key) {
+                return self.at(i);
+            }
             return self.overflow_handle();
         }
         self.intern(key)
@@ -436,8 +444,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     }
 
     /// Every key with its total, in the order keys were first used. Holds
-    /// the read lock throughout (new keys wait; adds do not). Exact at
-    /// quiescence.
+    /// every intern shard's read lock throughout (new keys wait; adds do
+    /// not). Exact at quiescence.
     ///
     /// ```
     /// let m = shardcount::CounterMap::new();
@@ -483,7 +491,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             .iter()
             .flat_map(|keys| keys.iter().map(|(k, &i)| (i, k)))
             .collect();
-        debug_assert_eq!(by_index.len(), n);
+        // Fewer only if a key's `Hash` or `Eq` panicked while it was being
+        // inserted: its index stays unused.
+        debug_assert!(by_index.len() <= n);
         by_index.sort_unstable_by_key(|&(i, _)| i);
         by_index
             .into_iter()
@@ -608,7 +618,8 @@ impl<K> Drop for CounterMap<K> {
             let p = slot.load(Ordering::Relaxed);
             if !p.is_null() {
                 // SAFETY: a non-null entry came from `Box::into_raw` in
-                // `intern`, is owned by this map alone and is freed once, here.
+                // `ensure_chunk`, won its exchange (a loser frees its own at
+                // once), is owned by this map alone and is freed once, here.
                 drop(unsafe { Box::from_raw(p) });
             }
         }

@@ -226,7 +226,9 @@ fn a_key_clone_that_panics_leaves_the_map_whole() {
         }
     }
 
-    let m = CounterMap::new();
+    // Room for exactly the three keys: an index lost to the panic would
+    // push the last key into the overflow, in any build.
+    let m = CounterMap::with_max_keys(3);
     m.add(&Touchy(1), 1);
     PANIC_NEXT_CLONE.store(true, Ordering::SeqCst);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.add(&Touchy(2), 2)));
@@ -239,4 +241,44 @@ fn a_key_clone_that_panics_leaves_the_map_whole() {
         vec![(Touchy(1), 1), (Touchy(3), 3), (Touchy(2), 4)]
     );
     assert_eq!(m.take_all().iter().map(|(_, v)| v).sum::<u64>(), 8);
+    assert_eq!(m.overflow(), 0);
+}
+
+/// Two threads adding the same new key to a map with room for one key: the
+/// key gets the counter and nothing goes to the overflow, whichever thread
+/// interns it. (A thread that missed the key and then saw the map full
+/// once sent its add to the overflow though the key had its counter.)
+#[test]
+fn racing_first_adds_of_the_last_key_never_overflow() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const MAPS: usize = 20_000;
+    let maps: Vec<CounterMap<u32>> = (0..MAPS).map(|_| CounterMap::with_max_keys(1)).collect();
+    // Both threads reach each map before either adds, so their first adds
+    // of the key overlap as closely as the host lets them.
+    let arrived: Vec<AtomicU32> = (0..MAPS).map(|_| AtomicU32::new(0)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            let (maps, arrived) = (&maps, &arrived);
+            s.spawn(move || {
+                for (m, a) in maps.iter().zip(arrived) {
+                    // SeqCst: a rendezvous; nothing else is ordered by it.
+                    a.fetch_add(1, Ordering::SeqCst);
+                    let mut spins = 0u32;
+                    while a.load(Ordering::SeqCst) < 2 {
+                        spins += 1;
+                        if spins % 64 == 0 {
+                            std::thread::yield_now();
+                        }
+                        std::hint::spin_loop();
+                    }
+                    m.add(&7, 1);
+                }
+            });
+        }
+    });
+    let wrong = maps
+        .iter()
+        .filter(|m| (m.get(&7), m.overflow()) != (Some(2), 0))
+        .count();
+    assert_eq!(wrong, 0, "maps whose key's adds went to the overflow");
 }

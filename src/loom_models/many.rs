@@ -248,6 +248,24 @@ fn map_new_keys_in_two_shards_race_for_one_chunk() {
     });
 }
 
+/// The same race on a map with room for that one key: whichever thread
+/// interns it, the other's add reaches the key's counter, never the
+/// overflow (it misses the key, then finds the map full: it must look
+/// again).
+#[test]
+fn map_racing_first_adds_of_the_last_key() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::with_max_keys(1));
+        let other = {
+            let m = m.clone();
+            thread::spawn(move || m.add(&7, 1))
+        };
+        m.add(&7, 2);
+        other.join().unwrap();
+        assert_eq!((m.get(&7), m.overflow()), (Some(3), 0));
+    });
+}
+
 /// Adds through a handle (chunk 0) race the allocation of chunk 1 by a new
 /// key's interning, and a snapshot: the snapshot never shows more than was
 /// added, and the end state is exact.
