@@ -18,22 +18,30 @@
 //!   through counts.
 //! * Contention, on a sampled add (one in 128, as `Counter` picks them):
 //!   - the thread swaps its token into the row's mark; finding another
-//!     thread's token means both wrote this row's lines within about 128
-//!     adds of each other, whether to the same counter or to neighbours
-//!     (false sharing, which a per-word check cannot see);
+//!     thread's token means another thread sampled an add to this row
+//!     since this thread's last sample here, whether to the same counter
+//!     or to a neighbour (false sharing, which a per-word check cannot
+//!     see);
 //!   - otherwise, the word is re-loaded with `Acquire` exactly as `Counter`
 //!     does (the same code, in `shard`): another adder's write to the same
 //!     counter shows. The whole set shares one take epoch, bumped by
 //!     [`take_all`](CounterSet::take_all), whose swaps are `Release`.
 //!
 //!   Either is a strike for the thread on this set: it moves to another
-//!   row, and two in a row grow the table. Threads taking strict turns
-//!   strike at most once per turn, so they never grow it.
+//!   row, and two in a row, less than a millisecond apart (see
+//!   `sampler::collided`), grow the table. So a slow writer next to a busy
+//!   one, or threads taking turns that last longer than that, never grow
+//!   it; short turns do (the lines move between cores every turn). The
+//!   mark is per row, not per line: threads on different lines of one row
+//!   count as sharing it.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{lines_for, word, zeroed_line, Head, Line, ShardTable, LINE_WORDS};
 use crate::thread::{self, sampler, MAX_SHARDS};
 use std::fmt;
+
+/// The panic for a length whose rows cannot be allocated.
+const TOO_MANY: &str = "shardcount: CounterSet: too many counters for one row";
 
 /// Word `i` of `row`, without bounds checks.
 ///
@@ -114,6 +122,11 @@ impl CounterSet {
     /// `n` counters at zero, with the default shard cap (as
     /// [`Counter::new`](crate::Counter::new)).
     ///
+    /// # Panics
+    ///
+    /// If a row of `n` counters cannot be allocated (as `Vec` panics on a
+    /// capacity overflow), `n == usize::MAX` included.
+    ///
     /// ```
     /// let s = shardcount::CounterSet::new(3);
     /// assert_eq!(s.len(), 3);
@@ -129,7 +142,7 @@ impl CounterSet {
     ///
     /// # Panics
     ///
-    /// If `max_shards` is 0 or above 65536.
+    /// If `max_shards` is 0 or above 65536, or as [`new`](Self::new).
     ///
     /// ```
     /// let s = shardcount::CounterSet::with_max_shards(10, 3);
@@ -148,7 +161,9 @@ impl CounterSet {
     fn build(n: usize, table: ShardTable) -> Self {
         CounterSet {
             // Word `n` of each row is its mark (see `check`).
-            base: (0..lines_for(n + 1)).map(|_| zeroed_line()).collect(),
+            base: (0..lines_for(n.checked_add(1).expect(TOO_MANY)))
+                .map(|_| zeroed_line())
+                .collect(),
             len: n,
             table,
         }

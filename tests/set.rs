@@ -111,18 +111,63 @@ fn one_thread_over_many_counters_never_grows_the_set() {
     assert!(s.snapshot().iter().all(|&v| v == 1000));
 }
 
-/// Threads that take strict turns (each finishes before the next starts)
-/// never share a line at the same time, so the set stays one row.
+/// Two long-lived threads that take strict turns, each turn longer than
+/// the strike window (1 ms), never grow the set: each strikes once per
+/// turn, and strikes that far apart do not add up. (New threads per turn
+/// would start with no strikes at all; these keep theirs.)
 #[test]
-fn threads_taking_strict_turns_do_not_grow_the_set() {
+fn long_lived_threads_taking_long_turns_do_not_grow_the_set() {
+    use std::sync::{Condvar, Mutex};
     let s = CounterSet::new(64);
-    for _ in 0..50 {
-        std::thread::scope(|sc| {
-            sc.spawn(|| (0..10_000).for_each(|k| s.inc(k % 64)));
-        });
-    }
+    let turn = (Mutex::new(0usize), Condvar::new());
+    const TURNS: usize = 40;
+    std::thread::scope(|sc| {
+        for me in 0..2 {
+            let (s, turn) = (&s, &turn);
+            sc.spawn(move || {
+                for _ in 0..TURNS / 2 {
+                    let mut t = turn
+                        .1
+                        .wait_while(turn.0.lock().unwrap(), |t| *t % 2 != me)
+                        .unwrap();
+                    // 128 adds to the thread's own counter: exactly one
+                    // sample per turn, and it finds the other's mark.
+                    (0..128).for_each(|_| s.inc(me));
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    *t += 1;
+                    turn.1.notify_all();
+                }
+            });
+        }
+    });
     assert_eq!(s.shards(), 0, "turn-taking threads grew the set");
-    assert_eq!(s.snapshot().iter().sum::<u64>(), 500_000);
+    assert_eq!(s.snapshot().iter().sum::<u64>(), 128 * TURNS as u64);
+}
+
+/// A slow writer next to a busy one: the slow one finds the busy one's
+/// mark at every sample, but its samples are milliseconds apart, so the
+/// set stays one row.
+#[test]
+fn a_slow_writer_next_to_a_busy_one_does_not_grow_the_set() {
+    let s = CounterSet::new(64);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                (0..1_000).for_each(|_| s.inc(0));
+            }
+        });
+        sc.spawn(|| {
+            // 128 adds per sample, one add per 20 µs: a sample every 2.5 ms.
+            for _ in 0..1_200 {
+                s.inc(1);
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+    });
+    assert_eq!(s.shards(), 0, "a slow writer grew the set");
+    assert_eq!(s.get(1), 1_200);
 }
 
 #[test]
@@ -270,4 +315,13 @@ proptest! {
             prop_assert_eq!(s.snapshot(), model.clone());
         }
     }
+}
+
+/// A length whose row cannot exist panics at construction; `usize::MAX`
+/// once wrapped the row's size to one line and let adds write past it.
+#[test]
+#[should_panic(expected = "too many counters")]
+fn a_length_of_usize_max_panics_instead_of_wrapping() {
+    let s = CounterSet::new(usize::MAX);
+    s.add(1 << 40, 1);
 }

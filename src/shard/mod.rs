@@ -3,8 +3,8 @@
 //! the owner drops it.
 //!
 //! A row is `row_lines` whole [`Line`]s (16 words, 128 bytes each): one
-//! line for a `Counter` (its word is the line's first), `ceil(n / 16)` lines
-//! for a set of `n` counters, whose cells sit side by side so that one
+//! line for a `Counter` (its word is the line's first), `ceil((n + 1) / 16)`
+//! lines for a set of `n` counters (and its row mark), whose cells sit side by side so that one
 //! thread's updates to different counters share that thread's own lines.
 //!
 //! # Protocol
@@ -414,7 +414,7 @@ impl ShardTable {
     ) {
         // Acquire loads inside: as in `check_base`.
         let now = sampler::watch(at, prev, n);
-        let before = sampler::swap_epoch(key, self.epoch_before(head));
+        let before = sampler::swap_epoch(key, head.0.addr(), self.epoch_before(head));
         if now == prev.wrapping_add(n) {
             sampler::quiet(key);
             return;

@@ -13,7 +13,7 @@
 //!   ([`verdict`]): anything but the value it left means another thread
 //!   wrote the same word within those few nanoseconds, so the line is being
 //!   fought over. Some cores almost never lose the line in so short a
-//!   window, so one sampled add in [`WATCH_ONE_IN`] keeps looking a few
+//!   window, so one add in [`WATCH_ONE_IN`] keeps looking a few
 //!   hundred nanoseconds ([`watch`]). A write that is not an add (a
 //!   counter's `take`) shows in the word's take epoch and gives no verdict.
 //! * **What the thread remembers.** Only on the cold path: how many times in
@@ -22,8 +22,11 @@
 //!   table doubles.
 //!
 //! Limits: threads that take strict turns, never overlapping, are never
-//! seen (and would gain nothing from shards), and sharing at a low rate is
-//! seen late, after hundreds or thousands of adds.
+//! seen by the re-load (they would gain nothing from shards); sharing at a
+//! low rate is seen late, after hundreds or thousands of adds; and strikes
+//! more than a millisecond apart never add up to a growth. (A
+//! `CounterSet`'s row mark sees turn-taking threads too, when the turns
+//! are shorter than that: their lines do move between cores every turn.)
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use std::cell::Cell;
@@ -36,8 +39,8 @@ pub(crate) const SAMPLE_ONE_IN: u64 = 128;
 pub(crate) const SAMPLE_ONE_IN: u64 = 1;
 
 /// Interference on one counter in this many samples in a row (without a
-/// quiet one between) means moving did not help: grow. One under loom,
-/// whose models are short.
+/// quiet one between, each within [`STRIKES_WITHIN`] of the last) means
+/// moving did not help: grow. One under loom, whose models are short.
 #[cfg(not(shardcount_loom))]
 const STRIKES_TO_GROW: u32 = 2;
 #[cfg(shardcount_loom)]
@@ -59,9 +62,9 @@ pub(crate) fn sampled(prev: u64, n: u64) -> bool {
     prev.wrapping_shr(n.trailing_zeros()) & (SAMPLE_ONE_IN - 1) == 0
 }
 
-/// One sampled add in this many (a power of two, counted as
-/// [`sampled`] counts) also *watches* its word for a short while when the
-/// quick re-load showed nothing (see [`watch`]).
+/// One add in this many (a power of two, counted as [`sampled`] counts, so
+/// one sampled add in 128) also *watches* its word for a short while when
+/// the quick re-load showed nothing (see [`watch`]).
 #[cfg(not(shardcount_loom))]
 const WATCH_ONE_IN: u64 = 16384;
 
@@ -79,7 +82,7 @@ const WATCH_SPINS: u32 = 8;
 /// after its locked add a core owns the line, and its load hits before
 /// another core's pending write can take the line away (an AMD EPYC here
 /// went millions of adds between hits while two threads hammered one
-/// word). So one sampled add in [`WATCH_ONE_IN`] keeps re-loading through
+/// word). So one add in [`WATCH_ONE_IN`] keeps re-loading through
 /// [`WATCH_SPINS`] pauses, long enough for any thread adding in a loop to
 /// show. Under loom there is no watch: a model's interleavings already
 /// place other threads' writes between the add and the re-load.
@@ -149,42 +152,57 @@ struct Strikes {
     key: Cell<usize>,
     /// Interference seen on it in a row.
     count: Cell<u32>,
+    /// When the last of them was seen.
+    #[cfg(not(shardcount_loom))]
+    last: Cell<Option<std::time::Instant>>,
 }
 
 crate::primitive::const_thread_local! {
     static STRIKES: Strikes = Strikes {
         key: Cell::new(0),
         count: Cell::new(0),
+        #[cfg(not(shardcount_loom))]
+        last: Cell::new(None),
     };
 }
+
+/// Strikes further apart than this do not add up: interference this rare
+/// costs less than the rows growing would, and brief, separate bouts of
+/// contention (or a slow writer next to a busy one) must not double a
+/// table for good. The clock is read only when a strike is seen.
+#[cfg(not(shardcount_loom))]
+const STRIKES_WITHIN: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// How many counters' epochs a thread remembers, direct-mapped by address.
 const EPOCH_WAYS: usize = 4;
 
-/// The take epoch each of a few counters showed at the thread's last
-/// sampled check on it: `(key, epoch)`, epoch `None` if a take was in
-/// progress then (or the way holds another counter).
+/// The take epoch each of a few counters' newest tables showed at the
+/// thread's last sampled check on it: `(key, table, epoch)`, epoch `None`
+/// if a take was in progress then.
 struct Epochs {
-    ways: [Cell<(usize, Option<u64>)>; EPOCH_WAYS],
+    ways: [Cell<(usize, usize, Option<u64>)>; EPOCH_WAYS],
 }
 
 crate::primitive::const_thread_local! {
     static EPOCHS: Epochs = Epochs {
-        ways: [const { Cell::new((0, None)) }; EPOCH_WAYS],
+        ways: [const { Cell::new((0, 0, None)) }; EPOCH_WAYS],
     };
 }
 
-/// Remembers `now` as the epoch of the counter at `key` and returns the one
-/// remembered before (from this thread's previous sampled check on it), if
-/// any. A check reads the epoch after its re-load; the one it compares with
-/// must have been read before its add, and the previous check's was.
+/// Remembers `now` as the epoch of the table at address `table` of the
+/// counter at `key`, and returns the one remembered before (from this
+/// thread's previous sampled check on them), if any. A check reads the
+/// epoch after its re-load; the one it compares with must have been read
+/// before its add, and the previous check's was. Each table counts its own
+/// takes, so an epoch of an older table of the same counter is no reading
+/// at all (two tables' counts can be equal): `None`.
 #[cold]
-pub(crate) fn swap_epoch(key: usize, now: Option<u64>) -> Option<u64> {
+pub(crate) fn swap_epoch(key: usize, table: usize, now: Option<u64>) -> Option<u64> {
     EPOCHS
         .try_with(|e| {
             let way = &e.ways[(key >> 4) % EPOCH_WAYS];
-            let (k, before) = way.replace((key, now));
-            if k == key {
+            let (k, t, before) = way.replace((key, table, now));
+            if (k, t) == (key, table) {
                 before
             } else {
                 None
@@ -197,13 +215,24 @@ pub(crate) fn swap_epoch(key: usize, now: Option<u64>) -> Option<u64> {
 /// calling thread to another probe.
 ///
 /// Returns `true` when that counter showed interference in
-/// [`STRIKES_TO_GROW`] samples in a row, so the caller should grow its table
-/// if it can.
+/// [`STRIKES_TO_GROW`] samples in a row, each within [`STRIKES_WITHIN`] of
+/// the one before, so the caller should grow its table if it can.
 #[cold]
 pub(crate) fn collided(key: usize) -> bool {
     super::rehash();
     STRIKES.with(|s| {
-        if s.key.get() != key {
+        #[cfg(not(shardcount_loom))]
+        let recent = {
+            let now = std::time::Instant::now();
+            s.last
+                .replace(Some(now))
+                .is_some_and(|t| now.duration_since(t) <= STRIKES_WITHIN)
+        };
+        // Under loom one strike grows (a model is a handful of adds) and
+        // there is no clock to read.
+        #[cfg(shardcount_loom)]
+        let recent = true;
+        if s.key.get() != key || !recent {
             s.key.set(key);
             s.count.set(0);
         }
