@@ -213,8 +213,18 @@ impl RedisSink {
             conn.send_packed_command(&cmd.get_packed_command())?;
         }
         // A server error (NOSCRIPT, a failed script) is a value here, one
-        // per batch; `outcome` reads it.
-        batches.iter().map(|_| conn.recv_response()).collect()
+        // per batch; `outcome` reads it. Push frames (RESP3 out-of-band
+        // messages) are not replies: skipped, as the crate's own pipeline
+        // does.
+        batches
+            .iter()
+            .map(|_| loop {
+                match conn.recv_response()? {
+                    Value::Push { .. } => continue,
+                    reply => return Ok(reply),
+                }
+            })
+            .collect()
     }
 
     fn deliver_once(&mut self, batches: &[Batch]) -> Result<Vec<Outcome>, SinkError> {
