@@ -333,6 +333,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         if let Some(&i) = read(self.shard(key)).get(key) {
             return self.at(i);
         }
+        #[cfg(all(test, not(shardcount_loom)))]
+        tests::after_miss();
         // Relaxed: a hint that spares a stream of new keys beyond the bound
         // the write lock.
         if self.next.load(Ordering::Relaxed) >= self.max_keys {
@@ -623,5 +625,34 @@ impl<K> Drop for CounterMap<K> {
                 drop(unsafe { Box::from_raw(p) });
             }
         }
+    }
+}
+
+/// Unit tests that need to act between two steps of `handle`.
+#[cfg(all(test, not(shardcount_loom)))]
+mod tests {
+    use super::CounterMap;
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// Run once, right after the next lookup miss on this thread.
+        static AFTER_MISS: RefCell<Option<Box<dyn FnOnce()>>> = const { RefCell::new(None) };
+    }
+
+    pub(super) fn after_miss() {
+        if let Some(f) = AFTER_MISS.with(|h| h.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    /// The key takes the map's last index between this thread's lookup
+    /// miss and its "map full" check: the add must still reach the key's
+    /// counter, not the overflow.
+    #[test]
+    fn a_key_interned_between_the_miss_and_the_full_check_keeps_its_add() {
+        let m: &'static CounterMap<u32> = Box::leak(Box::new(CounterMap::with_max_keys(1)));
+        AFTER_MISS.with(|h| *h.borrow_mut() = Some(Box::new(move || m.add(&7, 1))));
+        m.add(&7, 2);
+        assert_eq!((m.get(&7), m.overflow()), (Some(3), 0));
     }
 }
