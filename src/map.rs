@@ -76,8 +76,9 @@ fn intern_shards() -> usize {
 
 /// A map from keys to exact counters, each created on the key's first use.
 ///
-/// Each key is interned once (under a lock) to a stable index into chunks
-/// of [`CounterSet`] counters that never move; [`handle`](Self::handle)
+/// Each key is interned once (under the lock of the shard its hash picks)
+/// to a stable index into chunks of [`CounterSet`] counters that never
+/// move; [`handle`](Self::handle)
 /// returns a [`CounterHandle`] whose adds go straight to the cell, no
 /// hashing, no lock: about the cost of a `CounterSet::add`.
 /// [`add`](Self::add) by key does one lookup under a read lock, then the

@@ -36,28 +36,14 @@
 //!   count as sharing it.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::{lines_for, word, zeroed_line, Head, Line, ShardTable, LINE_WORDS};
+use crate::shard::{
+    lines_for, word, word_unchecked, zeroed_line, Head, Line, ShardTable, LINE_WORDS,
+};
 use crate::thread::{self, sampler, MAX_SHARDS};
 use std::fmt;
 
 /// The panic for a length whose rows cannot be allocated.
 const TOO_MANY: &str = "shardcount: CounterSet: too many counters for one row";
-
-/// Word `i` of `row`, without bounds checks.
-///
-/// # Safety
-///
-/// `i < row.len() * LINE_WORDS`.
-#[inline(always)]
-unsafe fn cell(row: &[Line], i: usize) -> &AtomicU64 {
-    debug_assert!(i < row.len() * LINE_WORDS);
-    // SAFETY: `i / LINE_WORDS < row.len()` by the caller's promise, and
-    // `i % LINE_WORDS < LINE_WORDS`, the words in a line.
-    unsafe {
-        row.get_unchecked(i / LINE_WORDS)
-            .get_unchecked(i % LINE_WORDS)
-    }
-}
 
 /// A fixed number of exact `u64` counters, indexed `0..len()`, that share
 /// their shards.
@@ -258,7 +244,7 @@ impl CounterSet {
         };
         // SAFETY: every row has `row_lines()` lines, room for `len + 1`
         // words, and `i < len`.
-        let at = unsafe { cell(row, i) };
+        let at = unsafe { word_unchecked(row, i) };
         // Relaxed: a lone RMW; nothing is published through counts.
         let prev = at.fetch_add(v, Ordering::Relaxed);
         if sampler::sampled(prev, v) {
@@ -280,7 +266,7 @@ impl CounterSet {
     fn check(&self, head: Head, row: &[Line], at: &AtomicU64, prev: u64, v: u64) {
         let me = thread::token() as u64;
         // SAFETY: word `len` is in every row (see `build`).
-        let mark = unsafe { cell(row, self.len) };
+        let mark = unsafe { word_unchecked(row, self.len) };
         // Relaxed: only the value matters; nothing is published through it.
         let last = mark.swap(me, Ordering::Relaxed);
         let key = std::ptr::from_ref(self).addr();

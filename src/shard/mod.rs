@@ -67,6 +67,24 @@ pub(crate) fn word(lines: &[Line], i: usize) -> &AtomicU64 {
     &lines[i / LINE_WORDS][i % LINE_WORDS]
 }
 
+/// Word `i` of the row made of `lines`, without bounds checks: for a hot
+/// path whose index was checked once, earlier.
+///
+/// # Safety
+///
+/// `i < lines.len() * LINE_WORDS`.
+#[inline(always)]
+pub(crate) unsafe fn word_unchecked(lines: &[Line], i: usize) -> &AtomicU64 {
+    debug_assert!(i < lines.len() * LINE_WORDS);
+    // SAFETY: `i / LINE_WORDS < lines.len()` by the caller's promise, and
+    // `i % LINE_WORDS < LINE_WORDS`, the words in a line.
+    unsafe {
+        lines
+            .get_unchecked(i / LINE_WORDS)
+            .get_unchecked(i % LINE_WORDS)
+    }
+}
+
 /// A tag's bits: 0 is set, 1..8 hold the cap (0: the default), and from
 /// bit 8 up is the take epoch (see the module docs).
 const CAP_MASK: usize = 0xfe;
