@@ -159,6 +159,23 @@ fn contention_grows_the_table_up_to_the_cap() {
     assert_eq!(c.sum(), rounds * 400_000);
 }
 
+/// Threads own the rows their thread indexes name and never check them,
+/// so only threads beyond the table can see a shared row. Three threads on
+/// a table of two rows always put two on one row, one of them beyond the
+/// table: its checks must still grow the table to the cap.
+#[test]
+fn more_threads_than_rows_grow_the_table_to_the_cap() {
+    let c = Counter::with_max_shards(4);
+    let start = Instant::now();
+    let mut rounds = 0;
+    while c.shards() < 4 && within_patience(start) {
+        hammer(&c, 3, 200_000, 1);
+        rounds += 1;
+    }
+    assert_eq!(c.shards(), 4, "never reached the cap after {rounds} rounds");
+    assert_eq!(c.sum(), rounds * 600_000);
+}
+
 #[test]
 fn cap_of_one_never_grows() {
     let c = Counter::with_max_shards(1);

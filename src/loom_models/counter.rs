@@ -153,10 +153,39 @@ fn take_between_checks_never_grows_a_table() {
             let c = c.clone();
             thread::spawn(move || c.take())
         };
-        c.add(1);
-        c.add(2);
+        // The probed path: a thread that owns a row never checks it.
+        c.add_probed_for_model(1);
+        c.add_probed_for_model(2);
         let taken = taker.join().unwrap();
         assert_eq!(taken + c.sum(), 3);
         assert_eq!(c.shards(), 2, "a take alone grew the table");
+    });
+}
+
+/// A thread taking its index and adding to the row it then owns, while
+/// another adds to the same row through the probed path and a third sums:
+/// exact whether or not the probed add's check grows the table, and the
+/// concurrent sums never exceed what was added.
+#[test]
+fn owned_row_shared_by_a_probed_add() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(4));
+        c.grow_once();
+        let owner = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(1);
+                c.add(2);
+            })
+        };
+        let sharer = {
+            let c = c.clone();
+            thread::spawn(move || c.add_probed_for_model(4))
+        };
+        let seen = c.sum();
+        assert!(seen <= 7, "sum beyond total: {seen}");
+        owner.join().unwrap();
+        sharer.join().unwrap();
+        assert_eq!(c.sum(), 7);
     });
 }

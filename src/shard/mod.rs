@@ -157,6 +157,24 @@ impl Table {
         &line[0]
     }
 
+    /// The shard the thread with index `index` (see `thread::index`) owns
+    /// in a table of one-line rows: row `index - 1`, while the table has
+    /// it. Indexes are unique among live threads, so no other thread owns
+    /// it; `None` for index 0 (none) and for indexes beyond the table.
+    #[inline(always)]
+    pub(crate) fn owned_shard(&self, index: usize) -> Option<&AtomicU64> {
+        debug_assert_eq!(self.row_lines, 1);
+        let i = index.wrapping_sub(1);
+        if i > self.mask {
+            return None;
+        }
+        debug_assert!(i < self.lines.len());
+        // SAFETY: there are `mask + 1` rows of at least one line each, and
+        // `i <= mask` was just checked.
+        let line = unsafe { self.lines.get_unchecked(i) };
+        Some(&line[0])
+    }
+
     /// The row for a thread's probe: `row_lines` lines.
     #[inline]
     pub(crate) fn row(&self, probe: u32) -> &[Line] {
