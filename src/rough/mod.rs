@@ -46,7 +46,7 @@ use std::time::Duration;
 ///   timed fold ([`with_interval`](Self::with_interval), default
 ///   [`DEFAULT_INTERVAL`](Self::DEFAULT_INTERVAL)). The clock is not read on
 ///   every add: a thread checks it when its count has moved
-///   256 counts (or `batch`, if smaller) since its
+///   512 counts (or half of `batch`, if smaller) since its
 ///   last check. **A thread that adds rarely, or stops adding, is not folded
 ///   by the interval rule**; its counts reach the sink when it exits, calls
 ///   [`flush`](Self::flush), someone calls [`flush_all`](Self::flush_all),
@@ -132,9 +132,9 @@ impl RoughCounter {
 
     /// A thread reads the clock for the interval rule when its count on a
     /// counter has moved this many counts (or `batch`, if smaller) since its
-    /// last check: for `inc`, once every 256 adds. A tuning constant, not
+    /// last check: for `inc`, once every 512 adds. A tuning constant, not
     /// API: the type docs give the behaviour.
-    pub(crate) const CHECK_EVERY: u64 = 256;
+    pub(crate) const CHECK_EVERY: u64 = 512;
 
     crate::primitive::const_fn! {
         /// A counter at zero with the default batch and interval.
@@ -196,10 +196,10 @@ impl RoughCounter {
         /// use std::time::Duration;
         /// static HITS: RoughCounter =
         ///     RoughCounter::new().with_interval(Duration::ZERO);
-        /// for _ in 0..256 {
-        ///     HITS.inc(); // the 256th add checks, and folds
+        /// for _ in 0..512 {
+        ///     HITS.inc(); // the 512th add checks, and folds
         /// }
-        /// assert_eq!(HITS.approx(), 256);
+        /// assert_eq!(HITS.approx(), 512);
         /// ```
         #[must_use]
         pub const fn with_interval(self, interval: Duration) -> Self {
@@ -243,7 +243,7 @@ impl RoughCounter {
     /// Costs a relaxed load and store on the thread's own slot, found in
     /// O(1) by the thread's index however many counters the thread uses; no
     /// locked instruction, no clock, unless a check is due (every
-    /// 256 counts at most).
+    /// 512 counts at most).
     ///
     /// ```
     /// let c = shardcount::RoughCounter::new();
