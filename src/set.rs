@@ -34,10 +34,19 @@
 //!   it; short turns do (the lines move between cores every turn). The
 //!   mark is per row, not per line: threads on different lines of one row
 //!   count as sharing it.
+//! * **Owned rows** (as `Counter`'s owned shards): once there is a table,
+//!   the thread with index `i` (`thread::index`, unique among live
+//!   threads) owns row `i - 1` while the table has it, and adds there
+//!   without sampling. Only threads beyond the table take the probed path
+//!   above. An owner never marks its row, so a thread beyond the table
+//!   cannot see it; instead, while the table is below its cap, every
+//!   sampled add of such a thread is a strike: a thread that keeps adding
+//!   grows the table until it owns a row. At the cap, more threads than
+//!   rows must share, and only sharing with other probed threads shows.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    lines_for, word, word_unchecked, zeroed_line, Head, Line, ShardTable, LINE_WORDS,
+    lines_for, word, word_unchecked, zeroed_line, Head, Line, ShardTable, Table, LINE_WORDS,
 };
 use crate::thread::{self, sampler, MAX_SHARDS};
 use std::fmt;
@@ -55,7 +64,10 @@ const TOO_MANY: &str = "shardcount: CounterSet: too many counters for one row";
 /// one `fetch_add` and a test on the value it returned. Rows are added (2,
 /// then doubling, up to a cap) when threads are seen adding to the same
 /// row's lines at the same time, to one counter or to neighbouring ones:
-/// one add in 128 checks for that.
+/// one add in 128 checks for that. Once there are rows, each thread owns
+/// the one its thread index names and adds there with no check; a thread
+/// beyond the rows shares one and, while it keeps adding, grows the table
+/// until it has its own (up to the cap).
 ///
 /// Arithmetic is modulo 2<sup>64</sup> per counter, as with `AtomicU64`.
 ///
@@ -240,12 +252,55 @@ impl CounterSet {
         let head = self.table.load();
         let row = match self.table.table(head) {
             None => &self.base[..],
-            Some(t) => t.row(thread::probe()),
+            Some(t) => match t.owned_row(thread::index()) {
+                Some(row) => {
+                    // SAFETY: as below.
+                    let at = unsafe { word_unchecked(row, i) };
+                    // A row this thread alone owns: nothing to detect, so
+                    // the result is not read (a plain locked add).
+                    // Relaxed: as below.
+                    at.fetch_add(v, Ordering::Relaxed);
+                    return;
+                }
+                // SAFETY: the caller's promise, passed on.
+                None => return unsafe { self.add_unowned(head, t, i, v) },
+            },
         };
         // SAFETY: every row has `row_lines()` lines, room for `len + 1`
         // words, and `i < len`.
         let at = unsafe { word_unchecked(row, i) };
         // Relaxed: a lone RMW; nothing is published through counts.
+        let prev = at.fetch_add(v, Ordering::Relaxed);
+        if sampler::sampled(prev, v) {
+            self.check(head, row, at, prev, v);
+        }
+    }
+
+    /// An add by a thread that owns no row of `t`, the table `head` names:
+    /// one without a thread index takes one (and adds to its row, if `t`
+    /// has it); the others add to their probe's row and sample it.
+    ///
+    /// # Safety
+    ///
+    /// `i < len()`.
+    #[inline(never)]
+    unsafe fn add_unowned(&self, head: Head, t: &Table, i: usize, v: u64) {
+        let row = if thread::index() == 0 {
+            thread::slots::index_or_take().and_then(|ix| t.owned_row(ix))
+        } else {
+            None
+        };
+        if let Some(row) = row {
+            // SAFETY: every row has room for `len + 1` words; `i < len`.
+            let at = unsafe { word_unchecked(row, i) };
+            // Relaxed: as in `add_unchecked`.
+            at.fetch_add(v, Ordering::Relaxed);
+            return;
+        }
+        let row = t.row(thread::probe());
+        // SAFETY: as above.
+        let at = unsafe { word_unchecked(row, i) };
+        // Relaxed: as in `add_unchecked`.
         let prev = at.fetch_add(v, Ordering::Relaxed);
         if sampler::sampled(prev, v) {
             self.check(head, row, at, prev, v);
@@ -270,7 +325,12 @@ impl CounterSet {
         // Relaxed: only the value matters; nothing is published through it.
         let last = mark.swap(me, Ordering::Relaxed);
         let key = std::ptr::from_ref(self).addr();
-        if last != 0 && last != me {
+        let below_cap = self.table.table(head).is_some_and(|t| !t.is_full());
+        // Owners never sample, so a thread beyond the table cannot see its
+        // row's owner writing the same lines: while the table can still
+        // grow, its own sampled adds count as strikes, so a thread that
+        // keeps adding (two samples within `STRIKES_WITHIN`) gets a row.
+        if (last != 0 && last != me) || below_cap {
             // Shared lines: move (on a table), and grow once it persists.
             if sampler::collided(key) {
                 self.table.grow(head, self.row_lines());

@@ -101,6 +101,47 @@ fn threads_on_different_counters_of_one_line_grow_the_set() {
     assert!(got[2..].iter().all(|&v| v == 0));
 }
 
+/// Rows are owned by thread index and owners never sample, so a thread
+/// beyond the rows cannot see its row's owner on other lines; while the
+/// table is below its cap, such a thread that keeps adding grows it. Three
+/// long-lived threads on separate lines, two rows: always one beyond them.
+/// (Long-lived: a row's mark left by an exited thread is a strike too.)
+#[test]
+fn a_thread_beyond_the_rows_that_keeps_adding_grows_the_set_to_the_cap() {
+    let s = CounterSet::with_max_shards(48, 4);
+    let done = AtomicBool::new(false);
+    let start = std::time::Instant::now();
+    let adds: Vec<u64> = std::thread::scope(|sc| {
+        let threads: Vec<_> = (0..3)
+            .map(|t| {
+                let (s, done) = (&s, &done);
+                sc.spawn(move || {
+                    // Counters 0, 16, 32: one line each, so only the
+                    // rows' marks and this rule can see the threads.
+                    let mut n = 0;
+                    while !done.load(Ordering::Relaxed) {
+                        (0..10_000).for_each(|_| s.inc(16 * t));
+                        n += 10_000;
+                    }
+                    n
+                })
+            })
+            .collect();
+        // Patience, as above: a liveness bound, not a speed assertion.
+        while s.shards() < 4 && start.elapsed() < std::time::Duration::from_secs(60) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        done.store(true, Ordering::Relaxed);
+        threads.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(s.shards(), 4, "never reached the cap");
+    let got = s.snapshot();
+    for t in 0..3 {
+        assert_eq!(got[16 * t], adds[t], "counter {}", 16 * t);
+    }
+    assert_eq!(got.iter().sum::<u64>(), adds.iter().sum::<u64>());
+}
+
 /// One thread alone, over many counters, never grows the set: its lines
 /// are never written by anyone else.
 #[test]

@@ -175,6 +175,27 @@ impl Table {
         Some(&line[0])
     }
 
+    /// The row the thread with index `index` owns: row `index - 1`, while
+    /// the table has it (as [`owned_shard`](Self::owned_shard), for rows of
+    /// any width).
+    #[inline(always)]
+    pub(crate) fn owned_row(&self, index: usize) -> Option<&[Line]> {
+        let i = index.wrapping_sub(1);
+        if i > self.mask {
+            return None;
+        }
+        let start = i * self.row_lines;
+        debug_assert!(start + self.row_lines <= self.lines.len());
+        // SAFETY: there are `mask + 1` rows of `row_lines` lines each, and
+        // `i <= mask` was just checked.
+        Some(unsafe { self.lines.get_unchecked(start..start + self.row_lines) })
+    }
+
+    /// Whether the table has as many rows as its cap allows.
+    pub(crate) fn is_full(&self) -> bool {
+        self.rows() >= 1 << self.max_log2
+    }
+
     /// The row for a thread's probe: `row_lines` lines.
     #[inline]
     pub(crate) fn row(&self, probe: u32) -> &[Line] {
