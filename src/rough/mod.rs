@@ -286,19 +286,38 @@ impl RoughCounter {
         if let Some(shared) = self.shared() {
             let (bucket, offset) = thread::slot_position();
             if let Some(slot) = shared.slots.at(bucket, offset) {
-                if !slot.try_bump(n) {
-                    self.add_checked(shared, slot, n);
-                }
                 if Shared::owns(slot) {
+                    // Cached first, so that the add below ends the function
+                    // (a tail call when a check is due): a thread rotating
+                    // over many counters comes through here on every add.
                     thread::slots::cache(
                         std::ptr::from_ref(shared).cast(),
                         std::ptr::from_ref(slot).cast(),
                     );
+                    if !slot.try_bump(n) {
+                        self.add_checked(shared, slot, n);
+                    }
+                } else {
+                    self.add_first(shared, slot, n);
                 }
                 return;
             }
         }
         self.add_slow(n);
+    }
+
+    /// The thread's first add to its slot (through the table): takes it
+    /// over, then caches it.
+    #[cold]
+    #[inline(never)]
+    fn add_first(&self, shared: &Shared, slot: &Slot, n: u64) {
+        self.add_checked(shared, slot, n);
+        if Shared::owns(slot) {
+            thread::slots::cache(
+                std::ptr::from_ref(shared).cast(),
+                std::ptr::from_ref(slot).cast(),
+            );
+        }
     }
 
     /// An add to the thread's slot that is due for a check: the slot's
