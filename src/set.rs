@@ -37,12 +37,14 @@
 //! * **Owned rows** (as `Counter`'s owned shards): once there is a table,
 //!   the thread with index `i` (`thread::index`, unique among live
 //!   threads) owns row `i - 1` while the table has it, and adds there
-//!   without sampling. Only threads beyond the table take the probed path
-//!   above. An owner never marks its row, so a thread beyond the table
-//!   cannot see it; instead, while the table is below its cap, every
-//!   sampled add of such a thread is a strike: a thread that keeps adding
-//!   grows the table until it owns a row. At the cap, more threads than
-//!   rows must share, and only sharing with other probed threads shows.
+//!   without sampling. Only threads beyond the table (indexes are
+//!   process-wide, as for `Counter`) take the probed path above. An owner
+//!   never marks its row, so at a watch (one sample in 128) a thread
+//!   beyond the table also watches the line of the counter it added to
+//!   (`sampler::watch_line`): another thread writing it, the owner
+//!   included, is a strike. Quiet quick looks on a table say nothing (as
+//!   in `Counter`), so strikes seen at watches add up. An owner on other
+//!   lines of the same row is not seen: it costs nothing.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
@@ -66,8 +68,8 @@ const TOO_MANY: &str = "shardcount: CounterSet: too many counters for one row";
 /// row's lines at the same time, to one counter or to neighbouring ones:
 /// one add in 128 checks for that. Once there are rows, each thread owns
 /// the one its thread index names and adds there with no check; a thread
-/// beyond the rows shares one and, while it keeps adding, grows the table
-/// until it has its own (up to the cap).
+/// beyond the rows shares one, and moves (then grows the table, up to the
+/// cap) when it sees another thread writing the lines it writes.
 ///
 /// Arithmetic is modulo 2<sup>64</sup> per counter, as with `AtomicU64`.
 ///
@@ -272,7 +274,7 @@ impl CounterSet {
         // Relaxed: a lone RMW; nothing is published through counts.
         let prev = at.fetch_add(v, Ordering::Relaxed);
         if sampler::sampled(prev, v) {
-            self.check(head, row, at, prev, v);
+            self.check(head, row, i, at, prev, v);
         }
     }
 
@@ -303,34 +305,31 @@ impl CounterSet {
         // Relaxed: as in `add_unchecked`.
         let prev = at.fetch_add(v, Ordering::Relaxed);
         if sampler::sampled(prev, v) {
-            self.check(head, row, at, prev, v);
+            self.check(head, row, i, at, prev, v);
         }
     }
 
-    /// A sampled add of `v` to `at` in `row` that returned `prev`: is
-    /// another thread writing this row's lines? Two signals, either of
-    /// which counts as interference:
+    /// A sampled add of `v` to counter `i` (`at`) in `row` that returned
+    /// `prev`: is another thread writing this row's lines? Three signals,
+    /// any of which counts as interference:
     ///
     /// * the row's mark (word `len`) names another thread: it sampled an
     ///   add to this row since this thread's last sample here, so the two
     ///   write the same lines (false sharing, when the counters differ);
+    /// * on a table, at a watch (one sample in 128), another thread writes
+    ///   the line of counter `i`: the row's owner, who never marks it;
     /// * the re-loaded word shows another adder's write (`shard`'s check,
     ///   take epochs and all).
     #[cold]
     #[inline(never)]
-    fn check(&self, head: Head, row: &[Line], at: &AtomicU64, prev: u64, v: u64) {
+    fn check(&self, head: Head, row: &[Line], i: usize, at: &AtomicU64, prev: u64, v: u64) {
         let me = thread::token() as u64;
         // SAFETY: word `len` is in every row (see `build`).
         let mark = unsafe { word_unchecked(row, self.len) };
         // Relaxed: only the value matters; nothing is published through it.
         let last = mark.swap(me, Ordering::Relaxed);
         let key = std::ptr::from_ref(self).addr();
-        let below_cap = self.table.table(head).is_some_and(|t| !t.is_full());
-        // Owners never sample, so a thread beyond the table cannot see its
-        // row's owner writing the same lines: while the table can still
-        // grow, its own sampled adds count as strikes, so a thread that
-        // keeps adding (two samples within `STRIKES_WITHIN`) gets a row.
-        if (last != 0 && last != me) || below_cap {
+        if last != 0 && last != me {
             // Shared lines: move (on a table), and grow once it persists.
             if sampler::collided(key) {
                 self.table.grow(head, self.row_lines());
@@ -339,10 +338,25 @@ impl CounterSet {
             if !self.table.check_base(head, at, prev, v, self.row_lines()) {
                 sampler::quiet(key);
             }
-        } else {
+        } else if sampler::watched(prev, v) {
+            // A thread beyond the table: its row's owner never marks it,
+            // so watch the line itself.
+            if self.table.line_written(head, &row[i / LINE_WORDS]) {
+                if sampler::collided(key) {
+                    self.table.grow(head, self.row_lines());
+                }
+            } else {
+                self.table
+                    .check_shard(key, head, at, prev, v, self.row_lines());
+            }
+        } else if at.load(Ordering::Acquire) != prev.wrapping_add(v) {
+            // Acquire: as in `ShardTable::check_shard`, which re-reads.
             self.table
                 .check_shard(key, head, at, prev, v, self.row_lines());
         }
+        // Otherwise a quiet quick look on a table says nothing, as in
+        // `Counter`: quiet samples count only at watches, so strikes seen
+        // at watches can add up.
     }
 
     /// Subtracts `v` from counter `i`, wrapping below zero.
@@ -586,5 +600,60 @@ impl fmt::Debug for CounterSet {
         } else {
             d.finish()
         }
+    }
+}
+
+#[cfg(all(test, not(shardcount_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+
+    /// Takes the calling thread's index and keeps it (the thread stays
+    /// alive) until `done`; tells `taken` which index it got.
+    fn hold_index(done: &AtomicBool, taken: &mpsc::Sender<usize>) {
+        let i = thread::slots::index_or_take().expect("an index");
+        taken.send(i).unwrap();
+        while !done.load(Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// A thread beyond the rows adding alone to a grown set: nobody else
+    /// writes its lines, so the set keeps its two rows. (An earlier rule
+    /// counted every sample of such a thread as a strike, and this grew
+    /// the set to 16 rows.)
+    #[test]
+    fn a_lone_thread_beyond_the_rows_never_grows_the_set() {
+        let s = CounterSet::with_max_shards(64, 64);
+        s.grow_once();
+        assert_eq!(s.shards(), 2);
+        let done = AtomicBool::new(false);
+        let (tx, rx) = mpsc::channel();
+        let index = std::thread::scope(|sc| {
+            // Threads hold indexes until the two rows' owners, 1 and 2,
+            // are held: the next thread is beyond the rows. (Tests running
+            // alongside hold and give back indexes too.)
+            let mut held = Vec::new();
+            while !(held.contains(&1) && held.contains(&2)) && held.len() < 64 {
+                let (done, tx) = (&done, tx.clone());
+                sc.spawn(move || hold_index(done, &tx));
+                held.push(rx.recv().unwrap());
+            }
+            let index = sc
+                .spawn(|| {
+                    for _ in 0..1_000_000 {
+                        s.inc(5);
+                    }
+                    thread::index()
+                })
+                .join()
+                .unwrap();
+            done.store(true, Ordering::Relaxed);
+            index
+        });
+        assert!(index > 2, "the lone thread owned a row (index {index})");
+        assert_eq!(s.get(5), 1_000_000);
+        assert_eq!(s.shards(), 2, "a lone writer grew the set");
     }
 }

@@ -101,13 +101,18 @@ fn threads_on_different_counters_of_one_line_grow_the_set() {
     assert!(got[2..].iter().all(|&v| v == 0));
 }
 
-/// Rows are owned by thread index and owners never sample, so a thread
-/// beyond the rows cannot see its row's owner on other lines; while the
-/// table is below its cap, such a thread that keeps adding grows it. Three
-/// long-lived threads on separate lines, two rows: always one beyond them.
-/// (Long-lived: a row's mark left by an exited thread is a strike too.)
+/// Rows are owned by thread index and owners never mark them, so a thread
+/// beyond the rows sees its row's owner only by watching its line. Three
+/// long-lived threads on counters of one line and a table of two rows:
+/// always one beyond them, on a row whose owner writes its line, until the
+/// table reaches the cap. (Long-lived: a row's mark left by an exited
+/// thread is a strike too.) Needs two threads running at once.
 #[test]
-fn a_thread_beyond_the_rows_that_keeps_adding_grows_the_set_to_the_cap() {
+fn a_thread_sharing_a_line_with_a_rows_owner_grows_the_set_to_the_cap() {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("skipped: needs 2 CPUs to run threads side by side");
+        return;
+    }
     let s = CounterSet::with_max_shards(48, 4);
     let done = AtomicBool::new(false);
     let start = std::time::Instant::now();
@@ -116,11 +121,9 @@ fn a_thread_beyond_the_rows_that_keeps_adding_grows_the_set_to_the_cap() {
             .map(|t| {
                 let (s, done) = (&s, &done);
                 sc.spawn(move || {
-                    // Counters 0, 16, 32: one line each, so only the
-                    // rows' marks and this rule can see the threads.
                     let mut n = 0;
                     while !done.load(Ordering::Relaxed) {
-                        (0..10_000).for_each(|_| s.inc(16 * t));
+                        (0..10_000).for_each(|_| s.inc(t));
                         n += 10_000;
                     }
                     n
@@ -136,10 +139,8 @@ fn a_thread_beyond_the_rows_that_keeps_adding_grows_the_set_to_the_cap() {
     });
     assert_eq!(s.shards(), 4, "never reached the cap");
     let got = s.snapshot();
-    for t in 0..3 {
-        assert_eq!(got[16 * t], adds[t], "counter {}", 16 * t);
-    }
-    assert_eq!(got.iter().sum::<u64>(), adds.iter().sum::<u64>());
+    assert_eq!(&got[..3], &adds[..]);
+    assert!(got[3..].iter().all(|&v| v == 0));
 }
 
 /// One thread alone, over many counters, never grows the set: its lines

@@ -131,7 +131,7 @@ impl RoughCounter {
     pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 
     /// A thread reads the clock for the interval rule when its count on a
-    /// counter has moved this many counts (or `batch`, if smaller) since its
+    /// counter has moved this many counts (or half of `batch`, if smaller) since its
     /// last check: for `inc`, once every 512 adds. A tuning constant, not
     /// API: the type docs give the behaviour.
     pub(crate) const CHECK_EVERY: u64 = 512;

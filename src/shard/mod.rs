@@ -191,11 +191,6 @@ impl Table {
         Some(unsafe { self.lines.get_unchecked(start..start + self.row_lines) })
     }
 
-    /// Whether the table has as many rows as its cap allows.
-    pub(crate) fn is_full(&self) -> bool {
-        self.rows() >= 1 << self.max_log2
-    }
-
     /// The row for a thread's probe: `row_lines` lines.
     #[inline]
     pub(crate) fn row(&self, probe: u32) -> &[Line] {
@@ -449,6 +444,20 @@ impl ShardTable {
             return true;
         }
         false
+    }
+
+    /// Whether another thread writes `line`, a line of the table `head`
+    /// names, while this one watches it (`sampler::watch_line`); a take
+    /// in between gives no verdict (`false`). The epoch is read before the
+    /// first reading of the line and after the last, with `Acquire` loads
+    /// of the words between: a change a take's swap made shows in it.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn line_written(&self, head: Head, line: &Line) -> bool {
+        let Some(before) = self.epoch_before(head) else {
+            return false;
+        };
+        sampler::watch_line(&line[..]) && self.epoch_after(head) == before
     }
 
     /// A sampled add on a word of the table whose quick re-load showed

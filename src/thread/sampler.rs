@@ -106,6 +106,35 @@ pub(crate) fn watch(at: &AtomicU64, prev: u64, n: u64) -> u64 {
     now
 }
 
+/// Watches a whole line as [`watch`] watches a word: whether any of its
+/// words changed through [`WATCH_SPINS`] pauses. For a thread that may
+/// share a line with an owner who never samples (`CounterSet`'s owned
+/// rows): only this shows the owner writing other words of the line. Under
+/// loom, one re-read.
+#[cold]
+pub(crate) fn watch_line(line: &[AtomicU64]) -> bool {
+    // Acquire: as in `watch`, so that a take's swap read here shows in
+    // the epoch read after. A wrapping sum: two changes that cancel
+    // exactly within a few hundred nanoseconds are not a concern.
+    let read = || {
+        line.iter()
+            .fold(0u64, |s, w| s.wrapping_add(w.load(Ordering::Acquire)))
+    };
+    let first = read();
+    #[cfg(not(shardcount_loom))]
+    for _ in 0..WATCH_SPINS {
+        crate::primitive::hint::spin_loop();
+        if read() != first {
+            return true;
+        }
+    }
+    #[cfg(shardcount_loom)]
+    if read() != first {
+        return true;
+    }
+    false
+}
+
 /// Whether a sampled add of `n` that returned `prev`, whose quick re-load
 /// found the word unchanged, still calls the cold check: it is one picked
 /// for a [`watch`].
