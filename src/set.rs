@@ -39,11 +39,11 @@
 //!   threads) owns row `i - 1` while the table has it, and adds there
 //!   without sampling. Only threads beyond the table (indexes are
 //!   process-wide, as for `Counter`) take the probed path above. An owner
-//!   never marks its row, so at a watch (one sample in 128) a thread
-//!   beyond the table also watches the line of the counter it added to
-//!   (`sampler::watch_line`): another thread writing it, the owner
-//!   included, is a strike. Quiet quick looks on a table say nothing (as
-//!   in `Counter`), so strikes seen at watches add up. An owner on other
+//!   never marks its row, so one sample in 8 a thread beyond the table
+//!   watches the line of the counter it added to (`sampler::watch_line`):
+//!   another thread writing it, the owner included, is a strike. Quiet
+//!   quick looks on a table say nothing (as in `Counter`), so strikes seen
+//!   at line watches add up. An owner on other
 //!   lines of the same row is not seen: it costs nothing.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
@@ -316,8 +316,9 @@ impl CounterSet {
     /// * the row's mark (word `len`) names another thread: it sampled an
     ///   add to this row since this thread's last sample here, so the two
     ///   write the same lines (false sharing, when the counters differ);
-    /// * on a table, at a watch (one sample in 128), another thread writes
-    ///   the line of counter `i`: the row's owner, who never marks it;
+    /// * on a table, at a line watch (one sample in 8), another thread
+    ///   writes the line of counter `i`: the row's owner, who never marks
+    ///   it;
     /// * the re-loaded word shows another adder's write (`shard`'s check,
     ///   take epochs and all).
     #[cold]
@@ -338,7 +339,7 @@ impl CounterSet {
             if !self.table.check_base(head, at, prev, v, self.row_lines()) {
                 sampler::quiet(key);
             }
-        } else if sampler::watched(prev, v) {
+        } else if sampler::line_watched(prev, v) {
             // A thread beyond the table: its row's owner never marks it,
             // so watch the line itself.
             if self.table.line_written(head, &row[i / LINE_WORDS]) {

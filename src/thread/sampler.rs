@@ -106,6 +106,28 @@ pub(crate) fn watch(at: &AtomicU64, prev: u64, n: u64) -> u64 {
     now
 }
 
+/// One add in this many by a thread beyond a set's table watches its line
+/// ([`watch_line`], one sample in 8): strikes must come within
+/// [`STRIKES_WITHIN`] of each other, and a thread that false-shares a line
+/// with a busy owner may take 100 ns an add, so one watch in 16,384 adds
+/// would come too late to ever make two. Only such threads pay it: about
+/// 200 ns per 1,024 adds.
+#[cfg(not(shardcount_loom))]
+const LINE_WATCH_ONE_IN: u64 = 1024;
+
+/// Whether a sampled add of `n` that returned `prev`, by a thread beyond a
+/// set's table, watches its line ([`LINE_WATCH_ONE_IN`]).
+#[inline(always)]
+pub(crate) fn line_watched(prev: u64, n: u64) -> bool {
+    #[cfg(not(shardcount_loom))]
+    return prev.wrapping_shr(n.trailing_zeros()) & (LINE_WATCH_ONE_IN - 1) == 0;
+    #[cfg(shardcount_loom)]
+    return {
+        let _ = (prev, n);
+        false
+    };
+}
+
 /// Watches a whole line as [`watch`] watches a word: whether any of its
 /// words changed through [`WATCH_SPINS`] pauses. For a thread that may
 /// share a line with an owner who never samples (`CounterSet`'s owned
