@@ -191,6 +191,46 @@ fn counter_set_rows_are_read_summed_taken_and_freed() {
     assert_eq!(s.snapshot(), vec![0; 20]);
 }
 
+/// Threads beyond a table of 2 (indexes 1 and 2 held by parked threads,
+/// or by anyone else) take the probed paths: `Counter::add_unowned` and
+/// `CounterSet::add_unowned`, with their samples, watches and line
+/// watches (2,048 adds: two line watches).
+#[test]
+fn adds_beyond_the_table_take_the_probed_paths() {
+    let c = Counter::with_max_shards(4);
+    c.grow_once();
+    let s = CounterSet::with_max_shards(20, 4);
+    s.grow_once();
+    let (held_tx, held_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let done_rx = std::sync::Mutex::new(done_rx);
+    thread::scope(|sc| {
+        for _ in 0..2 {
+            let (held_tx, done_rx) = (held_tx.clone(), &done_rx);
+            sc.spawn(move || {
+                let i = crate::thread::slots::index_or_take();
+                held_tx.send(i).unwrap();
+                // Holds the index until the adder is done.
+                let _ = done_rx.lock().unwrap().recv();
+            });
+        }
+        held_rx.recv().unwrap();
+        held_rx.recv().unwrap();
+        sc.spawn(|| {
+            for _ in 0..2048 {
+                c.inc();
+                s.inc(3);
+            }
+        })
+        .join()
+        .unwrap();
+        drop(done_tx);
+    });
+    assert_eq!(c.sum(), 2048);
+    assert_eq!(s.get(3), 2048);
+    assert_eq!(c.take() + c.sum(), 2048);
+}
+
 #[test]
 fn counter_map_chunks_are_published_read_and_freed() {
     let m = CounterMap::with_max_keys(250);
