@@ -193,20 +193,17 @@ impl Counter {
                 Some(at) => {
                     at.fetch_add(n, Ordering::Relaxed);
                 }
-                None => self.add_unowned(head, n),
+                None => self.add_unowned(head, t, n),
             },
         }
     }
 
-    /// An add on a sharded counter by a thread that owns no row of the
-    /// newest table: one that has no thread index yet takes one (and, if
-    /// the table has its row, adds there); the others add on their probe's
-    /// shard and check it for sharing.
+    /// An add on a sharded counter by a thread that owns no row of `t`,
+    /// the table `head` names: one that has no thread index yet takes one
+    /// (and, if `t` has its row, adds there); the others add on their
+    /// probe's shard and check it for sharing.
     #[inline(never)]
-    fn add_unowned(&self, head: Head, n: u64) {
-        let Some(t) = self.table.table(head) else {
-            unreachable!("add_unowned without a table")
-        };
+    fn add_unowned(&self, head: Head, t: &Table, n: u64) {
         if thread::index() == 0 {
             if let Some(at) = slots::index_or_take().and_then(|i| t.owned_shard(i)) {
                 // Relaxed: as in `add`.

@@ -461,8 +461,8 @@ impl ShardTable {
     }
 
     /// A sampled add on a word of the table whose quick re-load showed
-    /// another value, or which is picked for a watch (`Counter` calls it
-    /// only then; a set on every sample): re-loads (watching) and acts on
+    /// another value, or which is picked for a watch (or, in a set, a line
+    /// watch that saw nothing): re-loads (watching) and acts on
     /// what it sees, with the epoch read at this thread's previous check on
     /// the same owner as the "before" reading, so the hot path reads no
     /// epoch. On interference the thread moves at once; interference again,

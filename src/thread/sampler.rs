@@ -14,8 +14,10 @@
 //!   wrote the same word within those few nanoseconds, so the line is being
 //!   fought over. Some cores almost never lose the line in so short a
 //!   window, so one add in [`WATCH_ONE_IN`] keeps looking a few
-//!   hundred nanoseconds ([`watch`]). A write that is not an add (a
-//!   counter's `take`) shows in the word's take epoch and gives no verdict.
+//!   hundred nanoseconds ([`watch`]). A thread that adds to a row another
+//!   thread owns (and never samples) watches the whole line instead, more
+//!   often ([`watch_line`]). A write that is not an add (a counter's
+//!   `take`) shows in the word's take epoch and gives no verdict.
 //! * **What the thread remembers.** Only on the cold path: how many times in
 //!   a row one counter showed interference ([`collided`], keyed by the
 //!   counter's address), so that moving to another shard is tried before a
@@ -57,9 +59,17 @@ const STRIKES_TO_GROW: u32 = 1;
 // Under loom the mask is 0: every add is sampled, on purpose.
 #[cfg_attr(shardcount_loom, allow(clippy::bad_bit_mask))]
 pub(crate) fn sampled(prev: u64, n: u64) -> bool {
+    one_in(prev, n, SAMPLE_ONE_IN)
+}
+
+/// Whether the add of `n` that returned `prev` is the one in `k` (a power
+/// of two) that [`sampled`] describes, counting in steps of `n`'s lowest
+/// set bit.
+#[inline(always)]
+fn one_in(prev: u64, n: u64, k: u64) -> bool {
     // `wrapping_shr`: for n == 0 the shift of 64 wraps to 0 (an add of 0
     // changes nothing, so whether it samples does not matter).
-    prev.wrapping_shr(n.trailing_zeros()) & (SAMPLE_ONE_IN - 1) == 0
+    prev.wrapping_shr(n.trailing_zeros()) & (k - 1) == 0
 }
 
 /// One add in this many (a power of two, counted as [`sampled`] counts, so
@@ -120,7 +130,7 @@ const LINE_WATCH_ONE_IN: u64 = 1024;
 #[inline(always)]
 pub(crate) fn line_watched(prev: u64, n: u64) -> bool {
     #[cfg(not(shardcount_loom))]
-    return prev.wrapping_shr(n.trailing_zeros()) & (LINE_WATCH_ONE_IN - 1) == 0;
+    return one_in(prev, n, LINE_WATCH_ONE_IN);
     #[cfg(shardcount_loom)]
     return {
         let _ = (prev, n);
@@ -163,7 +173,7 @@ pub(crate) fn watch_line(line: &[AtomicU64]) -> bool {
 #[inline(always)]
 pub(crate) fn watched(prev: u64, n: u64) -> bool {
     #[cfg(not(shardcount_loom))]
-    return prev.wrapping_shr(n.trailing_zeros()) & (WATCH_ONE_IN - 1) == 0;
+    return one_in(prev, n, WATCH_ONE_IN);
     #[cfg(shardcount_loom)]
     return {
         let _ = (prev, n);
