@@ -210,3 +210,37 @@ fn keyed_source_many_keys_in_small_batches() {
     assert_eq!(totals["r3k3"], 3);
     assert!(sink.applied_batches() >= 20);
 }
+
+/// A key frozen in a failed batch and pending again is one undelivered key,
+/// not two.
+#[test]
+fn undelivered_keys_counts_a_frozen_and_pending_key_once() {
+    static C: RoughCounter = RoughCounter::new();
+    let sink = MemorySink::new();
+    let exporter = Exporter::new(sink.clone(), Duration::from_secs(60));
+    exporter.register("only", &C);
+    sink.set_down(true);
+    C.add(5);
+    // The failed delivery leaves the key frozen in a batch.
+    let first = exporter
+        .flush(Instant::now() + Duration::from_millis(30))
+        .unwrap_err();
+    assert_eq!(
+        (first.report.undelivered, first.report.undelivered_keys),
+        (5, 1)
+    );
+    C.add(5);
+    // Now the key is both frozen (5) and pending (5).
+    let second = exporter
+        .flush(Instant::now() + Duration::from_millis(30))
+        .unwrap_err();
+    assert_eq!(
+        (second.report.undelivered, second.report.undelivered_keys),
+        (10, 1),
+        "{second}"
+    );
+    assert_eq!(exporter.stats().pending_keys, 1);
+    sink.set_down(false);
+    exporter.flush(soon()).unwrap();
+    assert_eq!(sink.get("only"), 10);
+}

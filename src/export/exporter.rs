@@ -85,8 +85,8 @@ pub struct ExportStats {
     pub delivered: u64,
     /// Counts read from sources and not yet confirmed (frozen or pending).
     pub pending: u64,
-    /// Distinct keys with pending counts, frozen batches included (each key
-    /// at most twice: once frozen, once pending).
+    /// Distinct keys with pending counts, frozen batches included (a key
+    /// both frozen and pending again counts once).
     pub pending_keys: usize,
     /// Batches the sink confirmed.
     pub batches: u64,
@@ -124,7 +124,7 @@ pub struct FlushReport {
     pub delivered: u64,
     /// Counts still not confirmed when it returned.
     pub undelivered: u64,
-    /// Keys those counts belong to.
+    /// Distinct keys those counts belong to.
     pub undelivered_keys: usize,
 }
 
@@ -675,8 +675,17 @@ impl Engine {
         let frozen = self.frozen.iter().map(Batch::magnitude).sum::<u64>();
         let pending = self.pending.values().map(|d| d.unsigned_abs()).sum::<u64>();
         self.stats.pending = frozen + pending;
-        self.stats.pending_keys =
-            self.frozen.iter().map(|b| b.deltas.len()).sum::<usize>() + self.pending.len();
+        // Distinct keys: a key may be frozen (even in several resent
+        // batches) and pending again at once.
+        let mut frozen_only = std::collections::HashSet::new();
+        for b in &self.frozen {
+            for (k, _) in &b.deltas {
+                if !self.pending.contains_key(k) {
+                    frozen_only.insert(k.as_str());
+                }
+            }
+        }
+        self.stats.pending_keys = self.pending.len() + frozen_only.len();
         lock(&inner.ctl).stats = self.stats.clone();
     }
 }
