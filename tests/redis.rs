@@ -461,8 +461,8 @@ fn redis_unreachable_at_start_adds_never_block_delivery_completes() {
     let stats = w.exporter.stats();
     assert!(stats.errors > 0 && stats.last_error.is_some());
     assert_eq!(stats.delivered, 0);
-    // Bounded by keys (80,000 adds over 100 keys): each key at most frozen
-    // once and pending once.
+    // Bounded by keys (80,000 adds over 100 keys), each counted once
+    // whether frozen, pending or both.
     assert!(stats.pending_keys <= keys, "{stats:?}");
     assert!(w
         .exporter
