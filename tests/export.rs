@@ -244,3 +244,37 @@ fn undelivered_keys_counts_a_frozen_and_pending_key_once() {
     exporter.flush(soon()).unwrap();
     assert_eq!(sink.get("only"), 10);
 }
+
+/// Issue 19, item 1: a counter cannot be registered under a key reserved
+/// for sinks' bookkeeping, and a source that reports one has its deltas
+/// rejected while its other keys are delivered exactly.
+#[test]
+fn reserved_keys_are_refused_at_registration_and_rejected_from_sources() {
+    static C: RoughCounter = RoughCounter::new();
+    let sink = MemorySink::new();
+    let exporter = Exporter::new(sink.clone(), Duration::from_secs(60));
+    let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        exporter.register("__writers", &C);
+    }))
+    .unwrap_err();
+    let msg = err.downcast_ref::<String>().unwrap();
+    assert!(msg.contains("\"__writers\""), "{msg}");
+
+    struct Both(AtomicU64);
+    impl Source for Both {
+        fn read(&self, f: &mut dyn FnMut(&str, u64)) {
+            let v = self.0.load(Ordering::Relaxed);
+            f("a", v);
+            f("__writers", 3 * v);
+        }
+    }
+    let both = Arc::new(Both(AtomicU64::new(0)));
+    exporter.register_source(Arc::clone(&both));
+    both.0.store(5, Ordering::Relaxed);
+    exporter.flush(soon()).unwrap();
+    both.0.store(7, Ordering::Relaxed);
+    exporter.flush(soon()).unwrap();
+    assert_eq!(sink.get("a"), 7);
+    assert_eq!(sink.get("__writers"), 0);
+    assert_eq!(exporter.stats().rejected, 21);
+}

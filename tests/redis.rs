@@ -474,3 +474,74 @@ fn redis_unreachable_at_start_adds_never_block_delivery_completes() {
     assert_eq!(w.exporter.delivered(), total);
     assert_eq!(w.exporter.pending(), 0);
 }
+
+/// The type of a key, as Redis's `TYPE` names it ("none" when absent).
+fn key_type(server: &Server, key: &str) -> String {
+    redis::cmd("TYPE")
+        .arg(key)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// Issue 19, item 1: a counter key that names the sink's writers hash. The
+/// script used to increment the other keys and then fail on the hash, so
+/// a later retry applied them twice. Now that key is rejected before any
+/// write, and the rest applies exactly once.
+#[test]
+fn a_counter_key_naming_the_writers_hash_is_rejected_before_any_write() {
+    let mut server = Server::new();
+    server.start();
+    let mut s = sink(&server, "w:");
+    let w = WriterId::random();
+    let b = Batch::new(w, 1, vec![("a".into(), 5), ("__writers".into(), 3)]);
+    assert_eq!(
+        s.deliver(&[b]).unwrap(),
+        [Outcome::Rejected {
+            keys: vec!["__writers".into()]
+        }]
+    );
+    assert_eq!(
+        server.values(&["w:a".into()]),
+        [0],
+        "a write before the check"
+    );
+    assert_eq!(key_type(&server, "w:__writers"), "none");
+    let ok = Batch::new(w, 1, vec![("a".into(), 5)]);
+    assert_eq!(
+        s.deliver(std::slice::from_ref(&ok)).unwrap(),
+        [Outcome::Applied]
+    );
+    assert_eq!(s.deliver(&[ok]).unwrap(), [Outcome::Duplicate]);
+    assert_eq!(server.values(&["w:a".into()]), [5]);
+    assert_eq!(key_type(&server, "w:__writers"), "hash");
+}
+
+/// Someone else wrote a string where the writers hash lives: every batch
+/// fails whole, writing nothing, and once the key is repaired the batch
+/// applies exactly once.
+#[test]
+fn a_writers_key_of_another_type_fails_the_batch_and_writes_nothing() {
+    let mut server = Server::new();
+    server.start();
+    let mut s = sink(&server, "x:");
+    let mut c = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("x:__writers")
+        .arg("oops")
+        .query(&mut c)
+        .unwrap();
+    let w = WriterId::random();
+    let b = Batch::new(w, 1, vec![("a".into(), 5), ("b".into(), 1)]);
+    for _ in 0..3 {
+        let err = s.deliver(std::slice::from_ref(&b)).unwrap_err();
+        assert!(err.to_string().contains("x:__writers"), "{err}");
+        assert_eq!(server.values(&["x:a".into(), "x:b".into()]), [0, 0]);
+    }
+    let _: () = redis::cmd("DEL").arg("x:__writers").query(&mut c).unwrap();
+    assert_eq!(
+        s.deliver(std::slice::from_ref(&b)).unwrap(),
+        [Outcome::Applied]
+    );
+    assert_eq!(s.deliver(&[b]).unwrap(), [Outcome::Duplicate]);
+    assert_eq!(server.values(&["x:a".into(), "x:b".into()]), [5, 1]);
+}

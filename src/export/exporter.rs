@@ -20,7 +20,7 @@
 //! wakes it and joins it. Counters are read with their ordinary `sum()`;
 //! no add path and no fold lock is involved.
 
-use super::{Batch, Outcome, RoughSource, Sink, SinkError, Source, WriterId};
+use super::{Batch, Outcome, RoughSource, Sink, SinkError, Source, WriterId, RESERVED_PREFIX};
 use crate::primitive::sync::{lock, Arc, Condvar, Mutex};
 use crate::RoughCounter;
 use std::collections::HashMap;
@@ -302,6 +302,10 @@ impl Exporter {
     /// that key. The exporter holds the counter's shared block until the
     /// counter is dropped and its last counts are read.
     ///
+    /// # Panics
+    ///
+    /// If `key` starts with [`RESERVED_PREFIX`] (`__`), naming the key.
+    ///
     /// ```
     /// use shardcount::export::{Exporter, MemorySink};
     /// use shardcount::RoughCounter;
@@ -315,6 +319,7 @@ impl Exporter {
     /// assert_eq!(sink.get("c"), 2);
     /// ```
     pub fn register(&self, key: &str, counter: &RoughCounter) {
+        check_key(key);
         self.register_source(RoughSource::new(key, counter));
     }
 
@@ -451,6 +456,16 @@ impl fmt::Debug for Exporter {
     }
 }
 
+/// Refuses a key that could collide with a sink's bookkeeping.
+#[track_caller]
+fn check_key(key: &str) {
+    assert!(
+        !key.starts_with(RESERVED_PREFIX),
+        "shardcount: Exporter::register: the key {key:?} starts with {RESERVED_PREFIX:?}, \
+         which is reserved for sinks' own keys"
+    );
+}
+
 fn run(inner: &Inner) {
     let mut wait = lock(&inner.engine).config.interval;
     loop {
@@ -491,6 +506,7 @@ impl Engine {
         self.sources
             .extend(new.into_iter().map(|s| (s, HashMap::new())));
         let pending = &mut self.pending;
+        let rejected = &mut self.stats.rejected;
         self.sources.retain_mut(|(source, cursors)| {
             let live = source.is_live();
             source.read(&mut |key, value| {
@@ -501,7 +517,9 @@ impl Engine {
                 };
                 let delta = value.wrapping_sub(*cursor) as i64;
                 *cursor = value;
-                if delta != 0 {
+                if delta != 0 && key.starts_with(RESERVED_PREFIX) {
+                    *rejected += delta.unsigned_abs();
+                } else if delta != 0 {
                     match pending.get_mut(key) {
                         Some(p) => {
                             *p = p.wrapping_add(delta);

@@ -105,13 +105,27 @@ use crate::RoughCounter;
 use std::error::Error;
 use std::fmt;
 
+/// Keys that start with this are reserved for sinks' own bookkeeping (the
+/// Redis sink keeps its writers hash at `<prefix>__writers`), so no counter
+/// can overwrite it.
+///
+/// [`Exporter::register`] panics on such a key. A [`Source`] that reports
+/// one has that key's deltas dropped and counted in
+/// [`ExportStats::rejected`], never delivered.
+///
+/// ```
+/// assert_eq!(shardcount::export::RESERVED_PREFIX, "__");
+/// ```
+pub const RESERVED_PREFIX: &str = "__";
+
 /// Something the exporter reads: cumulative values under key names.
 ///
 /// `read` calls `f` once per key with the key's cumulative value as of now
 /// (wrapping `u64`, as the counters' `sum()`); the exporter ships the change
 /// since its previous read of the same key. A key that appears for the first
 /// time starts from 0. Values must be cumulative (never reset): a value that
-/// goes down is shipped as a negative delta.
+/// goes down is shipped as a negative delta. Keys starting with
+/// [`RESERVED_PREFIX`] are not delivered: their deltas count as rejected.
 ///
 /// A keyed counter family implements this for all its keys at once; the
 /// exporter keeps one cursor per key, so its memory follows the number of

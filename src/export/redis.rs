@@ -8,7 +8,11 @@
 //! the batch number, `ARGV[3..]` the deltas, one per counter key, in order.
 //! In one atomic script run it
 //!
-//! 1. reads `last = HGET writers <writer>` (0 when absent);
+//! 1. checks that the writers hash is a hash (or absent) and that this
+//!    writer's field in it is a number, else returns `{4}` and changes
+//!    nothing (the sink reports a delivery error naming the key; the
+//!    exporter keeps the batch and retries with back-off); reads
+//!    `last = HGET writers <writer>` (0 when absent);
 //! 2. if `seq <= last` returns `{0, last}` (duplicate: nothing changed);
 //!    if `seq > last + 1` returns `{2, last}` (gap: nothing changed);
 //! 3. validates every key before writing anything (scripts do not roll
@@ -18,7 +22,8 @@
 //!    accepts it (`0`, or an optional `-` and digits without a leading
 //!    zero: `007` and `-0` are refused here, not half-way through),
 //!    and the sum with its delta must stay within ±9.2·10<sup>18</sup> (a
-//!    margin below the 64-bit limit that Lua's doubles can check). If any
+//!    margin below the 64-bit limit that Lua's doubles can check). A
+//!    counter key equal to the writers hash's key is refused too. If any
 //!    fails it returns `{3, i, ...}` with their 1-based positions among the
 //!    counter keys, changing nothing;
 //! 4. runs `INCRBY` on each key, `HSET writers <writer> <seq>`, and returns
@@ -46,6 +51,37 @@
 //! that (no persistence, a failover to a lagging replica) are counted in
 //! `ExportStats::lost` and missing from Redis.
 //!
+//! # Keys, and others writing under the prefix
+//!
+//! Counter `k` lives at `<prefix>k`; the sink's own bookkeeping at
+//! `<prefix>__writers`. Keys starting with `__` are reserved: the
+//! [`Exporter`](super::Exporter) refuses them (see
+//! [`RESERVED_PREFIX`](super::RESERVED_PREFIX)), and the script refuses a
+//! counter key equal to the writers hash's, so a counter can never name it.
+//!
+//! Everything a batch touches is checked before the first write, so a
+//! batch applies entirely or not at all, whatever is stored at its keys.
+//! If another program writes under the prefix:
+//!
+//! * a counter key it sets to a non-integer, another type or a value near
+//!   the 64-bit limit makes that key's deltas rejected
+//!   ([`ExportStats::rejected`](super::ExportStats::rejected)); the other
+//!   keys of the batch still apply, once;
+//! * an integer it adds to a counter key is simply part of that key's total
+//!   (the exporter only ever adds deltas);
+//! * a writers hash it replaces by another type, or a writer's field it
+//!   sets to a non-number, stops every batch of the prefix, which waits
+//!   (nothing written, the error in
+//!   [`ExportStats::last_error`](super::ExportStats::last_error)) until the
+//!   key is repaired. Only restoring each writer's number repairs it
+//!   exactly. Deleting the key, or lowering or deleting a field, looks like
+//!   a server that lost confirmed batches (a gap, see the
+//!   [exporter's docs](super#the-sinks-contract)): the exporter sends again
+//!   the batches it confirmed within
+//!   [`ExportConfig::retain`](super::ExportConfig::retain), which the
+//!   counter keys already hold, so those are counted twice. (No sink can
+//!   keep exactly-once against a writer that erases its bookkeeping.)
+//!
 //! The writers hash gains one field per exporter start (a writer id and a
 //! number, about 50 bytes). Every key of a batch must live on one node: in
 //! Redis Cluster, give the prefix a hash tag (`{fleet}:`).
@@ -57,7 +93,10 @@ use std::time::Duration;
 
 /// The Lua script (see the module docs for its contract).
 pub const SCRIPT: &str = r"
+local wt = redis.call('TYPE', KEYS[1])['ok']
+if wt ~= 'hash' and wt ~= 'none' then return {4} end
 local last = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if not last then return {4} end
 local seq = tonumber(ARGV[2])
 if seq <= last then return {0, last} end
 if seq ~= last + 1 then return {2, last} end
@@ -70,7 +109,9 @@ end
 for i = 2, #KEYS do
   local v = cur[i - 1]
   local d = tonumber(ARGV[i + 1])
-  if v then
+  if KEYS[i] == KEYS[1] then
+    bad[#bad + 1] = i - 1
+  elseif v then
     local n = tonumber(v)
     if not (v == '0' or string.match(v, '^%-?[1-9]%d*$')) or not n or math.abs(n + d) > 9.2e18 then
       bad[#bad + 1] = i - 1
@@ -268,6 +309,11 @@ impl RedisSink {
                 Some([1]) => Ok(Outcome::Applied),
                 Some([0, _]) => Ok(Outcome::Duplicate),
                 Some([2, last]) => Ok(Outcome::Gap { last: *last as u64 }),
+                Some([4]) => Err(SinkError::new(format!(
+                    "redis: {} is not a hash of writers' batch numbers: \
+                     nothing was written; batches wait until it is repaired",
+                    self.writers_key
+                ))),
                 Some([3, bad @ ..]) => Ok(Outcome::Rejected {
                     keys: bad
                         .iter()
