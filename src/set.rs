@@ -48,13 +48,21 @@
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    lines_for, word, word_unchecked, zeroed_line, Head, Line, ShardTable, Table, LINE_WORDS,
+    lines_for, try_zeroed_lines, word, word_unchecked, Head, Line, ShardTable, Table, LINE_WORDS,
 };
 use crate::thread::{self, sampler, MAX_SHARDS};
 use std::fmt;
 
-/// The panic for a length whose rows cannot be allocated.
-const TOO_MANY: &str = "shardcount: CounterSet: too many counters for one row";
+/// The panic for a length whose row cannot be allocated.
+#[cold]
+#[track_caller]
+fn too_many(n: usize) -> ! {
+    panic!(
+        "shardcount: CounterSet: cannot allocate a row of {n} counters \
+         ({} bytes and more)",
+        n.saturating_mul(8)
+    )
+}
 
 /// A fixed number of exact `u64` counters, indexed `0..len()`, that share
 /// their shards.
@@ -124,8 +132,11 @@ impl CounterSet {
     ///
     /// # Panics
     ///
-    /// If a row of `n` counters cannot be allocated (as `Vec` panics on a
-    /// capacity overflow), `n == usize::MAX` included.
+    /// If a row of `n` counters cannot be allocated (more than the address
+    /// space holds, or the allocator refuses), with `n` in the message: a
+    /// panic, never an abort. (A table of shard rows that cannot be
+    /// allocated later is not grown into: adds keep going to the rows there
+    /// are.)
     ///
     /// ```
     /// let s = shardcount::CounterSet::new(3);
@@ -161,9 +172,11 @@ impl CounterSet {
     fn build(n: usize, table: ShardTable) -> Self {
         CounterSet {
             // Word `n` of each row is its mark (see `check`).
-            base: (0..lines_for(n.checked_add(1).expect(TOO_MANY)))
-                .map(|_| zeroed_line())
-                .collect(),
+            base: n
+                .checked_add(1)
+                .map(lines_for)
+                .and_then(try_zeroed_lines)
+                .unwrap_or_else(|| too_many(n)),
             len: n,
             table,
         }

@@ -362,8 +362,25 @@ proptest! {
 /// A length whose row cannot exist panics at construction; `usize::MAX`
 /// once wrapped the row's size to one line and let adds write past it.
 #[test]
-#[should_panic(expected = "too many counters")]
+#[should_panic(expected = "cannot allocate a row of 18446744073709551615 counters")]
 fn a_length_of_usize_max_panics_instead_of_wrapping() {
     let s = CounterSet::new(usize::MAX);
     s.add(1 << 40, 1);
+}
+
+/// Issue 19, item 2: a length the allocator refuses (8.8 TB of counters)
+/// used to abort the process; now it is a panic naming the length, and
+/// lengths near the address-space limit panic the same way.
+#[test]
+fn a_length_too_large_to_allocate_panics_with_the_length() {
+    for n in [1usize << 40, 1 << 60, usize::MAX - 1] {
+        let err = std::panic::catch_unwind(|| CounterSet::new(n)).unwrap_err();
+        let msg = err.downcast_ref::<String>().unwrap();
+        assert!(msg.contains(&format!("a row of {n} counters")), "{msg}");
+        let err = std::panic::catch_unwind(|| CounterSet::with_max_shards(n, 4)).unwrap_err();
+        assert!(err
+            .downcast_ref::<String>()
+            .unwrap()
+            .contains(&n.to_string()));
+    }
 }

@@ -56,6 +56,17 @@ pub(crate) fn zeroed_line() -> Line {
     CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0)))
 }
 
+/// `n` zeroed lines, or `None` when they cannot be allocated (more bytes
+/// than the address space allows, or the allocator refuses). Callers that
+/// take a size from a user turn `None` into a panic naming it; growth
+/// skips a table it cannot allocate. Either way, never an abort.
+pub(crate) fn try_zeroed_lines(n: usize) -> Option<Box<[Line]>> {
+    let mut lines = Vec::new();
+    lines.try_reserve_exact(n).ok()?;
+    lines.extend((0..n).map(|_| zeroed_line()));
+    Some(lines.into_boxed_slice())
+}
+
 /// How many lines a row of `words` words needs (at least one).
 pub(crate) fn lines_for(words: usize) -> usize {
     words.div_ceil(LINE_WORDS).max(1)
@@ -282,8 +293,13 @@ impl ShardTable {
         if max <= 1 || new_len > max {
             return current;
         }
+        // A table too large to allocate is not grown into: the adds keep
+        // going to the rows there are.
+        let Some(lines) = new_len.checked_mul(row_lines).and_then(try_zeroed_lines) else {
+            return current;
+        };
         let new = Box::into_raw(Box::new(Table {
-            lines: (0..new_len * row_lines).map(|_| zeroed_line()).collect(),
+            lines,
             row_lines,
             mask: new_len - 1,
             older: current.0,
