@@ -19,9 +19,11 @@
 //!   with a `Release` RMW. A reader that sees the sink's new value
 //!   (`Acquire`) also sees the reset cell, so `sum` never counts a fold
 //!   twice (it can miss one in flight);
-//! * thread exit: the guard folds the cell, unregisters it under the
-//!   registry lock (so `sum` never reads a cell whose memory is gone) and
-//!   leaves it at 0;
+//! * thread exit: the guard, holding the registry lock, unregisters the
+//!   cell (so `sum` never reads a cell whose memory is gone), folds it and
+//!   leaves it at 0; one step for `sum`, which reads under the same lock,
+//!   so a `sum` racing an exit fold (after `thread::scope`, which returns
+//!   before its threads' exit folds) is exact;
 //! * after exit (an add from another thread-local's destructor): the guard
 //!   is gone, so the add goes straight to the sink with a locked add. No
 //!   count is ever lost.
@@ -121,6 +123,27 @@ unsafe impl Send for CellRef {}
 ///   than `batch` per thread that has added and not yet exited (for
 ///   add-only use), exact once every thread that added has exited and been
 ///   joined, or after each has called [`flush`](Self::flush).
+///
+/// **Scoped threads.** A thread's exit fold runs in its thread-local
+/// destructors; `JoinHandle::join` waits for them, `std::thread::scope`
+/// does not (it returns once the closures have returned). After a scope,
+/// `sum` is exact (an exit fold moves a cell's counts to the sink in one
+/// step under the lock `sum` reads with); `approx` is exact after a scope
+/// if each scoped thread called `flush` before it returned:
+///
+/// ```
+/// shardcount::local_counter!(static HITS);
+/// std::thread::scope(|s| {
+///     for _ in 0..4 {
+///         s.spawn(|| {
+///             (0..1000).for_each(|_| HITS.inc());
+///             HITS.flush(); // so approx() is exact once the scope returns
+///         });
+///     }
+/// });
+/// assert_eq!(HITS.sum(), 4000);
+/// assert_eq!(HITS.approx(), 4000);
+/// ```
 ///
 /// Memory orderings: like every counter here, counting synchronises
 /// nothing; do not publish data through it.
@@ -287,17 +310,20 @@ impl<K: LocalKey> LocalCounter<K> {
     }
 
     /// The guard's exit action: fold the thread's cell, unregister it, and
-    /// leave it at 0, so later adds go to the sink.
+    /// leave it at 0, so later adds go to the sink. The fold and the
+    /// unregistering are one step under the registry lock, so a `sum` sees
+    /// the counts either in the cell or in the sink: exact even while exit
+    /// folds run after `thread::scope` has returned.
     fn thread_exit() {
         let this = K::counter();
         K::with_cell(|cell| {
             let mut registry = lock(&this.registry);
             registry.retain(|c| !std::ptr::eq(c.0, cell));
-            drop(registry);
             // Relaxed: as in `add`.
             let v = cell.load(Ordering::Relaxed);
             cell.store(0, Ordering::Relaxed);
             this.add_to_sink((v as u64).wrapping_add(this.batch));
+            drop(registry);
         });
     }
 

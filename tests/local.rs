@@ -157,3 +157,32 @@ fn concurrent_sums_never_exceed_adds_started() {
     });
     assert_eq!(C.sum(), 2 * PER);
 }
+
+shardcount::local_counter!(static SCOPED);
+shardcount::local_counter!(static SCOPED_FLUSHED);
+
+/// Issue 19, item 5, for `local_counter!`: `thread::scope` returns before
+/// its threads' exit folds run, yet `sum()` right after it is exact (an exit
+/// fold moves a cell's counts to the sink in one step under the lock `sum`
+/// reads with), and `approx()` is exact when each thread flushed after its
+/// last add. 200 trials each.
+#[test]
+fn after_a_thread_scope_sum_is_exact_and_flushed_threads_make_approx_exact() {
+    for trial in 1..=200u64 {
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| (0..1000).for_each(|_| SCOPED.inc()));
+            }
+        });
+        assert_eq!(SCOPED.sum(), trial * 4000, "trial {trial}");
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    (0..1000).for_each(|_| SCOPED_FLUSHED.inc());
+                    SCOPED_FLUSHED.flush();
+                });
+            }
+        });
+        assert_eq!(SCOPED_FLUSHED.approx(), trial * 4000, "trial {trial}");
+    }
+}

@@ -78,3 +78,33 @@ fn exit_fold_races_sum() {
         assert_eq!(COUNTER.sum(), 2);
     });
 }
+
+/// `std::thread::scope` returns before its threads' exit folds run. A
+/// `sum` after the scope (here: after the thread's last add is visible,
+/// its exit fold still to come or in progress) is exact: the exit fold
+/// unregisters the cell and adds its counts to the sink in one step under
+/// the registry lock, so `sum` sees one or the other.
+#[test]
+fn sum_racing_an_exit_fold_after_the_last_add_is_exact() {
+    use crate::primitive::sync::atomic::{AtomicBool, Ordering};
+    use loom::sync::Arc;
+    loom::model(|| {
+        let done = Arc::new(AtomicBool::new(false));
+        let t = {
+            let done = Arc::clone(&done);
+            thread::spawn(move || {
+                COUNTER.add(1); // first use: folds
+                COUNTER.add(1); // pending until exit
+                                // Release: the "scope returned" point for the reader.
+                done.store(true, Ordering::Release);
+                COUNTER.exit_now();
+            })
+        };
+        // Acquire: pairs with the store above.
+        while !done.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        assert_eq!(COUNTER.sum(), 2);
+        t.join().unwrap();
+    });
+}

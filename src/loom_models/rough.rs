@@ -320,3 +320,46 @@ fn stale_orphan_fold_leaves_approx_exact() {
         assert_eq!(c.approx(), 0, "a stale claim stayed on the orphan slot");
     });
 }
+
+/// `std::thread::scope` returns once its closures have, before their
+/// thread-local destructors (the exit folds) have run; loom's `join` is the
+/// same. `flush_all` after it must still leave `approx` exact: it waits for
+/// an exit fold that has claimed the slot's counts but not yet added them
+/// to the sink.
+#[test]
+fn flush_all_after_a_join_that_precedes_the_exit_fold_is_exact() {
+    loom::model(|| {
+        let c = counter(100);
+        let t = {
+            let c = c.clone();
+            thread::spawn(move || c.add(3))
+        };
+        t.join().unwrap(); // the exit fold may still be running
+        c.flush_all();
+        assert_eq!(c.approx(), 3);
+    });
+}
+
+/// A thread's own `flush` at the end of its work leaves `approx` exact
+/// after the join, even while another thread's fold of its slot (a
+/// `Folder` pass, a `flush_all`) has claimed counts it has not yet added.
+#[test]
+fn flush_racing_a_foreign_fold_is_exact_after_the_join() {
+    loom::model(|| {
+        let c = counter(100);
+        let t = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(3);
+                c.flush();
+            })
+        };
+        let folder = {
+            let c = c.clone();
+            thread::spawn(move || c.flush_all())
+        };
+        t.join().unwrap();
+        assert_eq!(c.approx(), 3);
+        folder.join().unwrap();
+    });
+}

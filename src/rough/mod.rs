@@ -52,9 +52,28 @@ use std::time::Duration;
 ///   [`flush`](Self::flush), someone calls [`flush_all`](Self::flush_all),
 ///   or a background [`Folder`](crate::Folder) runs;
 /// * **thread exit:** a thread-local destructor folds every slot of the
-///   thread and returns the slots for reuse. `JoinHandle::join` waits for
-///   thread-local destructors; `std::thread::scope` may return before they
-///   have run, so join explicitly when you rely on exit folding.
+///   thread and returns the slots for reuse.
+///
+/// **Scoped threads.** `JoinHandle::join` waits for a thread's thread-local
+/// destructors (and so its exit fold); `std::thread::scope` does not: it
+/// returns once the closures have returned, possibly before. After a scope,
+/// [`sum`](Self::sum) is exact. [`approx`](Self::approx) is exact after a
+/// scope if each scoped thread called [`flush`](Self::flush) before it
+/// returned, or once [`flush_all`](Self::flush_all) has been called after
+/// the scope (it waits for exit folds already under way).
+///
+/// ```
+/// use shardcount::RoughCounter;
+/// static C: RoughCounter = RoughCounter::new();
+/// std::thread::scope(|s| {
+///     for _ in 0..4 {
+///         s.spawn(|| (0..1000).for_each(|_| C.inc()));
+///     }
+/// });
+/// assert_eq!(C.sum(), 4000); // exact
+/// C.flush_all(); // approx() could lag here without it
+/// assert_eq!(C.approx(), 4000);
+/// ```
 ///
 /// # Consistency of reads
 ///
@@ -73,9 +92,11 @@ use std::time::Duration;
 ///   **live slots × (`batch` − 1)** counts, up or down: each live slot's
 ///   unfolded delta is below `batch` in magnitude, and an exited thread's is
 ///   0. An idle thread's delta stays unfolded, within that bound, until
-///   something folds it (see above). After every thread that added has
-///   exited (and been joined), or after [`flush_all`](Self::flush_all) with
-///   no concurrent adds or folds, it is exact.
+///   something folds it (see above). It is exact after every thread that
+///   added has exited and been joined with `JoinHandle::join`, or after a
+///   [`flush_all`](Self::flush_all) while no thread adds (after a
+///   `thread::scope`, for instance), or once each thread that added has
+///   called [`flush`](Self::flush) after its last add.
 ///
 /// # Memory and lifetime
 ///
@@ -468,8 +489,11 @@ impl RoughCounter {
     /// stay unfolded within that bound until something folds them (see [the
     /// type docs](RoughCounter#when-a-threads-counts-reach-the-sink)). Not
     /// monotonic under a mix of adds and subs. Exact once every thread that
-    /// added has exited and been joined, or after [`flush_all`](Self::flush_all)
-    /// with no concurrent adds or folds.
+    /// added has exited and been joined, after a [`flush_all`](Self::flush_all)
+    /// while no thread adds, or once each thread that added has called
+    /// [`flush`](Self::flush) after its last add (the way to make it exact
+    /// after a `std::thread::scope`, see [the type
+    /// docs](RoughCounter#when-a-threads-counts-reach-the-sink)).
     ///
     /// ```
     /// let c = shardcount::RoughCounter::new().with_batch(100);
@@ -489,9 +513,12 @@ impl RoughCounter {
 
     /// Folds the calling thread's unfolded delta into the sink.
     ///
-    /// After it, [`approx`](Self::approx) includes every add this thread
-    /// made before the call (unless another thread's fold of the same slot is
-    /// still in flight; it finishes in a few instructions).
+    /// After it, [`approx`](Self::approx), in any thread that
+    /// happens-after the call (one that joined a `thread::scope` this thread
+    /// ran in, say), includes every add this thread made before the call. If
+    /// another thread's fold of this slot (a `Folder` pass, a `flush_all`)
+    /// has claimed counts that are not in the sink yet, `flush` waits for it:
+    /// a few instructions, unless that thread was descheduled.
     ///
     /// ```
     /// let c = shardcount::RoughCounter::new();
@@ -503,7 +530,7 @@ impl RoughCounter {
         let Some(shared) = self.shared() else { return };
         if let Some(slot) = shared.slots.get(thread::index()) {
             if Shared::owns(slot) {
-                shared.fold(slot);
+                shared.fold_and_wait(slot);
             }
         }
     }
@@ -513,8 +540,11 @@ impl RoughCounter {
     /// never lost or counted twice.
     ///
     /// After it, [`approx`](Self::approx) includes every add that
-    /// happened-before the call, unless another fold of the same slot was
-    /// in flight at the same time. Cost: one fold per slot.
+    /// happened-before the call, provided no thread adds to the counter
+    /// meanwhile: folds by other threads that are under way (a thread's exit
+    /// fold after `std::thread::scope` has returned, a `Folder` pass) are
+    /// waited for, a few instructions each. A slot whose owner keeps adding
+    /// is folded but not waited for. Cost: one fold per slot.
     ///
     /// ```
     /// use shardcount::RoughCounter;

@@ -37,6 +37,18 @@
 //!   write of `folded` is a read-modify-write. The sink always changes by
 //!   exactly what `folded` changed by, so once all folds are finished,
 //!   `sink == Σ folded`, and after a final fold, `approx() == sum()`.
+//! * `sunk: AtomicU64`: the claimed amounts that have reached the sink.
+//!   After its sink add, each claim adds its amount here (`Release` RMW), so
+//!   `sunk == folded` exactly when no claim of the slot is in flight. A
+//!   fold that finds nothing left to claim may be racing a claim that is
+//!   not in the sink yet (an exit fold after `thread::scope`, a `Folder`
+//!   pass); `flush`, `flush_all` and the exit fold therefore fold and then
+//!   wait, with `Acquire` loads, until `sunk` reaches the `folded` they
+//!   saw (`fold_and_wait`): every write of `sunk` is an RMW, so the load
+//!   that reads that value synchronises with every claim's sink add. The
+//!   wait ends when the claimants run a few more instructions; a slot
+//!   whose `folded` moves meanwhile (its owner adds and folds) is not
+//!   waited for, so the wait never chases a busy owner.
 //! * `armed: AtomicU64`: the slot's generation. The owner, its only writer,
 //!   bumps it (`Relaxed` load, `Release` store) at each slow check, when it
 //!   takes the slot and before the fold that gives the slot back, and then
@@ -132,6 +144,10 @@ pub(super) struct Slot {
     lo: AtomicU64,
     /// Owner-only: see `lo`.
     width: AtomicU64,
+    /// The part of `folded` whose claims have reached the sink: each claim
+    /// adds its amount here after its sink add, so `sunk == folded` once no
+    /// claim is in flight.
+    sunk: AtomicU64,
     /// Owner-only: nanoseconds after `Shared::epoch` of the last timed fold.
     pub(super) last_fold: AtomicU64,
     /// Whether a thread owns this slot.
@@ -146,6 +162,7 @@ impl Slot {
             armed: AtomicU64::new(0),
             lo: AtomicU64::new(0),
             width: AtomicU64::new(0),
+            sunk: AtomicU64::new(0),
             last_fold: AtomicU64::new(0),
             in_use: AtomicBool::new(in_use),
         }
@@ -306,6 +323,9 @@ impl Shared {
                     // our read of `total`, so a following `sum` reads at
                     // least that total (approx ≤ sum for add-only use).
                     self.sink.fetch_add(t.wrapping_sub(f), Ordering::Release);
+                    // Release: a waiter whose Acquire load reads this (or a
+                    // later) value sees our sink add (`wait_sunk`).
+                    slot.sunk.fetch_add(t.wrapping_sub(f), Ordering::Release);
                     // Acquire: as the first load of `armed`, for the next
                     // round. If our claim came after a bump's RMW on
                     // `folded`, it synchronised with it, so this sees the
@@ -334,7 +354,41 @@ impl Shared {
     }
 
     pub(super) fn fold_all(&self) {
-        self.for_each_slot(|s| self.fold(s));
+        self.for_each_slot(|s| self.fold_and_wait(s));
+    }
+
+    /// Folds `slot`, then waits until every claim of it so far, this one's
+    /// and any other thread's in flight, has reached the sink, unless the
+    /// slot's owner claims more meanwhile (it is adding: nothing to be
+    /// exact about). Without the wait, a fold that finds everything claimed
+    /// returns while another thread's claim is still on its way to the sink
+    /// (an exit fold after `thread::scope`, a `Folder` pass).
+    pub(super) fn fold_and_wait(&self, slot: &Slot) {
+        self.fold(slot);
+        // Acquire: as in `fold`; every claim up to this value is one we
+        // may wait for.
+        let target = slot.folded.load(Ordering::Acquire);
+        #[cfg(not(shardcount_loom))]
+        let mut spins = 0u32;
+        // Acquire: pairs with each claim's Release add to `sunk`, made after
+        // its sink add; every write of `sunk` is an RMW, so reading the
+        // final value synchronises with all of them.
+        while slot.sunk.load(Ordering::Acquire) != target {
+            // Relaxed: only whether a claim beyond `target` was made.
+            if slot.folded.load(Ordering::Relaxed) != target {
+                return;
+            }
+            // The claimant is a few instructions from done, unless it was
+            // descheduled: then give it the core.
+            crate::primitive::hint::spin_loop();
+            #[cfg(not(shardcount_loom))]
+            {
+                spins += 1;
+                if spins > 64 {
+                    std::thread::yield_now();
+                }
+            }
+        }
     }
 
     pub(super) fn sum(&self) -> u64 {
@@ -374,7 +428,7 @@ impl Shared {
         // A new generation first: a claim of an older total that lands after
         // our fold is then claimed again, so the free slot ends fully folded.
         slot.begin_generation();
-        self.fold(slot);
+        self.fold_and_wait(slot);
         // An empty window: the next holder's first add takes the slot over.
         // Relaxed: owner-only bookkeeping, handed over with the index.
         slot.width.store(0, Ordering::Relaxed);
