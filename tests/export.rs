@@ -210,3 +210,19 @@ fn keyed_source_many_keys_in_small_batches() {
     assert_eq!(totals["r3k3"], 3);
     assert!(sink.applied_batches() >= 20);
 }
+
+/// Any interval below 1 ms, zero included, runs every 1 ms: no panic, and
+/// the thread delivers on its own.
+#[test]
+fn zero_interval_delivers_every_millisecond() {
+    let sink = MemorySink::new();
+    let exporter = Exporter::new(sink.clone(), Duration::ZERO);
+    let c = RoughCounter::new();
+    exporter.register("c", &c);
+    c.add(6);
+    let deadline = soon();
+    while sink.get("c") != 6 {
+        assert!(Instant::now() < deadline, "never delivered");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
