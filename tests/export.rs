@@ -215,11 +215,11 @@ fn keyed_source_many_keys_in_small_batches() {
 /// the thread delivers on its own.
 #[test]
 fn zero_interval_delivers_every_millisecond() {
+    static C: RoughCounter = RoughCounter::new();
     let sink = MemorySink::new();
     let exporter = Exporter::new(sink.clone(), Duration::ZERO);
-    let c = RoughCounter::new();
-    exporter.register("c", &c);
-    c.add(6);
+    exporter.register("c", &C);
+    C.add(6);
     let deadline = soon();
     while sink.get("c") != 6 {
         assert!(Instant::now() < deadline, "never delivered");

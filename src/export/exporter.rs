@@ -49,12 +49,12 @@ pub struct ExportConfig {
     /// use shardcount::RoughCounter;
     /// use std::time::Duration;
     ///
-    /// let c = RoughCounter::new();
+    /// static C: RoughCounter = RoughCounter::new();
     /// let sink = MemorySink::new();
     /// let config = ExportConfig { interval: Duration::ZERO, ..ExportConfig::default() };
     /// let exporter = Exporter::with_config(sink.clone(), config); // every 1 ms
-    /// exporter.register("c", &c);
-    /// c.add(2);
+    /// exporter.register("c", &C);
+    /// C.add(2);
     /// while sink.get("c") != 2 {
     ///     std::thread::sleep(Duration::from_millis(1));
     /// }
@@ -151,7 +151,25 @@ pub struct FlushReport {
 }
 
 /// A [`flush`](Exporter::flush) that reached its deadline with counts
-/// undelivered.
+/// undelivered. Its [`source`](std::error::Error::source) is the last
+/// delivery error, when there was one.
+///
+/// ```
+/// use shardcount::export::{Exporter, MemorySink};
+/// use shardcount::RoughCounter;
+/// use std::error::Error;
+/// use std::time::{Duration, Instant};
+///
+/// static C: RoughCounter = RoughCounter::new();
+/// let sink = MemorySink::new();
+/// let e = Exporter::new(sink.clone(), Duration::from_secs(60));
+/// e.register("c", &C);
+/// C.add(1);
+/// sink.set_down(true);
+/// let err = e.flush(Instant::now() + Duration::from_millis(20)).unwrap_err();
+/// assert_eq!(err.to_string(), "export flush: 1 counts over 1 keys undelivered");
+/// assert_eq!(err.source().unwrap().to_string(), "MemorySink is down");
+/// ```
 #[derive(Debug)]
 pub struct FlushError {
     /// What was and was not delivered.
@@ -161,20 +179,22 @@ pub struct FlushError {
 }
 
 impl fmt::Display for FlushError {
+    /// What is undelivered; the delivery error is the
+    /// [`source`](std::error::Error::source), not repeated here.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "export flush: {} counts over {} keys undelivered",
             self.report.undelivered, self.report.undelivered_keys
-        )?;
-        if let Some(e) = &self.error {
-            write!(f, ": {e}")?;
-        }
-        Ok(())
+        )
     }
 }
 
-impl std::error::Error for FlushError {}
+impl std::error::Error for FlushError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.as_ref().map(|e| e as _)
+    }
+}
 
 struct Ctl {
     new_sources: Vec<Box<dyn Source>>,
