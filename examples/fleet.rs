@@ -100,7 +100,8 @@ fn worker(args: &Args, url: &str) {
         t.join().unwrap();
     }
     if let Err(e) = exporter.flush(Instant::now() + Duration::from_secs(30)) {
-        eprintln!("worker {}: {e}", args.seed);
+        let why = std::error::Error::source(&e).map_or(String::new(), |c| format!(": {c}"));
+        eprintln!("worker {}: {e}{why}", args.seed);
         std::process::exit(2);
     }
     let s = exporter.stats();

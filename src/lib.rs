@@ -93,6 +93,10 @@ mod primitive;
 mod shard;
 mod surface;
 mod thread;
+// The one periodic background thread (folder, metrics, exporter): real
+// threads and clocks, which loom never builds.
+#[cfg(not(shardcount_loom))]
+mod worker;
 
 mod accumulator;
 mod counter;

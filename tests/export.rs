@@ -278,3 +278,19 @@ fn reserved_keys_are_refused_at_registration_and_rejected_from_sources() {
     assert_eq!(sink.get("__writers"), 0);
     assert_eq!(exporter.stats().rejected, 21);
 }
+
+/// Any interval below 1 ms, zero included, runs every 1 ms: no panic, and
+/// the thread delivers on its own.
+#[test]
+fn zero_interval_delivers_every_millisecond() {
+    static C: RoughCounter = RoughCounter::new();
+    let sink = MemorySink::new();
+    let exporter = Exporter::new(sink.clone(), Duration::ZERO);
+    exporter.register("c", &C);
+    C.add(6);
+    let deadline = soon();
+    while sink.get("c") != 6 {
+        assert!(Instant::now() < deadline, "never delivered");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

@@ -24,6 +24,7 @@ fn returns_within(limit: Duration, f: impl FnOnce() + Send + 'static) -> bool {
 #[test]
 fn tiny_interval_never_blocks_the_handle() {
     for interval in [
+        Duration::ZERO,
         Duration::from_nanos(1),
         Duration::from_nanos(10),
         Duration::from_micros(1),
@@ -45,4 +46,22 @@ fn tiny_interval_never_blocks_the_handle() {
         });
         assert!(ok, "Folder with interval {interval:?} blocked its handle");
     }
+}
+
+/// Any interval below 1 ms, zero included, runs every 1 ms: no panic, and
+/// the folder folds.
+#[test]
+fn zero_interval_folds_every_millisecond() {
+    let folder = Folder::new(Duration::ZERO);
+    assert_eq!(folder.interval(), Duration::from_millis(1));
+    assert_eq!(folder.interval(), Folder::MIN_INTERVAL);
+    let c = RoughCounter::new();
+    folder.register(&c);
+    c.add(3); // far below the batch: only a fold makes approx() see it
+    let ok = returns_within(Duration::from_secs(20), move || {
+        while c.approx() != 3 {
+            thread::sleep(Duration::from_millis(1));
+        }
+    });
+    assert!(ok, "a zero-interval folder never folded");
 }

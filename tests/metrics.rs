@@ -171,6 +171,24 @@ fn background_thread_folds() {
     }
 }
 
+/// Any interval below 1 ms, zero included, runs every 1 ms: no panic, and
+/// the background thread folds.
+#[test]
+fn zero_interval_folds_every_millisecond() {
+    let layer = ShardedLayer::new().with_interval(Duration::ZERO);
+    assert_eq!(layer.interval(), Duration::from_millis(1));
+    assert_eq!(layer.interval(), ShardedLayer::MIN_INTERVAL);
+    for layer in [layer, layer.rough()] {
+        let (recorder, render) = layered_with(layer);
+        metrics::with_local_recorder(&recorder, || metrics::counter!("zero").increment(5));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while count(&render.render(), "zero") != 5 {
+            assert!(Instant::now() < deadline, "never folded");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
 /// Gauges, histograms and descriptions reach the exporter unchanged.
 #[test]
 fn other_metrics_pass_through() {

@@ -5,27 +5,30 @@
 //!
 //! No atomics of its own. Two mutexes:
 //!
-//! * `ctl` (short holds only): the `stop` flag, sources registered but not
-//!   yet picked up, and the published [`ExportStats`]. The handle's
-//!   `register`, `stats`, `pending` and `delivered` take only this lock, so
-//!   they never wait for the network.
+//! * `ctl` (short holds only): sources registered but not yet picked up,
+//!   and the published [`ExportStats`]. The handle's `register`, `stats`,
+//!   `pending` and `delivered` take only this lock, so they never wait for
+//!   the network.
 //! * `engine`: the cursors, `pending`, the frozen batches, the sink and the
 //!   back-off. Whoever runs a pass holds it for the pass, network calls
 //!   included: the thread, or `flush`. A pass never takes `ctl` while
 //!   holding it except briefly to pick up sources and publish stats (lock
 //!   order: `engine`, then `ctl`).
 //!
-//! The thread waits on `wake` (paired with `ctl`) for the interval, or for
-//! the back-off after a failed delivery; dropping the handle sets `stop`,
-//! wakes it and joins it. Counters are read with their ordinary `sum()`;
-//! no add path and no fold lock is involved.
+//! The thread is a `worker::Worker` (src/worker.rs), whose own lock is
+//! never held during a pass, so it is ordered with neither of these. Each
+//! pass returns the next wait: the interval, or the back-off after a failed
+//! delivery. Dropping the handle stops the worker and joins it, waiting for
+//! a pass in progress (bounded by the sink's network timeouts). Counters
+//! are read with their ordinary `sum()`; no add path and no fold lock is
+//! involved.
 
 use super::{Batch, Outcome, RoughSource, Sink, SinkError, Source, WriterId, RESERVED_PREFIX};
-use crate::primitive::sync::{lock, Arc, Condvar, Mutex};
+use crate::primitive::sync::{lock, Arc, Mutex};
+use crate::worker::{self, Worker};
 use crate::RoughCounter;
 use std::collections::HashMap;
 use std::fmt;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How an [`Exporter`] batches and paces its deliveries.
@@ -37,7 +40,25 @@ use std::time::{Duration, Instant};
 /// ```
 #[derive(Clone, Debug)]
 pub struct ExportConfig {
-    /// Time between passes of the background thread (at least 1 ms).
+    /// Time between passes of the background thread. Any interval below
+    /// 1 ms, zero included, runs every 1 ms, as every background thread of
+    /// this crate does.
+    ///
+    /// ```
+    /// use shardcount::export::{ExportConfig, Exporter, MemorySink};
+    /// use shardcount::RoughCounter;
+    /// use std::time::Duration;
+    ///
+    /// static C: RoughCounter = RoughCounter::new();
+    /// let sink = MemorySink::new();
+    /// let config = ExportConfig { interval: Duration::ZERO, ..ExportConfig::default() };
+    /// let exporter = Exporter::with_config(sink.clone(), config); // every 1 ms
+    /// exporter.register("c", &C);
+    /// C.add(2);
+    /// while sink.get("c") != 2 {
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
+    /// ```
     pub interval: Duration,
     /// At most this many keys per batch (a batch is one script call in
     /// Redis, atomic, so it holds the server for its duration).
@@ -45,7 +66,8 @@ pub struct ExportConfig {
     /// At most this many batches per delivery (pipelined in one round trip).
     pub pipeline: usize,
     /// First back-off after a failed delivery; it doubles (with jitter) up
-    /// to `max_backoff`.
+    /// to `max_backoff`. A back-off below 1 ms waits 1 ms, as an interval
+    /// does.
     pub min_backoff: Duration,
     /// The longest back-off.
     pub max_backoff: Duration,
@@ -129,7 +151,25 @@ pub struct FlushReport {
 }
 
 /// A [`flush`](Exporter::flush) that reached its deadline with counts
-/// undelivered.
+/// undelivered. Its [`source`](std::error::Error::source) is the last
+/// delivery error, when there was one.
+///
+/// ```
+/// use shardcount::export::{Exporter, MemorySink};
+/// use shardcount::RoughCounter;
+/// use std::error::Error;
+/// use std::time::{Duration, Instant};
+///
+/// static C: RoughCounter = RoughCounter::new();
+/// let sink = MemorySink::new();
+/// let e = Exporter::new(sink.clone(), Duration::from_secs(60));
+/// e.register("c", &C);
+/// C.add(1);
+/// sink.set_down(true);
+/// let err = e.flush(Instant::now() + Duration::from_millis(20)).unwrap_err();
+/// assert_eq!(err.to_string(), "export flush: 1 counts over 1 keys undelivered");
+/// assert_eq!(err.source().unwrap().to_string(), "MemorySink is down");
+/// ```
 #[derive(Debug)]
 pub struct FlushError {
     /// What was and was not delivered.
@@ -139,23 +179,24 @@ pub struct FlushError {
 }
 
 impl fmt::Display for FlushError {
+    /// What is undelivered; the delivery error is the
+    /// [`source`](std::error::Error::source), not repeated here.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "export flush: {} counts over {} keys undelivered",
             self.report.undelivered, self.report.undelivered_keys
-        )?;
-        if let Some(e) = &self.error {
-            write!(f, ": {e}")?;
-        }
-        Ok(())
+        )
     }
 }
 
-impl std::error::Error for FlushError {}
+impl std::error::Error for FlushError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.as_ref().map(|e| e as _)
+    }
+}
 
 struct Ctl {
-    stop: bool,
     new_sources: Vec<Box<dyn Source>>,
     stats: ExportStats,
 }
@@ -183,7 +224,6 @@ struct Engine {
 
 struct Inner {
     ctl: Mutex<Ctl>,
-    wake: Condvar,
     engine: Mutex<Engine>,
 }
 
@@ -213,17 +253,22 @@ struct Inner {
 /// ```
 pub struct Exporter {
     inner: Arc<Inner>,
-    thread: Option<JoinHandle<()>>,
+    /// Stops and joins the thread when the exporter is dropped.
+    _worker: Worker,
 }
 
 impl Exporter {
     /// Starts an exporter delivering to `sink` every `interval`, with the
-    /// other settings at their defaults.
+    /// other settings at their defaults. Any interval below 1 ms, zero
+    /// included, runs every 1 ms ([`ExportConfig::interval`]).
     ///
     /// ```
     /// use shardcount::export::{Exporter, MemorySink};
-    /// let e = Exporter::new(MemorySink::new(), std::time::Duration::from_millis(50));
+    /// use std::time::Duration;
+    /// let e = Exporter::new(MemorySink::new(), Duration::from_millis(50));
     /// assert!(e.stats().writer.is_some());
+    /// let every_ms = Exporter::new(MemorySink::new(), Duration::ZERO);
+    /// # drop(every_ms);
     /// ```
     #[must_use]
     pub fn new(sink: impl Sink, interval: Duration) -> Exporter {
@@ -241,6 +286,8 @@ impl Exporter {
     /// # Panics
     ///
     /// If `batch_keys` or `pipeline` is 0, or the thread cannot be spawned.
+    /// (An `interval` below 1 ms is no error: it runs every 1 ms, see
+    /// [`ExportConfig::interval`].)
     ///
     /// ```
     /// use shardcount::export::{ExportConfig, Exporter, MemorySink};
@@ -251,12 +298,12 @@ impl Exporter {
     /// # drop(e);
     /// ```
     #[must_use]
-    pub fn with_config(sink: impl Sink, mut config: ExportConfig) -> Exporter {
+    pub fn with_config(sink: impl Sink, config: ExportConfig) -> Exporter {
         assert!(
             config.batch_keys > 0 && config.pipeline > 0,
             "shardcount: ExportConfig: batch_keys and pipeline must be at least 1"
         );
-        config.interval = config.interval.max(Duration::from_millis(1));
+        let interval = config.interval;
         let writer = WriterId::random();
         let stats = ExportStats {
             writer: Some(writer),
@@ -264,11 +311,9 @@ impl Exporter {
         };
         let inner = Arc::new(Inner {
             ctl: Mutex::new(Ctl {
-                stop: false,
                 new_sources: Vec::new(),
                 stats: stats.clone(),
             }),
-            wake: Condvar::new(),
             engine: Mutex::new(Engine {
                 sink: Box::new(sink),
                 config,
@@ -283,16 +328,13 @@ impl Exporter {
                 stats,
             }),
         });
-        let thread = std::thread::Builder::new()
-            .name("shardcount-exporter".into())
-            .spawn({
-                let inner = Arc::clone(&inner);
-                move || run(&inner)
-            })
-            .expect("shardcount: could not spawn the exporter thread");
+        let worker = Worker::spawn_paced("shardcount-exporter", interval, {
+            let inner = Arc::clone(&inner);
+            move || pass(&inner)
+        });
         Exporter {
             inner,
-            thread: Some(thread),
+            _worker: worker,
         }
     }
 
@@ -423,7 +465,7 @@ impl Exporter {
                     })
                 }
                 Err(e) => {
-                    let wait = engine.backoff();
+                    let wait = worker::effective(engine.backoff());
                     let now = Instant::now();
                     if now + wait >= deadline {
                         return Err(FlushError {
@@ -434,16 +476,6 @@ impl Exporter {
                     std::thread::sleep(wait);
                 }
             }
-        }
-    }
-}
-
-impl Drop for Exporter {
-    fn drop(&mut self) {
-        lock(&self.inner.ctl).stop = true;
-        self.inner.wake.notify_all();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
         }
     }
 }
@@ -466,34 +498,16 @@ fn check_key(key: &str) {
     );
 }
 
-fn run(inner: &Inner) {
-    let mut wait = lock(&inner.engine).config.interval;
-    loop {
-        let deadline = Instant::now() + wait;
-        let mut ctl = lock(&inner.ctl);
-        while !ctl.stop {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            ctl = inner
-                .wake
-                .wait_timeout(ctl, deadline - now)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
-        }
-        if ctl.stop {
-            return;
-        }
-        drop(ctl);
-        let mut engine = lock(&inner.engine);
-        engine.collect(inner);
-        let res = engine.deliver_all(None);
-        engine.publish(inner);
-        wait = match res {
-            Ok(()) => engine.config.interval,
-            Err(_) => engine.backoff(),
-        };
+/// One pass of the thread: reads every source and delivers; returns the
+/// wait before the next pass (the back-off after a failed delivery).
+fn pass(inner: &Inner) -> Duration {
+    let mut engine = lock(&inner.engine);
+    engine.collect(inner);
+    let res = engine.deliver_all(None);
+    engine.publish(inner);
+    match res {
+        Ok(()) => engine.config.interval,
+        Err(_) => engine.backoff(),
     }
 }
 

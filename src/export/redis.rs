@@ -150,6 +150,9 @@ return {1}
 /// // at shutdown:
 /// if let Err(e) = exporter.flush(Instant::now() + Duration::from_secs(5)) {
 ///     eprintln!("{e}"); // what could not be delivered
+///     if let Some(why) = std::error::Error::source(&e) {
+///         eprintln!("last delivery error: {why}");
+///     }
 /// }
 /// ```
 pub struct RedisSink {
@@ -167,15 +170,15 @@ impl RedisSink {
     ///
     /// # Errors
     ///
-    /// If `url` cannot be parsed.
+    /// [`RedisSinkError`] if `url` cannot be parsed.
     ///
     /// ```
     /// let sink = shardcount::export::redis::RedisSink::new("redis://127.0.0.1:1", "app:").unwrap();
     /// assert_eq!(sink.writers_key(), "app:__writers");
     /// ```
-    pub fn new(url: &str, prefix: &str) -> Result<RedisSink, redis::RedisError> {
+    pub fn new(url: &str, prefix: &str) -> Result<RedisSink, RedisSinkError> {
         Ok(RedisSink {
-            client: Client::open(url)?,
+            client: Client::open(url).map_err(RedisSinkError)?,
             conn: None,
             sha: None,
             prefix: prefix.to_owned(),
@@ -346,6 +349,36 @@ impl Sink for RedisSink {
             Err(_) if self.sha.is_none() && self.conn.is_some() => self.deliver_once(batches),
             r => r,
         }
+    }
+}
+
+/// Why [`RedisSink::new`] refused its URL. The `redis` crate's error is its
+/// [`source`](std::error::Error::source), so this crate's API does not depend on that
+/// crate's version.
+///
+/// ```
+/// use shardcount::export::redis::RedisSink;
+/// use std::error::Error;
+///
+/// let e = RedisSink::new("not a url", "app:").unwrap_err();
+/// assert_eq!(e.to_string(), "RedisSink: the Redis URL was refused");
+/// let cause = e.source().expect("the redis error");
+/// assert!(!cause.to_string().is_empty());
+/// ```
+#[derive(Debug)]
+pub struct RedisSinkError(redis::RedisError);
+
+impl fmt::Display for RedisSinkError {
+    /// A fixed message: the URL may hold a password, and the cause is the
+    /// [`source`](std::error::Error::source).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RedisSink: the Redis URL was refused")
+    }
+}
+
+impl std::error::Error for RedisSinkError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
     }
 }
 

@@ -66,8 +66,8 @@
 //!   grows, and a read that happens-after another read of the same word
 //!   sees the same or a later value), so each delta is what was added in
 //!   between: nothing is counted twice.
-//! * `Shared::stop: Mutex<bool>` and a condvar stop the background thread,
-//!   as in [`Folder`](crate::Folder).
+//! * The background thread is a `worker::Worker` (src/worker.rs): it owns
+//!   the stop flag, the wait and the join.
 //! * Each thread keeps a cache (a thread-local) from key to a handle of its
 //!   own, so `counter!` on a known key takes no lock and clones only a
 //!   reference count that no other thread touches. A cache belongs to one
@@ -78,7 +78,8 @@
 //!   by the counter's address (see `raise_to`).
 
 use crate::primitive::const_thread_local;
-use crate::primitive::sync::{lock, Arc, Condvar, Mutex, Weak};
+use crate::primitive::sync::{lock, Arc, Mutex, Weak};
+use crate::worker::{self, Worker};
 use crate::{Counter, RoughCounter};
 use ::metrics::{
     CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
@@ -90,9 +91,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasherDefault;
-use std::sync::PoisonError;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Keys hash to the hash they carry (`Key` writes exactly one `u64`).
 type KeyMap<V> = HashMap<Key, V, BuildHasherDefault<KeyHasher>>;
@@ -236,14 +235,16 @@ impl ShardedLayer {
     /// ```
     pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 
-    /// The shortest interval: a shorter one is raised to this.
+    /// The shortest interval: any interval below 1 ms, zero included, runs
+    /// every 1 ms, as every background thread of this crate does.
     ///
     /// ```
     /// use shardcount::integrations::metrics::ShardedLayer;
     /// let layer = ShardedLayer::new().with_interval(std::time::Duration::from_nanos(1));
     /// assert_eq!(layer.interval(), ShardedLayer::MIN_INTERVAL);
+    /// assert_eq!(ShardedLayer::MIN_INTERVAL, std::time::Duration::from_millis(1));
     /// ```
-    pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
+    pub const MIN_INTERVAL: Duration = worker::MIN_WAIT;
 
     /// A layer folding every [`DEFAULT_INTERVAL`](Self::DEFAULT_INTERVAL).
     ///
@@ -259,28 +260,23 @@ impl ShardedLayer {
         }
     }
 
-    /// Sets how often the background thread folds (at least
-    /// [`MIN_INTERVAL`](Self::MIN_INTERVAL)). The exporter's counters lag
+    /// Sets how often the background thread folds. Any interval below
+    /// 1 ms, zero included, runs every 1 ms
+    /// ([`MIN_INTERVAL`](Self::MIN_INTERVAL)). The exporter's counters lag
     /// the increments by about this much.
     ///
-    /// # Panics
-    ///
-    /// If `interval` is zero.
-    ///
     /// ```
+    /// use shardcount::integrations::metrics::ShardedLayer;
     /// use std::time::Duration;
-    /// let layer = shardcount::integrations::metrics::ShardedLayer::new()
-    ///     .with_interval(Duration::from_secs(2));
+    /// let layer = ShardedLayer::new().with_interval(Duration::from_secs(2));
     /// assert_eq!(layer.interval(), Duration::from_secs(2));
+    /// let layer = ShardedLayer::new().with_interval(Duration::ZERO);
+    /// assert_eq!(layer.interval(), Duration::from_millis(1));
     /// ```
     #[must_use]
     pub fn with_interval(self, interval: Duration) -> Self {
-        assert!(
-            !interval.is_zero(),
-            "shardcount: ShardedLayer::with_interval(Duration::ZERO): the interval must be positive"
-        );
         ShardedLayer {
-            interval: interval.max(Self::MIN_INTERVAL),
+            interval: worker::effective(interval),
             ..self
         }
     }
@@ -433,8 +429,6 @@ impl CounterFn for Local {
 /// What a recorder, its background thread and its flush handles share.
 struct Shared {
     entries: Mutex<KeyMap<Arc<Entry>>>,
-    stop: Mutex<bool>,
-    wake: Condvar,
 }
 
 impl Shared {
@@ -488,7 +482,7 @@ pub struct ShardedRecorder<R> {
     inner: R,
     shared: Arc<Shared>,
     layer: ShardedLayer,
-    thread: Option<JoinHandle<()>>,
+    worker: Worker,
 }
 
 impl<R: Recorder> ShardedRecorder<R> {
@@ -513,24 +507,18 @@ impl<R: Recorder> ShardedRecorder<R> {
 
 impl<R> ShardedRecorder<R> {
     fn build(inner: R, layer: ShardedLayer) -> Self {
-        let interval = layer.interval;
         let shared = Arc::new(Shared {
             entries: Mutex::new(KeyMap::default()),
-            stop: Mutex::new(false),
-            wake: Condvar::new(),
         });
-        let thread = std::thread::Builder::new()
-            .name("shardcount-metrics".into())
-            .spawn({
-                let shared = Arc::clone(&shared);
-                move || run(&shared, interval)
-            })
-            .expect("shardcount: could not spawn the metrics folding thread");
+        let worker = Worker::spawn("shardcount-metrics", layer.interval, {
+            let shared = Arc::clone(&shared);
+            move || shared.flush()
+        });
         ShardedRecorder {
             inner,
             shared,
             layer,
-            thread: Some(thread),
+            worker,
         }
     }
 
@@ -714,49 +702,10 @@ impl<R: Recorder> Recorder for ShardedRecorder<R> {
     }
 }
 
-/// The background thread: folds every key each interval until stopped.
-fn run(shared: &Shared, interval: Duration) {
-    let mut stop = lock(&shared.stop);
-    loop {
-        // None: an interval too long to represent means never (until stopped).
-        let deadline = Instant::now().checked_add(interval);
-        loop {
-            if *stop {
-                return;
-            }
-            stop = match deadline {
-                None => shared
-                    .wake
-                    .wait(stop)
-                    .unwrap_or_else(PoisonError::into_inner),
-                Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        break;
-                    }
-                    shared
-                        .wake
-                        .wait_timeout(stop, deadline - now)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0
-                }
-            };
-        }
-        drop(stop);
-        shared.flush();
-        stop = lock(&shared.stop);
-    }
-}
-
 impl<R> Drop for ShardedRecorder<R> {
     /// Stops the background thread, waits for it, and flushes once more.
     fn drop(&mut self) {
-        *lock(&self.shared.stop) = true;
-        self.shared.wake.notify_all();
-        if let Some(t) = self.thread.take() {
-            // The thread only folds; a panic there has nothing to report here.
-            let _ = t.join();
-        }
+        self.worker.stop();
         self.shared.flush();
     }
 }

@@ -4,35 +4,26 @@
 //!
 //! # Protocol
 //!
-//! The handle and its thread share a `Mutex<State>` and a `Condvar`. The
-//! state holds the registered counters (as strong references to their shared
-//! blocks), a `stop` flag and the pass count. The thread waits on the condvar
-//! for one interval, copies the list of counters and lets go of the lock, then
-//! folds each with `flush_all` (whose orderings are described in `rough.rs`).
-//! It takes the lock again only to drop counters that were dropped and to
-//! count the pass. So the handle's calls wait at most for a list copy, never
-//! for a pass, however short the interval. Intervals below
-//! [`Folder::MIN_INTERVAL`] are raised to it, so the thread always sleeps
-//! between passes. Dropping the handle sets `stop`, wakes the thread and
-//! joins it. No atomics of its own: the mutex orders everything here.
+//! The thread is a `worker::Worker` (stop, wake, join and the
+//! rule for a tiny interval are its). The handle and the pass share a
+//! `Mutex<State>`: the registered counters (as strong references to their
+//! shared blocks) and the pass count. A pass copies the list of counters
+//! and lets go of the lock, then folds each with `flush_all` (whose
+//! orderings are described in `rough.rs`). It takes the lock again only to
+//! drop counters that were dropped and to count the pass. So the handle's
+//! calls wait at most for a list copy, never for a pass, however short the
+//! interval. No atomics of its own: the mutex orders everything.
 
 use super::{RoughCounter, SharedRef};
-use crate::primitive::sync::{Arc, Condvar, Mutex, MutexGuard};
+use crate::primitive::sync::{Arc, Mutex, MutexGuard};
+use crate::worker::{self, Worker};
 use std::fmt;
-use std::sync::PoisonError;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 struct State {
     counters: Vec<SharedRef>,
-    stop: bool,
     /// Completed fold passes, for `passes()`.
     passes: u64,
-}
-
-struct Inner {
-    state: Mutex<State>,
-    wake: Condvar,
 }
 
 /// A background thread that folds registered [`RoughCounter`]s every
@@ -61,14 +52,17 @@ struct Inner {
 /// drop(folder); // stops and joins the thread
 /// ```
 pub struct Folder {
-    inner: Arc<Inner>,
+    state: Arc<Mutex<State>>,
     interval: Duration,
-    thread: Option<JoinHandle<()>>,
+    /// Stops and joins the thread when the folder is dropped.
+    _worker: Worker,
 }
 
 impl Folder {
-    /// The shortest interval a folder runs at: a shorter one is raised to
-    /// this, so the thread sleeps between passes instead of spinning a core.
+    /// The shortest interval a folder runs at: any interval below 1 ms,
+    /// zero included, runs every 1 ms, as every background thread of this
+    /// crate does. The thread sleeps between passes instead of spinning a
+    /// core.
     ///
     /// ```
     /// use std::time::Duration;
@@ -76,46 +70,38 @@ impl Folder {
     /// assert_eq!(folder.interval(), shardcount::Folder::MIN_INTERVAL);
     /// assert_eq!(shardcount::Folder::MIN_INTERVAL, Duration::from_millis(1));
     /// ```
-    pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
+    pub const MIN_INTERVAL: Duration = worker::MIN_WAIT;
 
-    /// Starts the background thread, folding every `interval` (at least
-    /// [`MIN_INTERVAL`](Self::MIN_INTERVAL)).
+    /// Starts the background thread, folding every `interval`. Any
+    /// interval below 1 ms, zero included, runs every 1 ms
+    /// ([`MIN_INTERVAL`](Self::MIN_INTERVAL)).
     ///
     /// # Panics
     ///
-    /// If `interval` is zero (a folder that never waits is a mistake, not a
-    /// setting), or if the thread cannot be spawned.
+    /// If the thread cannot be spawned.
     ///
     /// ```
-    /// let folder = shardcount::Folder::new(std::time::Duration::from_secs(1));
-    /// assert_eq!(folder.interval(), std::time::Duration::from_secs(1));
+    /// use shardcount::Folder;
+    /// use std::time::Duration;
+    /// let folder = Folder::new(Duration::from_secs(1));
+    /// assert_eq!(folder.interval(), Duration::from_secs(1));
+    /// assert_eq!(Folder::new(Duration::ZERO).interval(), Duration::from_millis(1));
     /// ```
     #[must_use]
     pub fn new(interval: Duration) -> Folder {
-        assert!(
-            !interval.is_zero(),
-            "shardcount: Folder::new(Duration::ZERO): the interval must be positive"
-        );
-        let interval = interval.max(Self::MIN_INTERVAL);
-        let inner = Arc::new(Inner {
-            state: Mutex::new(State {
-                counters: Vec::new(),
-                stop: false,
-                passes: 0,
-            }),
-            wake: Condvar::new(),
+        let interval = worker::effective(interval);
+        let state = Arc::new(Mutex::new(State {
+            counters: Vec::new(),
+            passes: 0,
+        }));
+        let worker = Worker::spawn("shardcount-folder", interval, {
+            let state = Arc::clone(&state);
+            move || pass(&state)
         });
-        let thread = std::thread::Builder::new()
-            .name("shardcount-folder".into())
-            .spawn({
-                let inner = Arc::clone(&inner);
-                move || run(&inner, interval)
-            })
-            .expect("shardcount: could not spawn the folder thread");
         Folder {
-            inner,
+            state,
             interval,
-            thread: Some(thread),
+            _worker: worker,
         }
     }
 
@@ -131,11 +117,11 @@ impl Folder {
     /// ```
     pub fn register(&self, counter: &RoughCounter) {
         let r = counter.shared_ref();
-        lock(&self.inner).counters.push(r);
+        lock(&self.state).counters.push(r);
     }
 
     /// The interval this folder runs at: the one it was started with, or
-    /// [`MIN_INTERVAL`](Self::MIN_INTERVAL) if that was shorter.
+    /// [`MIN_INTERVAL`](Self::MIN_INTERVAL) (1 ms) if that was shorter.
     ///
     /// ```
     /// use std::time::Duration;
@@ -157,7 +143,7 @@ impl Folder {
     /// ```
     #[must_use]
     pub fn passes(&self) -> u64 {
-        lock(&self.inner).passes
+        lock(&self.state).passes
     }
 
     /// How many counters are registered (dropped counters leave at the next
@@ -170,67 +156,27 @@ impl Folder {
     /// ```
     #[must_use]
     pub fn registered(&self) -> usize {
-        lock(&self.inner).counters.len()
+        lock(&self.state).counters.len()
     }
 }
 
 /// Locks the state; a panic elsewhere cannot leave it inconsistent (every
-/// update is a single push, retain or flag store), so poisoning is ignored.
-fn lock(inner: &Inner) -> MutexGuard<'_, State> {
-    crate::primitive::sync::lock(&inner.state)
+/// update is a single push, retain or increment), so poisoning is ignored.
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    crate::primitive::sync::lock(state)
 }
 
-fn run(inner: &Inner, interval: Duration) {
-    let mut state = lock(inner);
-    loop {
-        // None: an interval too long to represent as an instant means never
-        // (until stopped).
-        let deadline = Instant::now().checked_add(interval);
-        loop {
-            if state.stop {
-                return;
-            }
-            state = match deadline {
-                None => inner
-                    .wake
-                    .wait(state)
-                    .unwrap_or_else(PoisonError::into_inner),
-                Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        break;
-                    }
-                    inner
-                        .wake
-                        .wait_timeout(state, deadline - now)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0
-                }
-            };
-        }
-        // Fold without the lock, so the handle's calls never wait for a
-        // pass; a counter registered meanwhile is folded from the next one.
-        let counters = state.counters.clone();
-        drop(state);
-        let dropped = counters.iter().filter(|c| !c.fold_all()).count();
-        state = lock(inner);
-        if dropped > 0 {
-            state.counters.retain(SharedRef::is_live);
-        }
-        state.passes += 1;
+/// One fold of every registered counter.
+fn pass(state: &Mutex<State>) {
+    // Fold without the lock, so the handle's calls never wait for a pass;
+    // a counter registered meanwhile is folded from the next one.
+    let counters = lock(state).counters.clone();
+    let dropped = counters.iter().filter(|c| !c.fold_all()).count();
+    let mut state = lock(state);
+    if dropped > 0 {
+        state.counters.retain(SharedRef::is_live);
     }
-}
-
-impl Drop for Folder {
-    fn drop(&mut self) {
-        lock(&self.inner).stop = true;
-        self.inner.wake.notify_all();
-        if let Some(t) = self.thread.take() {
-            // The thread only folds; if it panicked, there is nothing to
-            // report from a destructor.
-            let _ = t.join();
-        }
-    }
+    state.passes += 1;
 }
 
 impl fmt::Debug for Folder {

@@ -209,8 +209,12 @@ impl RoughCounter {
     crate::primitive::const_fn! {
         /// Sets `interval`: at a check (see [the type docs](RoughCounter)),
         /// a thread folds if this long has passed since its slot's last
-        /// timed fold. `Duration::ZERO` folds at every check;
-        /// `Duration::MAX` never reads the clock.
+        /// timed fold, so timed folds come at most once per interval.
+        /// `Duration::ZERO` is the limit of that rule: a fold at every
+        /// check (no thread sleeps here, so nothing is raised to 1 ms).
+        /// `Duration::MAX` never reads the clock. A background thread's
+        /// interval follows another rule: below 1 ms, zero included, it
+        /// runs every 1 ms (see [`Folder::new`](crate::Folder::new)).
         ///
         /// ```
         /// use shardcount::RoughCounter;
