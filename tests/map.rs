@@ -282,3 +282,26 @@ fn racing_first_adds_of_the_last_key_never_overflow() {
         .count();
     assert_eq!(wrong, 0, "maps whose key's adds went to the overflow");
 }
+
+/// "No bound" asked for the natural way: constructing allocates nothing
+/// sized by the bound (it once allocated a pointer per 127 possible keys
+/// up front and aborted), and keys far apart in the index space count
+/// exactly.
+#[test]
+fn with_max_keys_usize_max_builds_and_counts_exactly() {
+    let m = CounterMap::<u64>::with_max_keys(usize::MAX);
+    assert_eq!(m.max_keys(), usize::MAX);
+    for k in 0..1000u64 {
+        m.add(&k, k + 1);
+    }
+    m.add(&3, 10);
+    m.inc(&999);
+    assert_eq!(m.len(), 1000);
+    assert_eq!(m.get(&0), Some(1));
+    assert_eq!(m.get(&3), Some(14));
+    assert_eq!(m.get(&999), Some(1001));
+    assert_eq!(m.get(&1000), None);
+    assert_eq!(m.overflow(), 0);
+    let total: u64 = m.snapshot().iter().map(|&(_, v)| v).sum();
+    assert_eq!(total, 1000 * 1001 / 2 + 11);
+}
