@@ -11,13 +11,24 @@
 //!   `next` (a capped RMW: every index is handed out once, none beyond
 //!   `max_keys`), makes sure the index's chunk exists, and only then
 //!   inserts the key. Adds through a [`CounterHandle`] take no lock.
-//! * `chunks: Box<[AtomicPtr<CounterSet>]>` is fixed at construction
-//!   (`ceil(max_keys / CHUNK)` entries). Entry `c` is null, or a
-//!   `CounterSet` of `CHUNK` counters holding indices `c·CHUNK ..`. Writers
-//!   of different shards may race to create one chunk: each installs its
-//!   own by compare-exchange (`Release`, publishing the initialised set),
-//!   and a loser frees its own and uses the winner's. Readers load with
-//!   `Acquire`. A chunk is freed only when the map drops.
+//! * Counters live in chunks: chunk `c` is a `CounterSet` of `CHUNK`
+//!   counters holding indices `c·CHUNK ..`, allocated when the first of
+//!   them is handed out and freed only when the map drops. The chunk
+//!   pointers live in `segments: [AtomicPtr<AtomicPtr<CounterSet>>;
+//!   SEGMENTS]`, fixed in the map: segment `b` is null or a zeroed array
+//!   of `SEG0 << b` chunk pointers for chunks `SEG0·(2^b − 1) ..
+//!   SEG0·(2^(b+1) − 1)` (so `c + SEG0` has its top bit at `b +
+//!   log2(SEG0)`, and the offset is the bits below it). Segments are
+//!   allocated on first need, so memory follows the keys interned, never
+//!   the bound; the 64 doublings cover every `usize` index.
+//! * Both levels are installed the same way. Writers of different intern
+//!   shards may race to create one segment or one chunk: each allocates
+//!   its own and installs it by compare-exchange from null (`Release` on
+//!   success, publishing the initialised array or set); a loser frees its
+//!   own and uses the winner's, loaded by the failed exchange with
+//!   `Acquire` (a segment) or again by `chunk` (a chunk). Readers load
+//!   both levels with `Acquire`. Nothing is replaced or freed before the
+//!   map drops, so a non-null pointer stays valid for every `&self`.
 //! * Whole-map reads (`snapshot`, `take_all`) hold every shard's read lock
 //!   at once: no index is being handed out meanwhile, so every index below
 //!   `next` has its key in a shard and its chunk allocated, and a take
@@ -45,6 +56,31 @@ const CHUNK: usize = 127;
 /// Models need a second chunk within a handful of keys.
 #[cfg(shardcount_loom)]
 const CHUNK: usize = 2;
+
+/// Chunk pointers in the first segment (`SEG0`), as a power of two: 8
+/// pointers, 64 bytes, for the first 1,016 keys.
+#[cfg(not(shardcount_loom))]
+const SEG0_BITS: u32 = 3;
+/// Models cross into a second segment at the third key.
+#[cfg(shardcount_loom)]
+const SEG0_BITS: u32 = 0;
+
+/// Segments of doubling sizes: enough for every chunk index of a `usize`.
+const SEGMENTS: usize = (usize::BITS - SEG0_BITS) as usize;
+
+/// Chunk pointers in segment `b`.
+fn segment_len(b: usize) -> usize {
+    1 << (b + SEG0_BITS as usize)
+}
+
+/// The segment holding chunk `c`, and `c`'s offset in it.
+#[inline]
+fn locate(c: usize) -> (usize, usize) {
+    // No overflow: `c < usize::MAX / CHUNK`.
+    let p = c + (1 << SEG0_BITS);
+    let top = (usize::BITS - 1 - p.leading_zeros()) as usize;
+    (top - SEG0_BITS as usize, p - (1 << top))
+}
 
 /// The bound [`CounterMap::new`] sets.
 #[cfg(not(shardcount_loom))]
@@ -91,16 +127,22 @@ fn intern_shards() -> usize {
 /// [`with_max_keys`](Self::with_max_keys)). Adds for further keys are
 /// counted in one overflow counter ([`overflow`](Self::overflow)): never
 /// dropped, and memory stays bounded whatever keys arrive.
+/// [`unbounded`](Self::unbounded) sets no bound: memory grows with every
+/// distinct key.
 ///
 /// # Memory
 ///
-/// One pointer per 127 possible keys, allocated up front (about
-/// `max_keys / 16` bytes); counters in chunks of 127, each a `CounterSet`
-/// of 1 KB while never contended (8 bytes per counter and one for the
-/// chunk's contention mark); each key once in the intern map
-/// with its index. A contended chunk grows shard rows of 1 KB (2, then
-/// doubling up to the cap, older rows kept): about 8 bytes × (1 + 2 × cap)
-/// per counter of that chunk only. Nothing is freed before the map drops.
+/// The bound costs nothing: memory follows the keys interned. An empty
+/// map is its intern shards (one cache line each, up to 64) and a table of
+/// 64 segment pointers. Counters come in chunks of 127, each a
+/// `CounterSet` of 1 KB while never contended (8 bytes per counter and one
+/// for the chunk's contention mark), allocated with the chunk's first key;
+/// chunk pointers in segments of doubling sizes (8, 16, 32, ... pointers),
+/// each allocated with its first chunk: at most 2 pointers per chunk plus
+/// 8. Each key is once in the intern map with
+/// its index. A contended chunk grows shard rows of 1 KB (2, then doubling
+/// up to the cap, older rows kept): about 8 bytes × (1 + 2 × cap) per
+/// counter of that chunk only. Nothing is freed before the map drops.
 ///
 /// # Reads
 ///
@@ -135,7 +177,9 @@ pub struct CounterMap<K> {
     hasher: KeyHasher,
     /// How many indices have been handed out (at most `max_keys`).
     next: AtomicUsize,
-    chunks: Box<[AtomicPtr<CounterSet>]>,
+    /// Segment `b`: null or `segment_len(b)` chunk pointers (see the
+    /// protocol notes).
+    segments: [AtomicPtr<AtomicPtr<CounterSet>>; SEGMENTS],
     max_keys: usize,
     overflow: CounterSet,
 }
@@ -244,7 +288,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     /// An empty map that gives up to `max_keys` keys their own counter and
     /// counts every add for a further key in [`overflow`](Self::overflow).
-    /// Allocates `ceil(max_keys / 127)` pointers now.
+    /// Any bound, up to `usize::MAX`: memory follows the keys interned,
+    /// not the bound.
     ///
     /// ```
     /// let m = shardcount::CounterMap::with_max_keys(1);
@@ -263,12 +308,30 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
                 .collect(),
             hasher: KeyHasher::default(),
             next: AtomicUsize::new(0),
-            chunks: (0..max_keys.div_ceil(CHUNK))
-                .map(|_| AtomicPtr::new(ptr::null_mut()))
-                .collect(),
+            segments: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             max_keys,
             overflow: CounterSet::new(1),
         }
+    }
+
+    /// An empty map with no bound on keys: memory grows with every
+    /// distinct key. Every key gets its own counter, so
+    /// [`overflow`](Self::overflow) stays zero; `max_keys()` is
+    /// `usize::MAX`. For keys from outside (paths, user agents), prefer a
+    /// bound: it caps memory whatever arrives.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::unbounded();
+    /// assert_eq!(m.max_keys(), usize::MAX);
+    /// for k in 0..100_000u32 {
+    ///     m.inc(&k);
+    /// }
+    /// assert_eq!(m.len(), 100_000);
+    /// assert_eq!(m.overflow(), 0);
+    /// ```
+    #[must_use]
+    pub fn unbounded() -> Self {
+        CounterMap::with_max_keys(usize::MAX)
     }
 
     /// The intern shard that holds `key` (or any borrowed form of it: equal
@@ -291,15 +354,28 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         self.shards.iter().map(|s| read(s)).collect()
     }
 
+    /// Segment `b`, if allocated.
+    #[inline]
+    fn segment(&self, b: usize) -> Option<&[AtomicPtr<CounterSet>]> {
+        // Acquire: pairs with the Release exchange in `ensure_segment`, so
+        // the segment's null pointers are initialised before they are read.
+        let p = self.segments[b].load(Ordering::Acquire);
+        // SAFETY: a non-null segment pointer came from `new_segment(b)`
+        // (the winning exchange), points to `segment_len(b)` initialised
+        // pointers and is freed only in `drop`, which takes `&mut self`.
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, segment_len(b)) })
+    }
+
     /// The chunk `c`, if allocated.
     #[inline]
     fn chunk(&self, c: usize) -> Option<&CounterSet> {
+        let (b, at) = locate(c);
         // Acquire: pairs with the Release exchange in `ensure_chunk`, so the
         // set is initialised before it is used.
-        let p = self.chunks[c].load(Ordering::Acquire);
+        let p = self.segment(b)?[at].load(Ordering::Acquire);
         // SAFETY: a non-null entry came from `Box::into_raw` in
-        // `ensure_chunk` (the winning exchange) and is freed only in `drop`, which takes `&mut self`: it outlives this
-        // borrow of `self`.
+        // `ensure_chunk` (the winning exchange) and is freed only in
+        // `drop`, which takes `&mut self`: it outlives this borrow.
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
@@ -380,10 +456,40 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         self.at(i)
     }
 
-    /// Allocates chunk `c` unless it exists; writers of two shards may race
-    /// here, and one set wins.
+    /// Segment `b`, allocated unless it exists; writers of two shards may
+    /// race here, and one segment wins.
+    fn ensure_segment(&self, b: usize) -> &[AtomicPtr<CounterSet>] {
+        if let Some(seg) = self.segment(b) {
+            return seg;
+        }
+        let mine = new_segment(b);
+        // Release on success: publishes the initialised pointers to
+        // `segment`'s Acquire. Acquire on failure: the winner's segment is
+        // used at once, so its initialisation must be visible here.
+        let won = match self.segments[b].compare_exchange(
+            ptr::null_mut(),
+            mine,
+            Ordering::Release,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => mine,
+            Err(winner) => {
+                // SAFETY: `mine` came from `new_segment(b)` above and was
+                // never shared.
+                unsafe { free_segment(mine, b) };
+                winner
+            }
+        };
+        // SAFETY: `won` is the installed segment: from `new_segment(b)`,
+        // `segment_len(b)` initialised pointers, freed only in `drop`.
+        unsafe { std::slice::from_raw_parts(won, segment_len(b)) }
+    }
+
+    /// Allocates chunk `c` (and its segment) unless it exists; writers of
+    /// two shards may race here, and one set wins.
     fn ensure_chunk(&self, c: usize) {
-        let slot = &self.chunks[c];
+        let (b, at) = locate(c);
+        let slot = &self.ensure_segment(b)[at];
         // Relaxed: a null only means "try"; the exchange below decides.
         if !slot.load(Ordering::Relaxed).is_null() {
             return;
@@ -566,7 +672,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     }
 
     /// How many chunks of 127 counters are allocated: a diagnostic of
-    /// memory use, at most `ceil(max_keys / 127)`.
+    /// memory use, `ceil(len() / 127)` at quiescence (fewer only while new
+    /// keys are being interned), at most `ceil(max_keys / 127)`.
     ///
     /// ```
     /// let m = shardcount::CounterMap::new();
@@ -576,7 +683,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// ```
     #[must_use]
     pub fn allocated_chunks(&self) -> usize {
-        (0..self.chunks.len())
+        // Relaxed: a chunk is allocated only after its index is handed
+        // out; one handed out after this load is missed, as if this ran
+        // a moment earlier.
+        let n = self.next.load(Ordering::Relaxed);
+        (0..n.div_ceil(CHUNK))
             .filter(|&c| self.chunk(c).is_some())
             .count()
     }
@@ -616,17 +727,54 @@ impl<K> fmt::Debug for CounterMap<K> {
 
 impl<K> Drop for CounterMap<K> {
     fn drop(&mut self) {
-        for slot in self.chunks.iter() {
-            // Relaxed: `&mut self` means every other access happened-before.
-            let p = slot.load(Ordering::Relaxed);
-            if !p.is_null() {
-                // SAFETY: a non-null entry came from `Box::into_raw` in
-                // `ensure_chunk`, won its exchange (a loser frees its own at
-                // once), is owned by this map alone and is freed once, here.
-                drop(unsafe { Box::from_raw(p) });
+        for (b, seg) in self.segments.iter().enumerate() {
+            // Relaxed (here and below): `&mut self` means every other
+            // access happened-before.
+            let p = seg.load(Ordering::Relaxed);
+            if p.is_null() {
+                continue;
             }
+            // SAFETY: a non-null segment came from `new_segment(b)`, won its
+            // exchange and is freed only below, after this last use.
+            let slots = unsafe { std::slice::from_raw_parts(p, segment_len(b)) };
+            for slot in slots {
+                let c = slot.load(Ordering::Relaxed);
+                if !c.is_null() {
+                    // SAFETY: a non-null entry came from `Box::into_raw` in
+                    // `ensure_chunk`, won its exchange (a loser frees its
+                    // own at once), is owned by this map alone and is freed
+                    // once, here.
+                    drop(unsafe { Box::from_raw(c) });
+                }
+            }
+            // SAFETY: as above; its chunks are freed and nothing reads it
+            // again.
+            unsafe { free_segment(p, b) };
         }
     }
+}
+
+/// A zeroed segment `b` (`segment_len(b)` null chunk pointers), as a thin
+/// pointer to its first element.
+#[cold]
+fn new_segment(b: usize) -> *mut AtomicPtr<CounterSet> {
+    let seg: Box<[AtomicPtr<CounterSet>]> = (0..segment_len(b))
+        .map(|_| AtomicPtr::new(ptr::null_mut()))
+        .collect();
+    Box::into_raw(seg).cast()
+}
+
+/// Frees a segment made by [`new_segment`].
+///
+/// # Safety
+///
+/// `p` came from `new_segment(b)` (the same `b`), is freed once, and is not
+/// used afterwards.
+unsafe fn free_segment(p: *mut AtomicPtr<CounterSet>, b: usize) {
+    let seg = ptr::slice_from_raw_parts_mut(p, segment_len(b));
+    // SAFETY: the caller's contract: `seg` is the boxed slice
+    // `new_segment(b)` leaked, with its length.
+    drop(unsafe { Box::from_raw(seg) });
 }
 
 /// Unit tests that need to act between two steps of `handle`.

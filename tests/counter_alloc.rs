@@ -140,7 +140,10 @@ fn a_map_allocates_with_its_keys_not_its_bound() {
     drop(CounterMap::<u64>::new()); // first-use set-up (thread counts)
     for bound in [1 << 20, 1 << 40, usize::MAX] {
         let (bytes, m) = bytes_of(|| CounterMap::<u64>::with_max_keys(bound));
-        assert!(bytes < 64 << 10, "bound {bound}: {bytes} bytes to construct");
+        assert!(
+            bytes < 64 << 10,
+            "bound {bound}: {bytes} bytes to construct"
+        );
         drop(m);
     }
     let m = CounterMap::<u64>::with_max_keys(1 << 40);

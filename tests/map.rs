@@ -2,7 +2,8 @@
 //! `CounterMap` on real threads and against a plain `HashMap` model: 8
 //! threads adding to random keys match a sequential reference; takes racing
 //! adds plus the final snapshot equal every add; a million distinct keys
-//! under a bound allocate a bounded number of chunks.
+//! under a bound allocate a bounded number of chunks; a `usize::MAX` bound
+//! builds and counts exactly.
 
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -285,23 +286,28 @@ fn racing_first_adds_of_the_last_key_never_overflow() {
 
 /// "No bound" asked for the natural way: constructing allocates nothing
 /// sized by the bound (it once allocated a pointer per 127 possible keys
-/// up front and aborted), and keys far apart in the index space count
-/// exactly.
+/// up front and aborted), and keys across several chunk segments (8, 16,
+/// 32 chunks of 127) count exactly.
 #[test]
 fn with_max_keys_usize_max_builds_and_counts_exactly() {
+    const KEYS: u64 = 5000; // 40 chunks: segments 0, 1 and 2
     let m = CounterMap::<u64>::with_max_keys(usize::MAX);
     assert_eq!(m.max_keys(), usize::MAX);
-    for k in 0..1000u64 {
+    for k in 0..KEYS {
         m.add(&k, k + 1);
     }
     m.add(&3, 10);
-    m.inc(&999);
-    assert_eq!(m.len(), 1000);
+    m.inc(&(KEYS - 1));
+    assert_eq!(m.len(), KEYS as usize);
+    assert_eq!(m.allocated_chunks(), 40);
     assert_eq!(m.get(&0), Some(1));
     assert_eq!(m.get(&3), Some(14));
-    assert_eq!(m.get(&999), Some(1001));
-    assert_eq!(m.get(&1000), None);
+    assert_eq!(m.get(&1016), Some(1017)); // first key of segment 1
+    assert_eq!(m.get(&(KEYS - 1)), Some(KEYS + 1));
+    assert_eq!(m.get(&KEYS), None);
     assert_eq!(m.overflow(), 0);
     let total: u64 = m.snapshot().iter().map(|&(_, v)| v).sum();
-    assert_eq!(total, 1000 * 1001 / 2 + 11);
+    assert_eq!(total, KEYS * (KEYS + 1) / 2 + 11);
+    let u = CounterMap::<u64>::unbounded();
+    assert_eq!(u.max_keys(), usize::MAX);
 }
