@@ -396,17 +396,23 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         }
     }
 
-    /// The counter for `key`, created (at zero) if the key is new. For a key
-    /// beyond [`max_keys`](Self::max_keys), the overflow counter. Keep it to
-    /// add without hashing.
+    /// The counter for `key` (or any borrowed form of it, `&str` for a
+    /// `String` key), created (at zero) if the key is new: only then is the
+    /// key made owned. For a key beyond [`max_keys`](Self::max_keys), the
+    /// overflow counter. Keep it to add without hashing.
     ///
     /// ```
-    /// let m = shardcount::CounterMap::new();
-    /// let h = m.handle(&"jobs");
+    /// let m = shardcount::CounterMap::<String>::new();
+    /// let h = m.handle("jobs"); // no `String` unless "jobs" is new
     /// h.inc();
     /// assert_eq!(m.len(), 1);
+    /// assert_eq!(m.get("jobs"), Some(1));
     /// ```
-    pub fn handle(&self, key: &K) -> CounterHandle<'_> {
+    pub fn handle<Q>(&self, key: &Q) -> CounterHandle<'_>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         if let Some(&i) = read(self.shard(key)).get(key) {
             return self.at(i);
         }
@@ -430,15 +436,19 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     #[cold]
     #[inline(never)]
-    fn intern(&self, key: &K) -> CounterHandle<'_> {
+    fn intern<Q>(&self, key: &Q) -> CounterHandle<'_>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let mut keys = write(self.shard(key));
         // Another thread may have interned it since our read.
         if let Some(&i) = keys.get(key) {
             return self.at(i);
         }
-        // Cloned first: a panicking `clone` must not leave an index handed
-        // out with no key.
-        let key = key.clone();
+        // Owned first: a panicking `to_owned` (`clone`) must not leave an
+        // index handed out with no key.
+        let key = key.to_owned();
         // Relaxed: only uniqueness and the cap matter; the chunk and the
         // key are published by their own Release (the exchange, the
         // unlock).
@@ -510,14 +520,24 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     /// Adds `v` to `key`'s counter (created if new; the overflow counter
     /// beyond the bound): one lookup under a read lock, then the add.
+    /// `key` may be any borrowed form of `K`; it is made owned only when
+    /// it is new (see [`handle`](Self::handle)).
     ///
     /// ```
     /// let m = shardcount::CounterMap::new();
     /// m.add(&"a", 2);
     /// m.add(&"a", 3);
     /// assert_eq!(m.get(&"a"), Some(5));
+    ///
+    /// let paths = shardcount::CounterMap::<String>::new();
+    /// paths.add("/about", 2); // a `&str` for a `String` key
+    /// assert_eq!(paths.get("/about"), Some(2));
     /// ```
-    pub fn add(&self, key: &K, v: u64) {
+    pub fn add<Q>(&self, key: &Q, v: u64)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.handle(key).add(v);
     }
 
@@ -527,9 +547,34 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// let m = shardcount::CounterMap::new();
     /// m.inc(&'x');
     /// assert_eq!(m.get(&'x'), Some(1));
+    ///
+    /// let paths = shardcount::CounterMap::<String>::new();
+    /// paths.inc("/about");
+    /// assert_eq!(paths.get("/about"), Some(1));
     /// ```
-    pub fn inc(&self, key: &K) {
+    pub fn inc<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.handle(key).add(1);
+    }
+
+    /// Subtracts `v` from `key`'s counter, wrapping below zero (created if
+    /// new; the overflow counter beyond the bound; see [`add`](Self::add)).
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::<String>::new();
+    /// m.add("open", 3);
+    /// m.sub("open", 1);
+    /// assert_eq!(m.get("open"), Some(2));
+    /// ```
+    pub fn sub<Q>(&self, key: &Q, v: u64)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.handle(key).sub(v);
     }
 
     /// `key`'s total, or `None` if it has no counter (never used, or beyond
@@ -564,7 +609,39 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// ```
     #[must_use]
     pub fn snapshot(&self) -> Vec<(K, u64)> {
-        self.collect(CounterSet::snapshot_into)
+        self.collect(CounterSet::snapshot_into, owned)
+    }
+
+    /// The `n` keys with the largest totals (all keys if fewer), largest
+    /// first; keys with equal totals come in any order, so which of them
+    /// make the cut is unspecified. Reads as [`snapshot`](Self::snapshot)
+    /// does (exact at quiescence) but clones only the keys it returns.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::<String>::new();
+    /// m.add("/", 50);
+    /// m.add("/about", 7);
+    /// m.add("/blog", 20);
+    /// assert_eq!(
+    ///     m.top(2),
+    ///     vec![("/".to_string(), 50), ("/blog".to_string(), 20)]
+    /// );
+    /// assert_eq!(m.top(10).len(), 3);
+    /// assert!(m.top(0).is_empty());
+    /// ```
+    #[must_use]
+    pub fn top(&self, n: usize) -> Vec<(K, u64)> {
+        self.collect(CounterSet::snapshot_into, |mut all| {
+            let largest_first = |a: &(&K, u64), b: &(&K, u64)| b.1.cmp(&a.1);
+            if n < all.len() {
+                // Everything before position `n` is at least as large as
+                // what lands there: the `n` largest, unordered.
+                all.select_nth_unstable_by(n, largest_first);
+                all.truncate(n);
+            }
+            all.sort_unstable_by(largest_first);
+            owned(all)
+        })
     }
 
     /// Every key with its total, leaving every counter at zero (the keys
@@ -580,11 +657,17 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// ```
     #[must_use]
     pub fn take_all(&self) -> Vec<(K, u64)> {
-        self.collect(CounterSet::take_all_into)
+        self.collect(CounterSet::take_all_into, owned)
     }
 
-    /// Reads every chunk with `read` and pairs the totals with their keys.
-    fn collect(&self, read_chunk: impl Fn(&CounterSet, &mut [u64])) -> Vec<(K, u64)> {
+    /// Reads every chunk with `read_chunk`, pairs the totals with their
+    /// keys in index order (the order of first use), and hands them to
+    /// `then` while every intern shard is still read-locked.
+    fn collect<R>(
+        &self,
+        read_chunk: impl Fn(&CounterSet, &mut [u64]),
+        then: impl FnOnce(Vec<(&K, u64)>) -> R,
+    ) -> R {
         let shards = self.read_all();
         // Relaxed: the read locks order this after every index handed out
         // (each under a write lock since released) and stop new ones.
@@ -604,10 +687,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         // inserted: its index stays unused.
         debug_assert!(by_index.len() <= n);
         by_index.sort_unstable_by_key(|&(i, _)| i);
-        by_index
-            .into_iter()
-            .map(|(i, k)| (k.clone(), totals[i]))
-            .collect()
+        then(by_index.into_iter().map(|(i, k)| (k, totals[i])).collect())
     }
 
     /// How many keys have their own counter.
@@ -691,6 +771,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             .filter(|&c| self.chunk(c).is_some())
             .count()
     }
+}
+
+/// The pairs with their keys cloned.
+fn owned<K: Clone>(pairs: Vec<(&K, u64)>) -> Vec<(K, u64)> {
+    pairs.into_iter().map(|(k, v)| (k.clone(), v)).collect()
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync> Default for CounterMap<K> {
