@@ -15,21 +15,26 @@
 //!   counters holding indices `c·CHUNK ..`, allocated when the first of
 //!   them is handed out and freed only when the map drops. The chunk
 //!   pointers live in `segments: [AtomicPtr<AtomicPtr<CounterSet>>;
-//!   SEGMENTS]`, fixed in the map: segment `b` is null or a zeroed array
-//!   of `SEG0 << b` chunk pointers for chunks `SEG0·(2^b − 1) ..
-//!   SEG0·(2^(b+1) − 1)` (so `c + SEG0` has its top bit at `b +
-//!   log2(SEG0)`, and the offset is the bits below it). Segments are
-//!   allocated on first need, so memory follows the keys interned, never
-//!   the bound; the 64 doublings cover every `usize` index.
+//!   SEGMENTS]`, fixed in the map: segment `b` is null or an array of
+//!   `SEG0 << b` chunk pointers (`SEG0` is 8; 1 under loom), all null when
+//!   installed, for chunks `SEG0·(2^b − 1) .. SEG0·(2^(b+1) − 1)` (so `c +
+//!   SEG0` has its top bit at `b + log2(SEG0)`, and `c`'s offset is the
+//!   bits below it). A segment is allocated with its first chunk, so memory
+//!   follows the keys interned, never the bound; the `SEGMENTS = 64 −
+//!   log2(SEG0)` doublings cover every chunk index a `usize` can reach.
 //! * Both levels are installed the same way. Writers of different intern
 //!   shards may race to create one segment or one chunk: each allocates
 //!   its own and installs it by compare-exchange from null (`Release` on
 //!   success, publishing the initialised array or set); a loser frees its
 //!   own and uses the winner's, loaded by the failed exchange with
 //!   `Acquire` (a segment) or again by `chunk` (a chunk). Readers load
-//!   both levels with `Acquire`. Nothing is replaced or freed before the
-//!   map drops, so a non-null pointer stays valid for every `&self`.
-//! * Whole-map reads (`snapshot`, `take_all`) hold every shard's read lock
+//!   both levels with `Acquire` (a writer's first look at a chunk slot is
+//!   `Relaxed`: a null only means "try the exchange"). Nothing is
+//!   replaced or freed before the map drops, so a non-null pointer stays
+//!   valid for every `&self`.
+//! * `allocated_chunks` takes no lock: it loads `next` (`Relaxed`) and
+//!   looks up the chunks of the indices below it, as `chunk` does.
+//! * Whole-map reads (`snapshot`, `top`, `take_all`) hold every shard's read lock
 //!   at once: no index is being handed out meanwhile, so every index below
 //!   `next` has its key in a shard and its chunk allocated, and a take
 //!   swaps only counters whose keys it reports.
@@ -69,6 +74,7 @@ const SEG0_BITS: u32 = 0;
 const SEGMENTS: usize = (usize::BITS - SEG0_BITS) as usize;
 
 /// Chunk pointers in segment `b`.
+#[inline]
 fn segment_len(b: usize) -> usize {
     1 << (b + SEG0_BITS as usize)
 }
