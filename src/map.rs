@@ -11,14 +11,30 @@
 //!   `next` (a capped RMW: every index is handed out once, none beyond
 //!   `max_keys`), makes sure the index's chunk exists, and only then
 //!   inserts the key. Adds through a [`CounterHandle`] take no lock.
-//! * `chunks: Box<[AtomicPtr<CounterSet>]>` is fixed at construction
-//!   (`ceil(max_keys / CHUNK)` entries). Entry `c` is null, or a
-//!   `CounterSet` of `CHUNK` counters holding indices `c·CHUNK ..`. Writers
-//!   of different shards may race to create one chunk: each installs its
-//!   own by compare-exchange (`Release`, publishing the initialised set),
-//!   and a loser frees its own and uses the winner's. Readers load with
-//!   `Acquire`. A chunk is freed only when the map drops.
-//! * Whole-map reads (`snapshot`, `take_all`) hold every shard's read lock
+//! * Counters live in chunks: chunk `c` is a `CounterSet` of `CHUNK`
+//!   counters holding indices `c·CHUNK ..`, allocated when the first of
+//!   them is handed out and freed only when the map drops. The chunk
+//!   pointers live in `segments: [AtomicPtr<AtomicPtr<CounterSet>>;
+//!   SEGMENTS]`, fixed in the map: segment `b` is null or an array of
+//!   `SEG0 << b` chunk pointers (`SEG0` is 8; 1 under loom), all null when
+//!   installed, for chunks `SEG0·(2^b − 1) .. SEG0·(2^(b+1) − 1)` (so `c +
+//!   SEG0` has its top bit at `b + log2(SEG0)`, and `c`'s offset is the
+//!   bits below it). A segment is allocated with its first chunk, so memory
+//!   follows the keys interned, never the bound; the `SEGMENTS = 64 −
+//!   log2(SEG0)` doublings cover every chunk index a `usize` can reach.
+//! * Both levels are installed the same way. Writers of different intern
+//!   shards may race to create one segment or one chunk: each allocates
+//!   its own and installs it by compare-exchange from null (`Release` on
+//!   success, publishing the initialised array or set); a loser frees its
+//!   own and uses the winner's, loaded by the failed exchange with
+//!   `Acquire` (a segment) or again by `chunk` (a chunk). Readers load
+//!   both levels with `Acquire` (a writer's first look at a chunk slot is
+//!   `Relaxed`: a null only means "try the exchange"). Nothing is
+//!   replaced or freed before the map drops, so a non-null pointer stays
+//!   valid for every `&self`.
+//! * `allocated_chunks` takes no lock: it loads `next` (`Relaxed`) and
+//!   looks up the chunks of the indices below it, as `chunk` does.
+//! * Whole-map reads (`snapshot`, `top`, `take_all`) hold every shard's read lock
 //!   at once: no index is being handed out meanwhile, so every index below
 //!   `next` has its key in a shard and its chunk allocated, and a take
 //!   swaps only counters whose keys it reports.
@@ -45,6 +61,32 @@ const CHUNK: usize = 127;
 /// Models need a second chunk within a handful of keys.
 #[cfg(shardcount_loom)]
 const CHUNK: usize = 2;
+
+/// Chunk pointers in the first segment (`SEG0`), as a power of two: 8
+/// pointers, 64 bytes, for the first 1,016 keys.
+#[cfg(not(shardcount_loom))]
+const SEG0_BITS: u32 = 3;
+/// Models cross into a second segment at the third key.
+#[cfg(shardcount_loom)]
+const SEG0_BITS: u32 = 0;
+
+/// Segments of doubling sizes: enough for every chunk index of a `usize`.
+const SEGMENTS: usize = (usize::BITS - SEG0_BITS) as usize;
+
+/// Chunk pointers in segment `b`.
+#[inline]
+fn segment_len(b: usize) -> usize {
+    1 << (b + SEG0_BITS as usize)
+}
+
+/// The segment holding chunk `c`, and `c`'s offset in it.
+#[inline]
+fn locate(c: usize) -> (usize, usize) {
+    // No overflow: `c < usize::MAX / CHUNK`.
+    let p = c + (1 << SEG0_BITS);
+    let top = (usize::BITS - 1 - p.leading_zeros()) as usize;
+    (top - SEG0_BITS as usize, p - (1 << top))
+}
 
 /// The bound [`CounterMap::new`] sets.
 #[cfg(not(shardcount_loom))]
@@ -91,16 +133,22 @@ fn intern_shards() -> usize {
 /// [`with_max_keys`](Self::with_max_keys)). Adds for further keys are
 /// counted in one overflow counter ([`overflow`](Self::overflow)): never
 /// dropped, and memory stays bounded whatever keys arrive.
+/// [`unbounded`](Self::unbounded) sets no bound: memory grows with every
+/// distinct key.
 ///
 /// # Memory
 ///
-/// One pointer per 127 possible keys, allocated up front (about
-/// `max_keys / 16` bytes); counters in chunks of 127, each a `CounterSet`
-/// of 1 KB while never contended (8 bytes per counter and one for the
-/// chunk's contention mark); each key once in the intern map
-/// with its index. A contended chunk grows shard rows of 1 KB (2, then
-/// doubling up to the cap, older rows kept): about 8 bytes × (1 + 2 × cap)
-/// per counter of that chunk only. Nothing is freed before the map drops.
+/// The bound costs nothing: memory follows the keys interned. An empty
+/// map is its intern shards (one cache line each, up to 64) and a table of
+/// 64 segment pointers. Counters come in chunks of 127, each a
+/// `CounterSet` of 1 KB while never contended (8 bytes per counter and one
+/// for the chunk's contention mark), allocated with the chunk's first key;
+/// chunk pointers in segments of doubling sizes (8, 16, 32, ... pointers),
+/// each allocated with its first chunk: at most 2 pointers per chunk plus
+/// 8. Each key is once in the intern map with
+/// its index. A contended chunk grows shard rows of 1 KB (2, then doubling
+/// up to the cap, older rows kept): about 8 bytes × (1 + 2 × cap) per
+/// counter of that chunk only. Nothing is freed before the map drops.
 ///
 /// # Reads
 ///
@@ -135,7 +183,9 @@ pub struct CounterMap<K> {
     hasher: KeyHasher,
     /// How many indices have been handed out (at most `max_keys`).
     next: AtomicUsize,
-    chunks: Box<[AtomicPtr<CounterSet>]>,
+    /// Segment `b`: null or `segment_len(b)` chunk pointers (see the
+    /// protocol notes).
+    segments: [AtomicPtr<AtomicPtr<CounterSet>>; SEGMENTS],
     max_keys: usize,
     overflow: CounterSet,
 }
@@ -244,7 +294,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     /// An empty map that gives up to `max_keys` keys their own counter and
     /// counts every add for a further key in [`overflow`](Self::overflow).
-    /// Allocates `ceil(max_keys / 127)` pointers now.
+    /// Any bound, up to `usize::MAX`: memory follows the keys interned,
+    /// not the bound.
     ///
     /// ```
     /// let m = shardcount::CounterMap::with_max_keys(1);
@@ -263,12 +314,30 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
                 .collect(),
             hasher: KeyHasher::default(),
             next: AtomicUsize::new(0),
-            chunks: (0..max_keys.div_ceil(CHUNK))
-                .map(|_| AtomicPtr::new(ptr::null_mut()))
-                .collect(),
+            segments: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             max_keys,
             overflow: CounterSet::new(1),
         }
+    }
+
+    /// An empty map with no bound on keys: memory grows with every
+    /// distinct key. Every key gets its own counter, so
+    /// [`overflow`](Self::overflow) stays zero; `max_keys()` is
+    /// `usize::MAX`. For keys from outside (paths, user agents), prefer a
+    /// bound: it caps memory whatever arrives.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::unbounded();
+    /// assert_eq!(m.max_keys(), usize::MAX);
+    /// for k in 0..100_000u32 {
+    ///     m.inc(&k);
+    /// }
+    /// assert_eq!(m.len(), 100_000);
+    /// assert_eq!(m.overflow(), 0);
+    /// ```
+    #[must_use]
+    pub fn unbounded() -> Self {
+        CounterMap::with_max_keys(usize::MAX)
     }
 
     /// The intern shard that holds `key` (or any borrowed form of it: equal
@@ -291,15 +360,28 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         self.shards.iter().map(|s| read(s)).collect()
     }
 
+    /// Segment `b`, if allocated.
+    #[inline]
+    fn segment(&self, b: usize) -> Option<&[AtomicPtr<CounterSet>]> {
+        // Acquire: pairs with the Release exchange in `ensure_segment`, so
+        // the segment's null pointers are initialised before they are read.
+        let p = self.segments[b].load(Ordering::Acquire);
+        // SAFETY: a non-null segment pointer came from `new_segment(b)`
+        // (the winning exchange), points to `segment_len(b)` initialised
+        // pointers and is freed only in `drop`, which takes `&mut self`.
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, segment_len(b)) })
+    }
+
     /// The chunk `c`, if allocated.
     #[inline]
     fn chunk(&self, c: usize) -> Option<&CounterSet> {
+        let (b, at) = locate(c);
         // Acquire: pairs with the Release exchange in `ensure_chunk`, so the
         // set is initialised before it is used.
-        let p = self.chunks[c].load(Ordering::Acquire);
+        let p = self.segment(b)?[at].load(Ordering::Acquire);
         // SAFETY: a non-null entry came from `Box::into_raw` in
-        // `ensure_chunk` (the winning exchange) and is freed only in `drop`, which takes `&mut self`: it outlives this
-        // borrow of `self`.
+        // `ensure_chunk` (the winning exchange) and is freed only in
+        // `drop`, which takes `&mut self`: it outlives this borrow.
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
@@ -320,17 +402,23 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         }
     }
 
-    /// The counter for `key`, created (at zero) if the key is new. For a key
-    /// beyond [`max_keys`](Self::max_keys), the overflow counter. Keep it to
-    /// add without hashing.
+    /// The counter for `key` (or any borrowed form of it, `&str` for a
+    /// `String` key), created (at zero) if the key is new: only then is the
+    /// key made owned. For a key beyond [`max_keys`](Self::max_keys), the
+    /// overflow counter. Keep it to add without hashing.
     ///
     /// ```
-    /// let m = shardcount::CounterMap::new();
-    /// let h = m.handle(&"jobs");
+    /// let m = shardcount::CounterMap::<String>::new();
+    /// let h = m.handle("jobs"); // no `String` unless "jobs" is new
     /// h.inc();
     /// assert_eq!(m.len(), 1);
+    /// assert_eq!(m.get("jobs"), Some(1));
     /// ```
-    pub fn handle(&self, key: &K) -> CounterHandle<'_> {
+    pub fn handle<Q>(&self, key: &Q) -> CounterHandle<'_>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         if let Some(&i) = read(self.shard(key)).get(key) {
             return self.at(i);
         }
@@ -354,15 +442,19 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     #[cold]
     #[inline(never)]
-    fn intern(&self, key: &K) -> CounterHandle<'_> {
+    fn intern<Q>(&self, key: &Q) -> CounterHandle<'_>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let mut keys = write(self.shard(key));
         // Another thread may have interned it since our read.
         if let Some(&i) = keys.get(key) {
             return self.at(i);
         }
-        // Cloned first: a panicking `clone` must not leave an index handed
-        // out with no key.
-        let key = key.clone();
+        // Owned first: a panicking `to_owned` (`clone`) must not leave an
+        // index handed out with no key.
+        let key = key.to_owned();
         // Relaxed: only uniqueness and the cap matter; the chunk and the
         // key are published by their own Release (the exchange, the
         // unlock).
@@ -380,10 +472,40 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         self.at(i)
     }
 
-    /// Allocates chunk `c` unless it exists; writers of two shards may race
-    /// here, and one set wins.
+    /// Segment `b`, allocated unless it exists; writers of two shards may
+    /// race here, and one segment wins.
+    fn ensure_segment(&self, b: usize) -> &[AtomicPtr<CounterSet>] {
+        if let Some(seg) = self.segment(b) {
+            return seg;
+        }
+        let mine = new_segment(b);
+        // Release on success: publishes the initialised pointers to
+        // `segment`'s Acquire. Acquire on failure: the winner's segment is
+        // used at once, so its initialisation must be visible here.
+        let won = match self.segments[b].compare_exchange(
+            ptr::null_mut(),
+            mine,
+            Ordering::Release,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => mine,
+            Err(winner) => {
+                // SAFETY: `mine` came from `new_segment(b)` above and was
+                // never shared.
+                unsafe { free_segment(mine, b) };
+                winner
+            }
+        };
+        // SAFETY: `won` is the installed segment: from `new_segment(b)`,
+        // `segment_len(b)` initialised pointers, freed only in `drop`.
+        unsafe { std::slice::from_raw_parts(won, segment_len(b)) }
+    }
+
+    /// Allocates chunk `c` (and its segment) unless it exists; writers of
+    /// two shards may race here, and one set wins.
     fn ensure_chunk(&self, c: usize) {
-        let slot = &self.chunks[c];
+        let (b, at) = locate(c);
+        let slot = &self.ensure_segment(b)[at];
         // Relaxed: a null only means "try"; the exchange below decides.
         if !slot.load(Ordering::Relaxed).is_null() {
             return;
@@ -404,14 +526,24 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     /// Adds `v` to `key`'s counter (created if new; the overflow counter
     /// beyond the bound): one lookup under a read lock, then the add.
+    /// `key` may be any borrowed form of `K`; it is made owned only when
+    /// it is new (see [`handle`](Self::handle)).
     ///
     /// ```
     /// let m = shardcount::CounterMap::new();
     /// m.add(&"a", 2);
     /// m.add(&"a", 3);
     /// assert_eq!(m.get(&"a"), Some(5));
+    ///
+    /// let paths = shardcount::CounterMap::<String>::new();
+    /// paths.add("/about", 2); // a `&str` for a `String` key
+    /// assert_eq!(paths.get("/about"), Some(2));
     /// ```
-    pub fn add(&self, key: &K, v: u64) {
+    pub fn add<Q>(&self, key: &Q, v: u64)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.handle(key).add(v);
     }
 
@@ -421,9 +553,34 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// let m = shardcount::CounterMap::new();
     /// m.inc(&'x');
     /// assert_eq!(m.get(&'x'), Some(1));
+    ///
+    /// let paths = shardcount::CounterMap::<String>::new();
+    /// paths.inc("/about");
+    /// assert_eq!(paths.get("/about"), Some(1));
     /// ```
-    pub fn inc(&self, key: &K) {
+    pub fn inc<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.handle(key).add(1);
+    }
+
+    /// Subtracts `v` from `key`'s counter, wrapping below zero (created if
+    /// new; the overflow counter beyond the bound; see [`add`](Self::add)).
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::<String>::new();
+    /// m.add("open", 3);
+    /// m.sub("open", 1);
+    /// assert_eq!(m.get("open"), Some(2));
+    /// ```
+    pub fn sub<Q>(&self, key: &Q, v: u64)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.handle(key).sub(v);
     }
 
     /// `key`'s total, or `None` if it has no counter (never used, or beyond
@@ -458,7 +615,39 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// ```
     #[must_use]
     pub fn snapshot(&self) -> Vec<(K, u64)> {
-        self.collect(CounterSet::snapshot_into)
+        self.collect(CounterSet::snapshot_into, owned)
+    }
+
+    /// The `n` keys with the largest totals (all keys if fewer), largest
+    /// first; keys with equal totals come in any order, so which of them
+    /// make the cut is unspecified. Reads as [`snapshot`](Self::snapshot)
+    /// does (exact at quiescence) but clones only the keys it returns.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::<String>::new();
+    /// m.add("/", 50);
+    /// m.add("/about", 7);
+    /// m.add("/blog", 20);
+    /// assert_eq!(
+    ///     m.top(2),
+    ///     vec![("/".to_string(), 50), ("/blog".to_string(), 20)]
+    /// );
+    /// assert_eq!(m.top(10).len(), 3);
+    /// assert!(m.top(0).is_empty());
+    /// ```
+    #[must_use]
+    pub fn top(&self, n: usize) -> Vec<(K, u64)> {
+        self.collect(CounterSet::snapshot_into, |mut all| {
+            let largest_first = |a: &(&K, u64), b: &(&K, u64)| b.1.cmp(&a.1);
+            if n < all.len() {
+                // Everything before position `n` is at least as large as
+                // what lands there: the `n` largest, unordered.
+                all.select_nth_unstable_by(n, largest_first);
+                all.truncate(n);
+            }
+            all.sort_unstable_by(largest_first);
+            owned(all)
+        })
     }
 
     /// Every key with its total, leaving every counter at zero (the keys
@@ -474,11 +663,17 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// ```
     #[must_use]
     pub fn take_all(&self) -> Vec<(K, u64)> {
-        self.collect(CounterSet::take_all_into)
+        self.collect(CounterSet::take_all_into, owned)
     }
 
-    /// Reads every chunk with `read` and pairs the totals with their keys.
-    fn collect(&self, read_chunk: impl Fn(&CounterSet, &mut [u64])) -> Vec<(K, u64)> {
+    /// Reads every chunk with `read_chunk`, pairs the totals with their
+    /// keys in index order (the order of first use), and hands them to
+    /// `then` while every intern shard is still read-locked.
+    fn collect<R>(
+        &self,
+        read_chunk: impl Fn(&CounterSet, &mut [u64]),
+        then: impl FnOnce(Vec<(&K, u64)>) -> R,
+    ) -> R {
         let shards = self.read_all();
         // Relaxed: the read locks order this after every index handed out
         // (each under a write lock since released) and stop new ones.
@@ -498,10 +693,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         // inserted: its index stays unused.
         debug_assert!(by_index.len() <= n);
         by_index.sort_unstable_by_key(|&(i, _)| i);
-        by_index
-            .into_iter()
-            .map(|(i, k)| (k.clone(), totals[i]))
-            .collect()
+        then(by_index.into_iter().map(|(i, k)| (k, totals[i])).collect())
     }
 
     /// How many keys have their own counter.
@@ -566,7 +758,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     }
 
     /// How many chunks of 127 counters are allocated: a diagnostic of
-    /// memory use, at most `ceil(max_keys / 127)`.
+    /// memory use, `ceil(len() / 127)` at quiescence (fewer only while new
+    /// keys are being interned), at most `ceil(max_keys / 127)`.
     ///
     /// ```
     /// let m = shardcount::CounterMap::new();
@@ -576,10 +769,19 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// ```
     #[must_use]
     pub fn allocated_chunks(&self) -> usize {
-        (0..self.chunks.len())
+        // Relaxed: a chunk is allocated only after its index is handed
+        // out; one handed out after this load is missed, as if this ran
+        // a moment earlier.
+        let n = self.next.load(Ordering::Relaxed);
+        (0..n.div_ceil(CHUNK))
             .filter(|&c| self.chunk(c).is_some())
             .count()
     }
+}
+
+/// The pairs with their keys cloned.
+fn owned<K: Clone>(pairs: Vec<(&K, u64)>) -> Vec<(K, u64)> {
+    pairs.into_iter().map(|(k, v)| (k.clone(), v)).collect()
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync> Default for CounterMap<K> {
@@ -616,17 +818,54 @@ impl<K> fmt::Debug for CounterMap<K> {
 
 impl<K> Drop for CounterMap<K> {
     fn drop(&mut self) {
-        for slot in self.chunks.iter() {
-            // Relaxed: `&mut self` means every other access happened-before.
-            let p = slot.load(Ordering::Relaxed);
-            if !p.is_null() {
-                // SAFETY: a non-null entry came from `Box::into_raw` in
-                // `ensure_chunk`, won its exchange (a loser frees its own at
-                // once), is owned by this map alone and is freed once, here.
-                drop(unsafe { Box::from_raw(p) });
+        for (b, seg) in self.segments.iter().enumerate() {
+            // Relaxed (here and below): `&mut self` means every other
+            // access happened-before.
+            let p = seg.load(Ordering::Relaxed);
+            if p.is_null() {
+                continue;
             }
+            // SAFETY: a non-null segment came from `new_segment(b)`, won its
+            // exchange and is freed only below, after this last use.
+            let slots = unsafe { std::slice::from_raw_parts(p, segment_len(b)) };
+            for slot in slots {
+                let c = slot.load(Ordering::Relaxed);
+                if !c.is_null() {
+                    // SAFETY: a non-null entry came from `Box::into_raw` in
+                    // `ensure_chunk`, won its exchange (a loser frees its
+                    // own at once), is owned by this map alone and is freed
+                    // once, here.
+                    drop(unsafe { Box::from_raw(c) });
+                }
+            }
+            // SAFETY: as above; its chunks are freed and nothing reads it
+            // again.
+            unsafe { free_segment(p, b) };
         }
     }
+}
+
+/// A zeroed segment `b` (`segment_len(b)` null chunk pointers), as a thin
+/// pointer to its first element.
+#[cold]
+fn new_segment(b: usize) -> *mut AtomicPtr<CounterSet> {
+    let seg: Box<[AtomicPtr<CounterSet>]> = (0..segment_len(b))
+        .map(|_| AtomicPtr::new(ptr::null_mut()))
+        .collect();
+    Box::into_raw(seg).cast()
+}
+
+/// Frees a segment made by [`new_segment`].
+///
+/// # Safety
+///
+/// `p` came from `new_segment(b)` (the same `b`), is freed once, and is not
+/// used afterwards.
+unsafe fn free_segment(p: *mut AtomicPtr<CounterSet>, b: usize) {
+    let seg = ptr::slice_from_raw_parts_mut(p, segment_len(b));
+    // SAFETY: the caller's contract: `seg` is the boxed slice
+    // `new_segment(b)` leaked, with its length.
+    drop(unsafe { Box::from_raw(seg) });
 }
 
 /// Unit tests that need to act between two steps of `handle`.

@@ -1,12 +1,13 @@
 #![cfg(not(shardcount_loom))] // real threads and std atomics; the loom models are in src/loom_models
-//! An idle or single-threaded `Counter` allocates nothing.
+//! An idle or single-threaded `Counter` allocates nothing; a `CounterMap`
+//! allocates with the keys it interns, not with its bound.
 //!
 //! The allocator counts only allocations made by a thread that has switched
 //! counting on: the test harness's own threads allocate whenever they like
 //! (libtest records running tests in a map from its main thread), and
 //! counting those made this test fail about one run in two.
 
-use shardcount::Counter;
+use shardcount::{Counter, CounterMap};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +20,7 @@ std::thread_local! {
     // neither allocate nor touch a destroyed thread-local.
     static COUNTING: Cell<bool> = const { Cell::new(false) };
     static ALLOCS: Cell<usize> = const { Cell::new(0) };
+    static BYTES: Cell<usize> = const { Cell::new(0) };
 }
 
 // SAFETY: defers to the system allocator; only counts calls.
@@ -26,6 +28,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if COUNTING.with(Cell::get) {
             ALLOCS.with(|a| a.set(a.get() + 1));
+            BYTES.with(|b| b.set(b.get() + layout.size()));
         }
         // SAFETY: same contract as our caller's.
         unsafe { System.alloc(layout) }
@@ -46,6 +49,16 @@ fn allocations_of(f: impl FnOnce()) -> usize {
     f();
     COUNTING.with(|c| c.set(false));
     ALLOCS.with(Cell::get) - before
+}
+
+/// How many bytes the calling thread allocates while running `f` (every
+/// allocation's size, frees not subtracted).
+fn bytes_of<T>(f: impl FnOnce() -> T) -> (usize, T) {
+    let before = BYTES.with(Cell::get);
+    COUNTING.with(|c| c.set(true));
+    let out = f();
+    COUNTING.with(|c| c.set(false));
+    (BYTES.with(Cell::get) - before, out)
 }
 
 /// Another thread allocating all the while, as the harness may.
@@ -117,4 +130,31 @@ fn single_thread_use_allocates_nothing() {
     assert_eq!(n, 0, "Counter allocated on a single thread");
     assert_eq!(c.shards(), 0);
     assert_eq!(std::mem::size_of::<Counter>(), 16);
+}
+
+/// A map's construction costs the same few bytes whatever its bound (it
+/// once allocated a pointer per 127 possible keys: 66 KB for a bound of
+/// 2^20, an abort for 2^40); its memory then grows with the keys interned.
+#[test]
+fn a_map_allocates_with_its_keys_not_its_bound() {
+    drop(CounterMap::<u64>::new()); // first-use set-up (thread counts)
+    for bound in [1 << 20, 1 << 40, usize::MAX] {
+        let (bytes, m) = bytes_of(|| CounterMap::<u64>::with_max_keys(bound));
+        assert!(
+            bytes < 64 << 10,
+            "bound {bound}: {bytes} bytes to construct"
+        );
+        drop(m);
+    }
+    let m = CounterMap::<u64>::with_max_keys(1 << 40);
+    let (few, ()) = bytes_of(|| (0..10u64).for_each(|k| m.inc(&k)));
+    let (many, ()) = bytes_of(|| (10..100_000u64).for_each(|k| m.inc(&k)));
+    // At least each new counter's 8 bytes; at most a few hundred per key
+    // (counter, intern entry, chunk pointer, growth of both).
+    assert!(few < 16 << 10, "{few} bytes for 10 keys");
+    assert!(
+        (8 * 99_990..300 * 99_990).contains(&many),
+        "{many} bytes for 99,990 keys"
+    );
+    assert_eq!(m.get(&99_999), Some(1));
 }

@@ -2,7 +2,8 @@
 //! `CounterMap` on real threads and against a plain `HashMap` model: 8
 //! threads adding to random keys match a sequential reference; takes racing
 //! adds plus the final snapshot equal every add; a million distinct keys
-//! under a bound allocate a bounded number of chunks.
+//! under a bound allocate a bounded number of chunks; a `usize::MAX` bound
+//! builds and counts exactly.
 
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -149,6 +150,7 @@ enum Op {
     HandleAdd(u8, u64),
     Sub(u8, u64),
     Get(u8),
+    Top(usize),
     TakeAll,
     TakeOverflow,
 }
@@ -159,6 +161,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (any::<u8>(), 0..1000u64).prop_map(|(k, v)| Op::HandleAdd(k % 40, v)),
         2 => (any::<u8>(), 0..1000u64).prop_map(|(k, v)| Op::Sub(k % 40, v)),
         2 => any::<u8>().prop_map(|k| Op::Get(k % 40)),
+        1 => (0..24usize).prop_map(Op::Top),
         1 => Just(Op::TakeAll),
         1 => Just(Op::TakeOverflow),
     ]
@@ -185,8 +188,27 @@ proptest! {
             match op {
                 Op::Add(k, v) => { m.add(&k, v); apply(&mut model, &mut overflow, k, v); }
                 Op::HandleAdd(k, v) => { m.handle(&k).add(v); apply(&mut model, &mut overflow, k, v); }
-                Op::Sub(k, v) => { m.handle(&k).sub(v); apply(&mut model, &mut overflow, k, v.wrapping_neg()); }
+                Op::Sub(k, v) => {
+                    if v % 2 == 0 { m.handle(&k).sub(v) } else { m.sub(&k, v) }
+                    apply(&mut model, &mut overflow, k, v.wrapping_neg());
+                }
                 Op::Get(k) => prop_assert_eq!(m.get(&k), model.iter().find(|e| e.0 == k).map(|e| e.1)),
+                Op::Top(n) => {
+                    // The model's largest totals, largest first; keys may
+                    // differ only among equal totals.
+                    let top = m.top(n);
+                    let mut want: Vec<u64> = model.iter().map(|e| e.1).collect();
+                    want.sort_unstable_by(|a, b| b.cmp(a));
+                    want.truncate(n);
+                    prop_assert_eq!(top.iter().map(|e| e.1).collect::<Vec<_>>(), want);
+                    for e in &top {
+                        prop_assert!(model.contains(e), "{:?} not in the map", e);
+                    }
+                    let mut keys: Vec<u8> = top.iter().map(|e| e.0).collect();
+                    keys.sort_unstable();
+                    keys.dedup();
+                    prop_assert_eq!(keys.len(), top.len());
+                }
                 Op::TakeAll => {
                     prop_assert_eq!(m.take_all(), model.clone());
                     model.iter_mut().for_each(|e| e.1 = 0);
@@ -281,4 +303,129 @@ fn racing_first_adds_of_the_last_key_never_overflow() {
         .filter(|m| (m.get(&7), m.overflow()) != (Some(2), 0))
         .count();
     assert_eq!(wrong, 0, "maps whose key's adds went to the overflow");
+}
+
+/// "No bound" asked for the natural way: constructing allocates nothing
+/// sized by the bound (it once allocated a pointer per 127 possible keys
+/// up front and aborted), and keys across several chunk segments (8, 16,
+/// 32 chunks of 127) count exactly.
+#[test]
+fn with_max_keys_usize_max_builds_and_counts_exactly() {
+    const KEYS: u64 = 5000; // 40 chunks: segments 0, 1 and 2
+    let m = CounterMap::<u64>::with_max_keys(usize::MAX);
+    assert_eq!(m.max_keys(), usize::MAX);
+    for k in 0..KEYS {
+        m.add(&k, k + 1);
+    }
+    m.add(&3, 10);
+    m.inc(&(KEYS - 1));
+    assert_eq!(m.len(), KEYS as usize);
+    assert_eq!(m.allocated_chunks(), 40);
+    assert_eq!(m.get(&0), Some(1));
+    assert_eq!(m.get(&3), Some(14));
+    assert_eq!(m.get(&1016), Some(1017)); // first key of segment 1
+    assert_eq!(m.get(&(KEYS - 1)), Some(KEYS + 1));
+    assert_eq!(m.get(&KEYS), None);
+    assert_eq!(m.overflow(), 0);
+    let total: u64 = m.snapshot().iter().map(|&(_, v)| v).sum();
+    assert_eq!(total, KEYS * (KEYS + 1) / 2 + 11);
+    let u = CounterMap::<u64>::unbounded();
+    assert_eq!(u.max_keys(), usize::MAX);
+}
+
+/// A `CounterMap<String>` takes `&str` for every keyed call, and a key is
+/// made owned only when it is inserted (counted through a borrowed form
+/// whose `to_owned` counts its calls).
+#[test]
+fn keyed_calls_take_a_borrowed_form_and_own_the_key_only_when_new() {
+    let paths = CounterMap::<String>::new();
+    paths.inc("/about");
+    paths.add("/about", 4);
+    paths.sub("/about", 2);
+    paths.handle("/").add(7);
+    assert_eq!(paths.get("/about"), Some(3));
+    assert_eq!(paths.get(&"/".to_string()), Some(7));
+    assert_eq!(paths.len(), 2);
+
+    use std::borrow::Borrow;
+    use std::sync::atomic::AtomicUsize;
+    static OWNED: AtomicUsize = AtomicUsize::new(0);
+    /// The borrowed form; not `Clone`, so its `ToOwned` is this one.
+    #[derive(PartialEq, Eq, Hash, Debug)]
+    struct Id(u32);
+    /// The owned key: hashes and compares as its `Id` (derived through
+    /// its only field), as `Borrow` requires.
+    #[derive(PartialEq, Eq, Hash, Debug)]
+    struct Key(Id);
+    impl Clone for Key {
+        fn clone(&self) -> Self {
+            Key(Id(self.0 .0))
+        }
+    }
+    impl Borrow<Id> for Key {
+        fn borrow(&self) -> &Id {
+            &self.0
+        }
+    }
+    impl ToOwned for Id {
+        type Owned = Key;
+        fn to_owned(&self) -> Key {
+            OWNED.fetch_add(1, Ordering::Relaxed);
+            Key(Id(self.0))
+        }
+    }
+
+    let m = CounterMap::<Key>::with_max_keys(2);
+    for _ in 0..100 {
+        m.inc(&Id(1));
+        m.add(&Id(2), 2);
+        m.handle(&Id(1)).inc();
+        m.sub(&Id(2), 1);
+    }
+    assert_eq!(
+        OWNED.load(Ordering::Relaxed),
+        2,
+        "keys owned beyond their insertion"
+    );
+    // Beyond the bound: counted in the overflow, never owned.
+    m.add(&Id(3), 5);
+    assert_eq!(OWNED.load(Ordering::Relaxed), 2);
+    assert_eq!(
+        (m.get(&Id(1)), m.get(&Id(2)), m.get(&Id(3))),
+        (Some(200), Some(100), None)
+    );
+    assert_eq!(m.overflow(), 5);
+    assert_eq!(m.top(1), vec![(Key(Id(1)), 200)]);
+}
+
+/// `top` on real threads: at quiescence, the largest totals, largest
+/// first, whatever the order keys were first used in.
+#[test]
+fn top_after_threads_is_the_largest_totals_largest_first() {
+    let m = CounterMap::<u64>::unbounded();
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let m = &m;
+            // Key k gets k + 1 adds from each thread, keys in a thread-chosen
+            // order so first use is mixed.
+            s.spawn(move || {
+                for k in (0..300u64).map(|k| (k * 7 + t * 13) % 300) {
+                    (0..=k).for_each(|_| m.inc(&k));
+                }
+            });
+        }
+    });
+    let top = m.top(5);
+    assert_eq!(
+        top,
+        vec![
+            (299, 4 * 300),
+            (298, 4 * 299),
+            (297, 4 * 298),
+            (296, 4 * 297),
+            (295, 4 * 296)
+        ]
+    );
+    assert_eq!(m.top(1000).len(), 300);
+    assert_eq!(m.top(1000)[299], (0, 4));
 }

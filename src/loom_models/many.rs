@@ -327,3 +327,44 @@ fn map_overflow_racing_interning() {
         assert_eq!(m.overflow() + kept.1, 30);
     });
 }
+
+/// Two new keys in different intern shards both need segment 1, which does
+/// not exist yet (under loom: segment 0 is chunk 0, indices 0 and 1;
+/// segment 1 holds chunks 1 and 2): each may allocate it, one segment is
+/// installed (the loser frees its own), and the chunk inside it is raced
+/// for too. Meanwhile lookups run: a key of segment 0 by key, the keys being
+/// interned, and the lock-free chunk count. Every count lands exactly.
+#[test]
+fn map_new_keys_race_for_a_new_segment() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::unbounded());
+        let (a, b) = (2..=u8::MAX)
+            .flat_map(|a| (2..=u8::MAX).map(move |b| (a, b)))
+            .find(|&(a, b)| m.shard_index(&a) != m.shard_index(&b))
+            .expect("two keys in different shards");
+        m.add(&0, 1);
+        m.add(&1, 2); // segment 0 full
+        assert_eq!(m.allocated_chunks(), 1);
+        let adders: Vec<_> = [(a, 5), (b, 7)]
+            .into_iter()
+            .map(|(k, v)| {
+                let m = m.clone();
+                thread::spawn(move || m.add(&k, v))
+            })
+            .collect();
+        let chunks = m.allocated_chunks();
+        assert!(chunks == 1 || chunks == 2, "{chunks} chunks");
+        assert_eq!(m.get(&0), Some(1));
+        let seen = m.get(&a);
+        assert!(matches!(seen, None | Some(0) | Some(5)), "{seen:?}");
+        for t in adders {
+            t.join().unwrap();
+        }
+        assert_eq!(m.allocated_chunks(), 2);
+        let mut all = m.snapshot();
+        all.sort_unstable();
+        let mut want = vec![(0, 1), (1, 2), (a, 5), (b, 7)];
+        want.sort_unstable();
+        assert_eq!(all, want);
+    });
+}
