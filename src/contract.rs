@@ -239,7 +239,14 @@ mod tests {
         let s = Stock::new(8);
         s.try_sub(1).unwrap();
         assert_eq!(
-            [c.read(), r.read(), LOCAL.read(), max.read(), min.read(), s.read()],
+            [
+                c.read(),
+                r.read(),
+                LOCAL.read(),
+                max.read(),
+                min.read(),
+                s.read()
+            ],
             [2, 3, 5, 9, 6, 7]
         );
         assert_eq!(
