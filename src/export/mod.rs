@@ -119,7 +119,9 @@ use std::fmt;
 /// time starts from 0. Values must be cumulative (never reset): a value that
 /// goes down is shipped as a negative delta.
 ///
-/// A keyed counter family implements this for all its keys at once; the
+/// The crate's counter types need none: [`Exporter::register`] takes them
+/// (families included). A `Source` is for anything else, registered with
+/// [`Exporter::register_source`]; one source may report many keys, and the
 /// exporter keeps one cursor per key, so its memory follows the number of
 /// keys.
 ///
