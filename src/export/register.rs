@@ -20,14 +20,14 @@ use std::sync::Arc;
 /// counts are exported, and then dropped. A `static` is held for ever.
 ///
 /// ```
-/// use shardcount::export::{CountRef, Exporter, MemorySink};
+/// use shardcount::export::CountRef;
 /// use shardcount::{Counter, CounterSet};
 /// use std::sync::Arc;
 ///
+/// fn registrable(_: impl CountRef) {}
 /// static HITS: Counter = Counter::new();
-/// fn takes<R: CountRef>(_: R) {}
-/// takes(&HITS);
-/// takes(Arc::new(CounterSet::new(4)));
+/// registrable(&HITS);
+/// registrable(Arc::new(CounterSet::new(4)));
 /// ```
 pub trait CountRef: sealed::Held {}
 
