@@ -369,6 +369,16 @@ impl Exporter {
     /// assert_eq!(sink.get("route:/about"), 3);
     /// ```
     ///
+    /// A borrowed counter does not compile: the exporter keeps what it
+    /// reads, so it takes a `static` or an `Arc`.
+    ///
+    /// ```compile_fail
+    /// use shardcount::export::{Exporter, MemorySink};
+    /// let c = shardcount::Counter::new();
+    /// let e = Exporter::new(MemorySink::new(), std::time::Duration::from_secs(60));
+    /// e.register("c", &c); // `c` does not live long enough
+    /// ```
+    ///
     /// ```should_panic
     /// use shardcount::export::{Exporter, MemorySink};
     /// static C: shardcount::Counter = shardcount::Counter::new();
