@@ -61,8 +61,11 @@ fn main() {
 /// One process: counts into RoughCounters, exports every 50 ms, flushes at
 /// the end and prints `key value` lines of its own counts.
 fn worker(args: &Args, url: &str) {
-    let counters: Arc<Vec<RoughCounter>> =
-        Arc::new((0..args.keys).map(|_| RoughCounter::new()).collect());
+    let counters: Arc<Vec<Arc<RoughCounter>>> = Arc::new(
+        (0..args.keys)
+            .map(|_| Arc::new(RoughCounter::new()))
+            .collect(),
+    );
     let sink = RedisSink::new(url, PREFIX).expect("redis url");
     let exporter = Exporter::with_config(
         sink,
@@ -72,7 +75,7 @@ fn worker(args: &Args, url: &str) {
         },
     );
     for (i, c) in counters.iter().enumerate() {
-        exporter.register(&format!("k{i}"), c);
+        exporter.register(&format!("k{i}"), Arc::clone(c));
     }
     let stop = Arc::new(AtomicBool::new(false));
     let threads: Vec<_> = (0..args.threads)

@@ -49,6 +49,9 @@
 //! states its reads' guarantees (exact at quiescence, monotonic for add-only
 //! use, lag bounds).
 //!
+//! * [`contract`]: the traits every counter type implements ([`Count`],
+//!   [`CountFamily`]), which the exporter and the integrations are written
+//!   over; [`MaxCounter`], [`MinCounter`] and [`Stock`] are gauges.
 //! * [`export`]: an [`Exporter`](export::Exporter) thread ships counters'
 //!   deltas to a [`Sink`](export::Sink); with the `redis` feature,
 //!   `export::redis::RedisSink` folds them into Redis exactly once, for
@@ -99,6 +102,7 @@ mod thread;
 mod worker;
 
 mod accumulator;
+pub mod contract;
 mod counter;
 // Export threads sleep and talk to sinks on a real clock; nothing in it is
 // an atomic protocol for loom (it reads counters with `sum`).
@@ -123,6 +127,7 @@ mod loom_models;
 mod miri_tests;
 
 pub use accumulator::{MaxCounter, MinCounter};
+pub use contract::{Count, CountFamily};
 pub use counter::Counter;
 pub use local::LocalCounter;
 pub use map::{CounterHandle, CounterMap};

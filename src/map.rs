@@ -896,3 +896,38 @@ mod tests {
         assert_eq!((m.get(&7), m.overflow()), (Some(3), 0));
     }
 }
+
+/// A family labelled by key (`K: Display` shows it), each member read as
+/// [`get`](CounterMap::get) reads it. Keys are visited one intern shard at
+/// a time under that shard's read lock (new keys of that shard wait;
+/// adds do not), in no particular order; nothing is cloned or allocated.
+/// `f` must not use the map (it runs under the lock). The
+/// [`overflow`](CounterMap::overflow) counter is not a member: it has no
+/// key.
+///
+/// ```
+/// use shardcount::{CountFamily, CounterMap};
+/// let m: CounterMap<String> = CounterMap::new();
+/// m.add(&"/about".to_string(), 2);
+/// let mut v = Vec::new();
+/// m.read_each(|k, n| v.push(format!("{k} {n}")));
+/// assert_eq!(v, ["/about 2"]);
+/// ```
+impl<K> crate::contract::CountFamily for CounterMap<K>
+where
+    K: fmt::Display + Hash + Eq + Clone + Send + Sync,
+{
+    const MEMBER_KIND: crate::contract::Kind = crate::contract::Kind::Counter;
+    const LABEL_NAME: Option<&'static str> = Some("key");
+    type Label = K;
+
+    fn read_each(&self, mut f: impl FnMut(&K, u64)) {
+        for shard in self.shards.iter() {
+            // A key is inserted after its chunk exists (`intern`), so
+            // every key seen under the lock has its counter.
+            for (k, &i) in read(shard).iter() {
+                f(k, self.at(i).get());
+            }
+        }
+    }
+}

@@ -671,3 +671,26 @@ mod tests {
         assert_eq!(s.shards(), 2, "a lone writer grew the set");
     }
 }
+
+/// A family of [`len`](CounterSet::len) counters labelled by index
+/// (`0`, `1`, ...), each read with [`get`](CounterSet::get).
+///
+/// ```
+/// use shardcount::{CountFamily, CounterSet};
+/// let s = CounterSet::new(2);
+/// s.add(1, 4);
+/// let mut v = Vec::new();
+/// s.read_each(|i, n| v.push((*i, n)));
+/// assert_eq!(v, [(0, 0), (1, 4)]);
+/// ```
+impl crate::contract::CountFamily for CounterSet {
+    const MEMBER_KIND: crate::contract::Kind = crate::contract::Kind::Counter;
+    const LABEL_NAME: Option<&'static str> = Some("index");
+    type Label = usize;
+
+    fn read_each(&self, mut f: impl FnMut(&usize, u64)) {
+        for i in 0..self.len() {
+            f(&i, self.get(i));
+        }
+    }
+}

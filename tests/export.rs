@@ -2,11 +2,12 @@
 //! lost replies, a sink that loses state, and dropped counters.
 #![cfg(not(shardcount_loom))]
 
+use shardcount::contract::{Count, Kind};
 use shardcount::export::{
     Batch, ExportConfig, Exporter, MemorySink, Outcome, Sink, SinkError, Source, WriterId,
 };
 use shardcount::RoughCounter;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -62,11 +63,14 @@ fn lost_replies_counted_once_while_threads_add() {
         nth: 3,
         forget_at: Arc::new(Mutex::new(None)),
     };
-    let counters: Arc<Vec<RoughCounter>> =
-        Arc::new((0..10).map(|_| RoughCounter::new().with_batch(8)).collect());
+    let counters: Arc<Vec<Arc<RoughCounter>>> = Arc::new(
+        (0..10)
+            .map(|_| Arc::new(RoughCounter::new().with_batch(8)))
+            .collect(),
+    );
     let exporter = Exporter::with_config(sink.clone(), fast());
     for (i, c) in counters.iter().enumerate() {
-        exporter.register(&format!("k{i}"), c);
+        exporter.register(&format!("k{i}"), Arc::clone(c));
     }
     let threads: Vec<_> = (0..4)
         .map(|t| {
@@ -92,7 +96,7 @@ fn lost_replies_counted_once_while_threads_add() {
     }
     assert_eq!(
         stats.delivered,
-        counters.iter().map(RoughCounter::sum).sum::<u64>()
+        counters.iter().map(|c| c.sum()).sum::<u64>()
     );
 }
 
@@ -105,7 +109,7 @@ fn forgetful(retain: Duration) -> (i64, shardcount::export::ExportStats, Option<
         nth: u64::MAX,
         forget_at: Arc::new(Mutex::new(None)),
     };
-    let c = RoughCounter::new();
+    let c = Arc::new(RoughCounter::new());
     let exporter = Exporter::with_config(
         sink.clone(),
         ExportConfig {
@@ -114,7 +118,7 @@ fn forgetful(retain: Duration) -> (i64, shardcount::export::ExportStats, Option<
             ..fast()
         },
     );
-    exporter.register("c", &c);
+    exporter.register("c", Arc::clone(&c));
     c.add(5);
     exporter.flush(soon()).unwrap();
     let first = exporter.stats().writer;
@@ -147,6 +151,26 @@ fn sink_that_lost_unretained_batches_counts_the_loss() {
     assert_eq!(stats.delivered, 8); // as confirmed, once each
 }
 
+/// A counter that says when it is dropped (and shows that a type of one's
+/// own registers through the contract).
+struct Tracked {
+    c: RoughCounter,
+    dropped: Arc<AtomicBool>,
+}
+
+impl Count for Tracked {
+    const KIND: Kind = Kind::Counter;
+    fn read(&self) -> u64 {
+        self.c.sum()
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.dropped.store(true, Ordering::Relaxed);
+    }
+}
+
 #[test]
 fn dropped_counter_is_read_once_more_and_let_go() {
     let sink = MemorySink::new();
@@ -157,16 +181,29 @@ fn dropped_counter_is_read_once_more_and_let_go() {
             ..fast()
         },
     );
-    let c = RoughCounter::new();
-    exporter.register("gone", &c);
-    std::thread::scope(|s| {
-        s.spawn(|| c.add(11));
+    let dropped = Arc::new(AtomicBool::new(false));
+    let c = Arc::new(Tracked {
+        c: RoughCounter::new(),
+        dropped: Arc::clone(&dropped),
     });
+    exporter.register("gone", Arc::clone(&c));
+    std::thread::scope(|s| {
+        s.spawn(|| c.c.add(11));
+    });
+    let weak = Arc::downgrade(&c);
     drop(c);
     exporter.flush(soon()).unwrap();
     assert_eq!(sink.get("gone"), 11);
+    // A `Weak` could still be upgraded and added through: kept.
+    assert!(!dropped.load(Ordering::Relaxed));
+    weak.upgrade().unwrap().c.add(2);
+    drop(weak);
+    // The exporter's is the last handle: read once more, then let go.
     exporter.flush(soon()).unwrap();
-    assert_eq!(sink.get("gone"), 11);
+    assert_eq!(sink.get("gone"), 13);
+    assert!(dropped.load(Ordering::Relaxed));
+    exporter.flush(soon()).unwrap();
+    assert_eq!(sink.get("gone"), 13);
 }
 
 /// A keyed source whose key set grows: each key is shipped from 0.
@@ -293,4 +330,93 @@ fn zero_interval_delivers_every_millisecond() {
         assert!(Instant::now() < deadline, "never delivered");
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+static EXACT: shardcount::Counter = shardcount::Counter::new();
+static ROUGH: RoughCounter = RoughCounter::new().with_batch(16);
+shardcount::local_counter!(static LOCAL, batch = 32);
+static PEAK: shardcount::MaxCounter = shardcount::MaxCounter::new();
+
+/// Every counter type through `register`, while threads add and the
+/// exporter runs every millisecond: exact per key after the flush.
+#[test]
+fn every_counter_type_registers_and_exports_exactly() {
+    use shardcount::{CounterMap, CounterSet};
+    const THREADS: u64 = 4;
+    const ADDS: u64 = 20_000;
+    let set = Arc::new(CounterSet::new(5));
+    let map: Arc<CounterMap<String>> = Arc::new(CounterMap::new());
+    let sink = MemorySink::new();
+    let exporter = Exporter::with_config(sink.clone(), fast());
+    exporter.register("exact", &EXACT);
+    exporter.register("rough", &ROUGH);
+    exporter.register("local", &LOCAL);
+    exporter.register("peak", &PEAK);
+    exporter.register("set.", Arc::clone(&set));
+    exporter.register("route:", Arc::clone(&map));
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (set, map) = (&set, &map);
+            s.spawn(move || {
+                for i in 0..ADDS {
+                    EXACT.inc();
+                    ROUGH.add(2);
+                    LOCAL.add(3);
+                    PEAK.record(t * ADDS + i);
+                    set.add((i % 5) as usize, 1 + t);
+                    map.add(&format!("/{}", i % 7), 1);
+                }
+            });
+        }
+    });
+    exporter.flush(soon()).unwrap();
+    let totals = sink.totals();
+    let n = (THREADS * ADDS) as i64;
+    assert_eq!(totals["exact"], n);
+    assert_eq!(totals["rough"], 2 * n);
+    assert_eq!(totals["local"], 3 * n);
+    assert_eq!(totals["peak"], n - 1); // a gauge: its current value
+    for i in 0..5 {
+        // Each thread adds (1 + t) to every index ADDS / 5 times.
+        let per_thread: i64 = (1..=THREADS as i64).sum();
+        assert_eq!(totals[&format!("set.{i}")], per_thread * (ADDS / 5) as i64);
+    }
+    for r in 0..7 {
+        let hits = (0..ADDS).filter(|i| i % 7 == r).count() as i64;
+        assert_eq!(totals[&format!("route:/{r}")], THREADS as i64 * hits);
+    }
+    assert_eq!(totals.len(), 4 + 5 + 7);
+    // Nothing more is shipped on a second flush, and a take on a gauge is
+    // shipped as the fall it is.
+    PEAK.reset();
+    exporter.flush(soon()).unwrap();
+    assert_eq!(sink.get("peak"), 0);
+    assert_eq!(sink.get("exact"), n);
+}
+
+#[test]
+#[should_panic(expected = "Exporter::register(\"__writers\")")]
+fn reserved_key_panics_with_the_key() {
+    static C: shardcount::Counter = shardcount::Counter::new();
+    let exporter = Exporter::new(MemorySink::new(), Duration::from_secs(60));
+    exporter.register("__writers", &C);
+}
+
+#[test]
+#[should_panic(expected = "Exporter::register(\"_\")")]
+fn family_key_a_label_could_make_reserved_panics() {
+    let exporter = Exporter::new(MemorySink::new(), Duration::from_secs(60));
+    let map: Arc<shardcount::CounterMap<String>> = Arc::new(shardcount::CounterMap::new());
+    exporter.register("_", map);
+}
+
+#[test]
+fn single_count_may_use_a_short_key() {
+    static C: shardcount::Counter = shardcount::Counter::new();
+    let sink = MemorySink::new();
+    let exporter = Exporter::new(sink.clone(), Duration::from_secs(60));
+    exporter.register("_", &C);
+    C.add(3);
+    exporter.flush(soon()).unwrap();
+    assert_eq!(sink.get("_"), 3);
 }

@@ -372,3 +372,32 @@ fn a_flush_right_after_a_thread_scope_renders_every_increment() {
         }
     }
 }
+
+/// One generic check for every type the contract gives `CounterFn`:
+/// increments through the facade's handle from several threads, then an
+/// `absolute` below and one above the total, read back with `Count::read`.
+fn counter_fn_through_the_contract<C>()
+where
+    C: CounterFn + shardcount::Count + Default + Send + Sync + 'static,
+{
+    let c = Arc::new(C::default());
+    let handle = metrics::Counter::from_arc(c.clone());
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            let handle = handle.clone();
+            s.spawn(move || (0..PER_THREAD).for_each(|_| handle.increment(3)));
+        }
+    });
+    let total = 3 * THREADS as u64 * PER_THREAD;
+    assert_eq!(c.read(), total);
+    handle.absolute(total - 1); // below: unchanged
+    assert_eq!(c.read(), total);
+    handle.absolute(total + 5);
+    assert_eq!(c.read(), total + 5);
+}
+
+#[test]
+fn counter_fn_for_every_counter_type() {
+    counter_fn_through_the_contract::<Counter>();
+    counter_fn_through_the_contract::<RoughCounter>();
+}

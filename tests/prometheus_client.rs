@@ -122,3 +122,87 @@ fn in_a_family() {
     assert_eq!(s["by_path_total{path=\"/a\"}"], 3);
     assert_eq!(s["by_path_total{path=\"/b\"}"], 3);
 }
+
+/// `MaxCounter`, `MinCounter` and `Stock` are typed and encoded as gauges
+/// (a counter would read `_total` and `# TYPE .. counter`).
+#[test]
+fn max_min_and_stock_encode_as_gauges() {
+    use shardcount::{MaxCounter, MinCounter, Stock};
+    let peak: Shared<MaxCounter> = Shared::default();
+    let fastest: Shared<MinCounter> = Shared::default();
+    let tickets = Shared::new(Stock::new(10));
+    let mut registry = Registry::default();
+    registry.register("queue_peak", "deepest queue", peak.clone());
+    registry.register("fastest_us", "fastest reply", fastest.clone());
+    registry.register("tickets", "tickets left", tickets.clone());
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (peak, fastest) = (&peak, &fastest);
+            s.spawn(move || {
+                for i in 0..PER_THREAD {
+                    peak.record(t * PER_THREAD + i);
+                    fastest.record(1 + t * PER_THREAD + i);
+                }
+            });
+        }
+    });
+    tickets.try_sub(3).unwrap();
+    let text = encoded(&registry);
+    for name in ["queue_peak", "fastest_us", "tickets"] {
+        assert!(text.contains(&format!("# TYPE {name} gauge\n")), "{text}");
+    }
+    assert!(!text.contains("_total"), "{text}");
+    let s = samples(&text);
+    assert_eq!(s["queue_peak"], THREADS * PER_THREAD - 1);
+    assert_eq!(s["fastest_us"], 1);
+    assert_eq!(s["tickets"], 7);
+}
+
+/// A `CounterSet` and a `CounterMap` are one metric each, one labelled
+/// sample per member, exact after concurrent adds; a family of gauges is
+/// a gauge family.
+#[test]
+fn set_and_map_encode_one_sample_per_member() {
+    use shardcount::{CounterMap, CounterSet, MaxCounter};
+    let set = Shared::new(CounterSet::new(3));
+    let map: Shared<CounterMap<String>> = Shared::default();
+    let peaks: Family<Vec<(String, String)>, Shared<MaxCounter>> = Family::default();
+    let mut registry = Registry::default();
+    registry.register("status", "by status", set.clone());
+    registry.register("route", "by route", map.clone());
+    registry.register("peak", "peak by queue", peaks.clone());
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| {
+                for i in 0..PER_THREAD {
+                    set.add((i % 3) as usize, 1);
+                    // A quote and a backslash: escaped in the label value.
+                    map.add(&["/a", "/b\"q\\"][(i % 2) as usize].to_string(), 2);
+                }
+            });
+        }
+    });
+    peaks
+        .get_or_create(&vec![("queue".into(), "in".into())])
+        .record(5);
+    let text = encoded(&registry);
+    let s = samples(&text);
+    let thirds = |r| THREADS * (0..PER_THREAD).filter(|i| i % 3 == r).count() as u64;
+    for r in 0..3 {
+        assert_eq!(
+            s[&format!("status_total{{index=\"{r}\"}}")],
+            thirds(r),
+            "{text}"
+        );
+    }
+    assert_eq!(s["route_total{key=\"/a\"}"], THREADS * PER_THREAD, "{text}");
+    assert_eq!(
+        s["route_total{key=\"/b\\\"q\\\\\"}"],
+        THREADS * PER_THREAD,
+        "{text}"
+    );
+    assert!(text.contains("# TYPE status counter\n"), "{text}");
+    assert!(text.contains("# TYPE peak gauge\n"), "{text}");
+    assert_eq!(s["peak{queue=\"in\"}"], 5, "{text}");
+    assert_eq!(text.matches("# TYPE").count(), 3, "one metric each: {text}");
+}

@@ -129,21 +129,21 @@ fn config() -> ExportConfig {
 /// One "process": its counters, registered with its own exporter, and
 /// what its threads added per key.
 struct Worker {
-    counters: Arc<Vec<RoughCounter>>,
+    counters: Arc<Vec<Arc<RoughCounter>>>,
     exporter: Exporter,
     added: Arc<Vec<AtomicU64>>,
 }
 
 impl Worker {
     fn new(sink: RedisSink, keys: usize) -> Worker {
-        let counters: Arc<Vec<RoughCounter>> = Arc::new(
+        let counters: Arc<Vec<Arc<RoughCounter>>> = Arc::new(
             (0..keys)
-                .map(|_| RoughCounter::new().with_batch(64))
+                .map(|_| Arc::new(RoughCounter::new().with_batch(64)))
                 .collect(),
         );
         let exporter = Exporter::with_config(sink, config());
         for (i, c) in counters.iter().enumerate() {
-            exporter.register(&format!("k{i}"), c);
+            exporter.register(&format!("k{i}"), Arc::clone(c));
         }
         Worker {
             counters,
@@ -426,10 +426,10 @@ fn exporter_rejected_keys_dropped_rest_delivered() {
         .arg("x")
         .query(&mut c)
         .unwrap();
-    let (good, bad) = (RoughCounter::new(), RoughCounter::new());
+    let (good, bad) = (Arc::new(RoughCounter::new()), Arc::new(RoughCounter::new()));
     let exporter = Exporter::with_config(sink(&server, "e:"), config());
-    exporter.register("good", &good);
-    exporter.register("bad", &bad);
+    exporter.register("good", Arc::clone(&good));
+    exporter.register("bad", Arc::clone(&bad));
     good.add(7);
     bad.add(3);
     exporter
@@ -544,4 +544,61 @@ fn a_writers_key_of_another_type_fails_the_batch_and_writes_nothing() {
     );
     assert_eq!(s.deliver(&[b]).unwrap(), [Outcome::Duplicate]);
     assert_eq!(server.values(&["x:a".into(), "x:b".into()]), [5, 1]);
+}
+
+static ALL_EXACT: shardcount::Counter = shardcount::Counter::new();
+static ALL_ROUGH: RoughCounter = RoughCounter::new().with_batch(16);
+shardcount::local_counter!(static ALL_LOCAL, batch = 32);
+
+/// Every counter type through `register`, into Redis, while threads add
+/// and the exporter runs: exact per key after the flush.
+#[test]
+fn every_counter_type_registers_and_exports_exactly() {
+    use shardcount::{CounterMap, CounterSet};
+    const THREADS: u64 = 4;
+    const ADDS: u64 = 20_000;
+    let mut server = Server::new();
+    server.start();
+    let set = Arc::new(CounterSet::new(5));
+    let map: Arc<CounterMap<String>> = Arc::new(CounterMap::new());
+    let exporter = Exporter::with_config(sink(&server, "a:"), config());
+    exporter.register("exact", &ALL_EXACT);
+    exporter.register("rough", &ALL_ROUGH);
+    exporter.register("local", &ALL_LOCAL);
+    exporter.register("set.", Arc::clone(&set));
+    exporter.register("route:", Arc::clone(&map));
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (set, map) = (&set, &map);
+            s.spawn(move || {
+                for i in 0..ADDS {
+                    ALL_EXACT.inc();
+                    ALL_ROUGH.add(2);
+                    ALL_LOCAL.add(3);
+                    set.add((i % 5) as usize, 1 + t);
+                    map.add(&format!("/{}", i % 7), 1);
+                }
+            });
+        }
+    });
+    exporter
+        .flush(Instant::now() + Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("flush: {e}"));
+    let n = (THREADS * ADDS) as i64;
+    let per_thread: i64 = (1..=THREADS as i64).sum();
+    let mut keys: Vec<String> = ["exact", "rough", "local"]
+        .iter()
+        .map(|k| format!("a:{k}"))
+        .collect();
+    let mut want = vec![n, 2 * n, 3 * n];
+    for i in 0..5 {
+        keys.push(format!("a:set.{i}"));
+        want.push(per_thread * (ADDS / 5) as i64);
+    }
+    for r in 0..7 {
+        keys.push(format!("a:route:/{r}"));
+        want.push(THREADS as i64 * (0..ADDS).filter(|i| i % 7 == r).count() as i64);
+    }
+    assert_eq!(server.values(&keys), want);
+    assert_eq!(exporter.delivered() as i64, want.iter().sum::<i64>());
 }

@@ -23,10 +23,10 @@
 //! are read with their ordinary `sum()`; no add path and no fold lock is
 //! involved.
 
-use super::{Batch, Outcome, RoughSource, Sink, SinkError, Source, WriterId, RESERVED_PREFIX};
+use super::register::Registered;
+use super::{Batch, CountRef, Outcome, Sink, SinkError, Source, WriterId, RESERVED_PREFIX};
 use crate::primitive::sync::{lock, Arc, Mutex};
 use crate::worker::{self, Worker};
-use crate::RoughCounter;
 use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -241,11 +241,11 @@ struct Inner {
 /// use shardcount::RoughCounter;
 /// use std::time::{Duration, Instant};
 ///
-/// let hits = RoughCounter::new();
+/// static HITS: RoughCounter = RoughCounter::new();
 /// let sink = MemorySink::new();
 /// let exporter = Exporter::new(sink.clone(), Duration::from_millis(5));
-/// exporter.register("hits", &hits);
-/// hits.add(3);
+/// exporter.register("hits", &HITS);
+/// HITS.add(3);
 /// while sink.get("hits") != 3 {
 ///     std::thread::sleep(Duration::from_millis(1)); // the thread delivers
 /// }
@@ -338,11 +338,53 @@ impl Exporter {
         }
     }
 
-    /// Exports `counter` under `key` (the sink's key is the sink's prefix
-    /// followed by `key`). Counts the counter had before registering are
-    /// exported too. Registering two counters under one key adds both into
-    /// that key. The exporter holds the counter's shared block until the
-    /// counter is dropped and its last counts are read.
+    /// Exports `counter` under `key`: any counter type (anything that
+    /// implements [`CountFamily`](crate::CountFamily), so every
+    /// [`Count`](crate::Count) too), held as a `&'static T` (a `static`,
+    /// `local_counter!` statics included) or an `Arc<T>` (see [`CountRef`]).
+    ///
+    /// # Keys
+    ///
+    /// Each member is exported under `key` followed by its label
+    /// (`format!("{key}{label}")`), and the sink adds its own prefix:
+    ///
+    /// * a single count ([`Counter`](crate::Counter),
+    ///   [`RoughCounter`](crate::RoughCounter), ...) has one member with
+    ///   the empty label: its key is `key`;
+    /// * a [`CounterSet`](crate::CounterSet) has one per index:
+    ///   `register("status_", set)` exports `status_0`, `status_1`, ...;
+    /// * a [`CounterMap`](crate::CounterMap) has one per key, shown with
+    ///   `Display`: `register("route:", map)` exports `route:/about`, ...;
+    ///   keys created later are exported from their first read on. Its
+    ///   overflow counter is not exported.
+    ///
+    /// A member's key is built in one buffer kept with the registration,
+    /// so reading a member seen before allocates nothing.
+    ///
+    /// # Values
+    ///
+    /// Each member is read with the type's exact read (see
+    /// [`Count`](crate::Count)); what it gained since the previous read is
+    /// shipped, so the sink holds the value of the last read. Counts the
+    /// counter had before registering are exported too. Registering two
+    /// counters (or a member and a counter) under one key adds both into
+    /// that key. A gauge ([`MaxCounter`](crate::MaxCounter),
+    /// [`MinCounter`](crate::MinCounter), [`Stock`](crate::Stock)) is
+    /// exported as its current value, wrapped into the sink's signed 64
+    /// bits (a `MinCounter` with nothing recorded reads `u64::MAX`: `-1`);
+    /// across a fleet the sink holds the sum of the processes' values.
+    ///
+    /// An `Arc` is let go of after its last read, once the exporter holds
+    /// its only reference; a `static` is read for as long as the exporter
+    /// runs.
+    ///
+    /// # Panics
+    ///
+    /// If `key` starts with `__`: such keys are reserved for sinks' own
+    /// bookkeeping (e.g. the Redis sink's writers hash). For a family
+    /// (`CounterSet`, `CounterMap`), also if `key` is `""` or `"_"`, as a
+    /// member's label could then complete that prefix. The message names
+    /// the key.
     ///
     /// # Panics
     ///
@@ -350,19 +392,48 @@ impl Exporter {
     ///
     /// ```
     /// use shardcount::export::{Exporter, MemorySink};
-    /// use shardcount::RoughCounter;
+    /// use shardcount::{Counter, CounterMap, RoughCounter};
+    /// use std::sync::Arc;
     /// use std::time::{Duration, Instant};
-    /// let c = RoughCounter::new();
-    /// c.add(2);
+    ///
+    /// static REQUESTS: Counter = Counter::new();
+    /// let errors = Arc::new(RoughCounter::new());
+    /// let routes: Arc<CounterMap<String>> = Arc::new(CounterMap::new());
+    ///
     /// let sink = MemorySink::new();
     /// let e = Exporter::new(sink.clone(), Duration::from_secs(60));
-    /// e.register("c", &c);
+    /// e.register("requests", &REQUESTS);
+    /// e.register("errors", errors.clone());
+    /// e.register("route:", routes.clone());
+    ///
+    /// REQUESTS.add(2);
+    /// errors.inc();
+    /// routes.add(&"/about".to_string(), 3);
     /// e.flush(Instant::now() + Duration::from_secs(5)).unwrap();
-    /// assert_eq!(sink.get("c"), 2);
+    /// assert_eq!(sink.get("requests"), 2);
+    /// assert_eq!(sink.get("errors"), 1);
+    /// assert_eq!(sink.get("route:/about"), 3);
     /// ```
-    pub fn register(&self, key: &str, counter: &RoughCounter) {
-        check_key(key);
-        self.register_source(RoughSource::new(key, counter));
+    ///
+    /// A borrowed counter does not compile: the exporter keeps what it
+    /// reads, so it takes a `static` or an `Arc`.
+    ///
+    /// ```compile_fail
+    /// use shardcount::export::{Exporter, MemorySink};
+    /// let c = shardcount::Counter::new();
+    /// let e = Exporter::new(MemorySink::new(), std::time::Duration::from_secs(60));
+    /// e.register("c", &c); // `c` does not live long enough
+    /// ```
+    ///
+    /// ```should_panic
+    /// use shardcount::export::{Exporter, MemorySink};
+    /// static C: shardcount::Counter = shardcount::Counter::new();
+    /// let e = Exporter::new(MemorySink::new(), std::time::Duration::from_secs(60));
+    /// e.register("__writers", &C); // panics: reserved
+    /// ```
+    #[track_caller]
+    pub fn register(&self, key: &str, counter: impl CountRef) {
+        self.register_source(Registered::new(key, counter));
     }
 
     /// Exports a [`Source`] (e.g. a keyed counter family).
@@ -433,10 +504,10 @@ impl Exporter {
     /// use shardcount::export::{Exporter, MemorySink};
     /// use shardcount::RoughCounter;
     /// use std::time::{Duration, Instant};
-    /// let c = RoughCounter::new();
+    /// let c = std::sync::Arc::new(RoughCounter::new());
     /// let sink = MemorySink::new();
     /// let e = Exporter::new(sink.clone(), Duration::from_secs(60));
-    /// e.register("c", &c);
+    /// e.register("c", c.clone());
     /// c.add(4);
     /// sink.set_down(true);
     /// let err = e.flush(Instant::now() + Duration::from_millis(50)).unwrap_err();
@@ -486,16 +557,6 @@ impl fmt::Debug for Exporter {
             .field("stats", &self.stats())
             .finish_non_exhaustive()
     }
-}
-
-/// Refuses a key that could collide with a sink's bookkeeping.
-#[track_caller]
-fn check_key(key: &str) {
-    assert!(
-        !key.starts_with(RESERVED_PREFIX),
-        "shardcount: Exporter::register: the key {key:?} starts with {RESERVED_PREFIX:?}, \
-         which is reserved for sinks' own keys"
-    );
 }
 
 /// One pass of the thread: reads every source and delivers; returns the

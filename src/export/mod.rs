@@ -3,9 +3,13 @@
 //! numbered batches of per-key deltas, and hands the batches to a [`Sink`]
 //! that applies each batch exactly once.
 //!
-//! * [`Source`]: anything that reports cumulative per-key values. A
-//!   [`RoughCounter`] registered with [`Exporter::register`] is a source with
-//!   one key; a keyed counter family implements the trait for all its keys.
+//! * What is read: any counter type, registered with
+//!   [`Exporter::register`] as a `static` or an `Arc` (a
+//!   [`CountRef`]); a counter family (`CounterSet`, `CounterMap`) is one
+//!   registration that exports every member, under keys made of the
+//!   registration's key and the member's label. A [`Source`] is anything
+//!   else that reports cumulative per-key values
+//!   ([`Exporter::register_source`]).
 //! * [`Sink`]: where batches go. [`MemorySink`] keeps totals in process (for
 //!   tests and single-process use); `redis::RedisSink` (feature `redis`)
 //!   folds them into Redis with a script that applies a batch exactly once.
@@ -13,9 +17,10 @@
 //! # How deltas are taken (no loss, nothing counted twice)
 //!
 //! Nothing here runs on the add path, and no fold lock is taken: the
-//! exporter thread calls each source's read (for a `RoughCounter`, its exact
-//! `sum()`, the same loads any reader does) and keeps, per source and key, a
-//! *cursor*: the cumulative value it already turned into deltas. The delta
+//! exporter thread calls each source's read (for a counter, its exact
+//! read, [`Count::read`](crate::Count::read): the same loads any reader
+//! does) and keeps, per source and key, a *cursor*: the cumulative value
+//! it already turned into deltas. The delta
 //! it ships is `value - cursor` (wrapping, as a signed 64-bit number), and
 //! the cursor moves to `value`. The deltas of a key telescope: whatever
 //! reads happen in between, the deltas shipped so far add up to the last
@@ -97,11 +102,12 @@ mod exporter;
 mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
+mod register;
 
 pub use exporter::{ExportConfig, ExportStats, Exporter, FlushError, FlushReport};
 pub use memory::MemorySink;
+pub use register::CountRef;
 
-use crate::RoughCounter;
 use std::error::Error;
 use std::fmt;
 
@@ -127,7 +133,9 @@ pub const RESERVED_PREFIX: &str = "__";
 /// goes down is shipped as a negative delta. Keys starting with
 /// [`RESERVED_PREFIX`] are not delivered: their deltas count as rejected.
 ///
-/// A keyed counter family implements this for all its keys at once; the
+/// The crate's counter types need none: [`Exporter::register`] takes them
+/// (families included). A `Source` is for anything else, registered with
+/// [`Exporter::register_source`]; one source may report many keys, and the
 /// exporter keeps one cursor per key, so its memory follows the number of
 /// keys.
 ///
@@ -170,30 +178,6 @@ impl<S: Source + ?Sized> Source for std::sync::Arc<S> {
     }
     fn is_live(&self) -> bool {
         (**self).is_live()
-    }
-}
-
-/// A registered [`RoughCounter`]: one key, read with its exact `sum()`.
-struct RoughSource {
-    key: String,
-    shared: crate::rough::SharedRef,
-}
-
-impl Source for RoughSource {
-    fn read(&self, f: &mut dyn FnMut(&str, u64)) {
-        f(&self.key, self.shared.sum());
-    }
-    fn is_live(&self) -> bool {
-        self.shared.is_live()
-    }
-}
-
-impl RoughSource {
-    fn new(key: &str, counter: &RoughCounter) -> Self {
-        RoughSource {
-            key: key.to_owned(),
-            shared: counter.shared_ref(),
-        }
     }
 }
 

@@ -77,6 +77,7 @@
 //! * `absolute` on a bare counter takes one of 64 process-wide locks, picked
 //!   by the counter's address (see `raise_to`).
 
+use crate::contract::{Count, Kind};
 use crate::primitive::const_thread_local;
 use crate::primitive::sync::{lock, Arc, Mutex, Weak};
 use crate::worker::{self, Worker};
@@ -124,87 +125,88 @@ fn raise_to(addr: usize, value: u64, sum: impl FnOnce() -> u64, add: impl FnOnce
     }
 }
 
-/// `increment(v)` is [`add(v)`](Counter::add). `absolute(v)` raises the
-/// counter to at least `v`.
-///
-/// # What `absolute` guarantees
-///
-/// It reads [`sum`](Counter::sum) and, if that is below `v`, adds the
-/// difference. Calls to `absolute` on one counter are serialised by a lock
-/// (one of 64 process-wide, picked by the counter's address); increments
-/// never wait for it. For add-only use (`increment`/`add` and `absolute`;
-/// no `sub`, `take` or `reset`, no wrap past 2<sup>64</sup>):
-///
-/// * after `absolute(v)` returns, every `sum()` that happens-after it reads
-///   at least `v`;
-/// * concurrent `absolute` calls never stack: the total never exceeds the
-///   largest `v` passed plus what increments added, so a counter set only
-///   through `absolute` reads exactly the largest `v` once the calls are
-///   over, whatever their interleaving.
-///
-/// It is not a `fetch_max`: an increment concurrent with `absolute` may be
-/// counted on top of the raised value, so the total can end up to those
-/// concurrent increments above `max(v, increments)`.
-///
-/// ```
-/// use metrics::CounterFn;
-/// use shardcount::Counter;
-/// use std::sync::Arc;
-///
-/// let c = Arc::new(Counter::new());
-/// let handle = metrics::Counter::from_arc(c.clone());
-/// handle.increment(3);
-/// handle.absolute(10); // raised to 10
-/// handle.absolute(4); // already above: unchanged
-/// assert_eq!(c.sum(), 10);
-/// ```
-impl CounterFn for Counter {
-    #[inline]
-    fn increment(&self, value: u64) {
-        self.add(value);
-    }
+/// `CounterFn` for counter types, written once over the contract:
+/// `increment(v)` is the type's `add(v)`, and `absolute(v)` raises what
+/// [`Count::read`] reads to at least `v` (see `raise_to`). Only for
+/// [`Kind::Counter`] types: a gauge has no count to raise.
+macro_rules! counter_fn {
+    ($($(#[$doc:meta])* $t:ty;)*) => {$(
+        const _: () = assert!(matches!(<$t as Count>::KIND, Kind::Counter));
 
-    fn absolute(&self, value: u64) {
-        raise_to(
-            std::ptr::from_ref(self).addr(),
-            value,
-            || self.sum(),
-            |d| self.add(d),
-        );
-    }
+        $(#[$doc])*
+        impl CounterFn for $t {
+            #[inline]
+            fn increment(&self, value: u64) {
+                self.add(value);
+            }
+
+            fn absolute(&self, value: u64) {
+                raise_to(
+                    std::ptr::from_ref(self).addr(),
+                    value,
+                    || Count::read(self),
+                    |d| self.add(d),
+                );
+            }
+        }
+    )*};
 }
 
-/// `increment(v)` is [`add(v)`](RoughCounter::add). `absolute(v)` raises the
-/// counter to at least `v`, with the same guarantees as
-/// [`Counter`'s](#impl-CounterFn-for-Counter) (it reads the exact
-/// [`sum`](RoughCounter::sum), which reads every slot, and adds the
-/// difference to the calling thread's slot).
-///
-/// ```
-/// use metrics::CounterFn;
-/// use shardcount::RoughCounter;
-/// use std::sync::Arc;
-///
-/// let c = Arc::new(RoughCounter::new());
-/// let handle = metrics::Counter::from_arc(c.clone());
-/// handle.increment(3);
-/// handle.absolute(10);
-/// assert_eq!(c.sum(), 10);
-/// ```
-impl CounterFn for RoughCounter {
-    #[inline]
-    fn increment(&self, value: u64) {
-        self.add(value);
-    }
+counter_fn! {
+    /// `increment(v)` is [`add(v)`](Counter::add). `absolute(v)` raises the
+    /// counter to at least `v`.
+    ///
+    /// # What `absolute` guarantees
+    ///
+    /// It reads [`sum`](Counter::sum) and, if that is below `v`, adds the
+    /// difference. Calls to `absolute` on one counter are serialised by a lock
+    /// (one of 64 process-wide, picked by the counter's address); increments
+    /// never wait for it. For add-only use (`increment`/`add` and `absolute`;
+    /// no `sub`, `take` or `reset`, no wrap past 2<sup>64</sup>):
+    ///
+    /// * after `absolute(v)` returns, every `sum()` that happens-after it reads
+    ///   at least `v`;
+    /// * concurrent `absolute` calls never stack: the total never exceeds the
+    ///   largest `v` passed plus what increments added, so a counter set only
+    ///   through `absolute` reads exactly the largest `v` once the calls are
+    ///   over, whatever their interleaving.
+    ///
+    /// It is not a `fetch_max`: an increment concurrent with `absolute` may be
+    /// counted on top of the raised value, so the total can end up to those
+    /// concurrent increments above `max(v, increments)`.
+    ///
+    /// ```
+    /// use metrics::CounterFn;
+    /// use shardcount::Counter;
+    /// use std::sync::Arc;
+    ///
+    /// let c = Arc::new(Counter::new());
+    /// let handle = metrics::Counter::from_arc(c.clone());
+    /// handle.increment(3);
+    /// handle.absolute(10); // raised to 10
+    /// handle.absolute(4); // already above: unchanged
+    /// assert_eq!(c.sum(), 10);
+    /// ```
+    Counter;
 
-    fn absolute(&self, value: u64) {
-        raise_to(
-            std::ptr::from_ref(self).addr(),
-            value,
-            || self.sum(),
-            |d| self.add(d),
-        );
-    }
+    /// `increment(v)` is [`add(v)`](RoughCounter::add). `absolute(v)` raises the
+    /// counter to at least `v`, with the same guarantees as
+    /// [`Counter`'s](#impl-CounterFn-for-Counter) (it reads the exact
+    /// [`sum`](RoughCounter::sum), which reads every slot, and adds the
+    /// difference to the calling thread's slot).
+    ///
+    /// ```
+    /// use metrics::CounterFn;
+    /// use shardcount::RoughCounter;
+    /// use std::sync::Arc;
+    ///
+    /// let c = Arc::new(RoughCounter::new());
+    /// let handle = metrics::Counter::from_arc(c.clone());
+    /// handle.increment(3);
+    /// handle.absolute(10);
+    /// assert_eq!(c.sum(), 10);
+    /// ```
+    RoughCounter;
 }
 
 /// A `metrics_util` layer that gives the recorder under it sharded counter

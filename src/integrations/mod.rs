@@ -9,11 +9,12 @@
 //!   and `ShardedLayer`, which gives a program's existing `metrics` recorder
 //!   (its exporter, its `counter!` calls) sharded increments.
 //! * `prometheus_client` (feature `prometheus-client`): `Shared`, a
-//!   clonable counter that a `prometheus_client::registry::Registry` can
-//!   encode.
+//!   clonable handle to any counter type that a
+//!   `prometheus_client::registry::Registry` can encode (gauges as gauges,
+//!   a `CounterSet` or `CounterMap` as one labelled metric).
 //!
-//! Both only map this crate's counters onto the other crate's traits: the
-//! counting is the counters' own.
+//! Both only map this crate's [contract](crate::contract) onto the other
+//! crate's traits: the counting is the counters' own.
 
 #[cfg(feature = "metrics")]
 pub mod metrics;

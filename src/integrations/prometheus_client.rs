@@ -2,10 +2,23 @@
 //! [`Shared`], a clonable counter that a `Registry` can encode.
 //!
 //! A `Registry` takes ownership of what is registered, so the program needs
-//! a second handle to count with: [`Shared`] is an `Arc` around a
-//! [`Counter`] or [`RoughCounter`]; clone it, register one clone, count with
-//! the other. It encodes as an OpenMetrics counter whose value is the
-//! counter's exact `sum()`.
+//! a second handle to count with: [`Shared`] is an `Arc` around any counter
+//! type of this crate; clone it, register one clone, count with the other.
+//! It encodes through the [contract](crate::contract), with the type's
+//! exact read:
+//!
+//! * a [`Count`] of [`Kind::Counter`] ([`Counter`](crate::Counter),
+//!   [`RoughCounter`](crate::RoughCounter)) as an OpenMetrics counter;
+//! * a [`Count`] of [`Kind::Gauge`] ([`MaxCounter`](crate::MaxCounter),
+//!   [`MinCounter`](crate::MinCounter), [`Stock`](crate::Stock)) as a
+//!   gauge;
+//! * a family ([`CounterSet`](crate::CounterSet),
+//!   [`CounterMap`](crate::CounterMap)) as one metric with one sample per
+//!   member, labelled `index="3"` or `key="/about"`
+//!   ([`CountFamily::LABEL_NAME`], the value shown with `Display`).
+//!
+//! For labels of your own, put `Shared<Counter>` in prometheus-client's
+//! `Family<Labels, Shared<Counter>>`: it builds members with `Default`.
 //!
 //! # Why not `prometheus_client`'s own `Counter<u64, A>`
 //!
@@ -17,9 +30,6 @@
 //! of every shard on every increment and still not be the value "just
 //! before" (the read is not a snapshot), so this crate does not implement
 //! `Atomic`: encoding through [`EncodeMetric`] needs only the total.
-//!
-//! A `Collector` for a map of labelled counters (a `Family`-like type) is
-//! not here: the crate's own counter map is still being written.
 //!
 //! ```
 //! use prometheus_client::encoding::text::encode;
@@ -36,17 +46,44 @@
 //! encode(&mut text, &registry).unwrap();
 //! assert!(text.contains("requests_total 3\n"));
 //! ```
+//!
+//! A gauge and a family:
+//!
+//! ```
+//! use prometheus_client::encoding::text::encode;
+//! use prometheus_client::registry::Registry;
+//! use shardcount::integrations::prometheus_client::Shared;
+//! use shardcount::{CounterMap, MaxCounter};
+//!
+//! let peak: Shared<MaxCounter> = Shared::default();
+//! let routes: Shared<CounterMap<String>> = Shared::default();
+//! let mut registry = Registry::default();
+//! registry.register("queue_peak", "Deepest queue", peak.clone());
+//! registry.register("routes", "Requests by route", routes.clone());
+//! peak.record(12);
+//! routes.add(&"/about".to_string(), 2);
+//!
+//! let mut text = String::new();
+//! encode(&mut text, &registry).unwrap();
+//! assert!(text.contains("# TYPE queue_peak gauge\nqueue_peak 12\n"));
+//! assert!(text.contains("routes_total{key=\"/about\"} 2\n"));
+//! ```
 
+use crate::contract::{CountFamily, Kind};
 use crate::primitive::sync::Arc;
-use crate::{Counter, RoughCounter};
-use ::prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
+#[cfg(doc)]
+use crate::Count;
+use ::prometheus_client::encoding::{
+    EncodeLabelValue, EncodeMetric, LabelValueEncoder, MetricEncoder, NoLabelSet,
+};
 use ::prometheus_client::metrics::{MetricType, TypedMetric};
-use std::fmt;
+use std::fmt::{self, Write};
 use std::ops::Deref;
 
-/// A shared [`Counter`] or [`RoughCounter`]: cheap to clone (one `Arc`),
-/// dereferences to the counter, and encodes as an OpenMetrics counter with
-/// the counter's [`sum`](Counter::sum).
+/// A shared counter of any type here: cheap to clone (one `Arc`),
+/// dereferences to the counter, and encodes its exact read as an
+/// OpenMetrics counter, gauge or labelled family (see [the module
+/// docs](self)).
 ///
 /// ```
 /// use shardcount::integrations::prometheus_client::Shared;
@@ -147,16 +184,40 @@ impl<C: fmt::Debug> fmt::Debug for Shared<C> {
     }
 }
 
-/// Every [`Shared`] is an OpenMetrics counter.
-impl<C> TypedMetric for Shared<C> {
-    const TYPE: MetricType = MetricType::Counter;
+/// The metric type of a [`Kind`].
+const fn metric_type(kind: Kind) -> MetricType {
+    match kind {
+        Kind::Counter => MetricType::Counter,
+        Kind::Gauge => MetricType::Gauge,
+    }
 }
 
-/// Encodes [`Counter::sum`]: exact at quiescence, and for add-only use never
-/// below any earlier encoding.
-impl EncodeMetric for Shared<Counter> {
+/// A counter's kind as an OpenMetrics type: `Counter` or `Gauge` (so a
+/// `Family<_, Shared<MaxCounter>>` is a gauge family).
+impl<C: CountFamily> TypedMetric for Shared<C> {
+    const TYPE: MetricType = metric_type(C::MEMBER_KIND);
+}
+
+/// Encodes the exact read ([`Count::read`] or each member's, per
+/// [`CountFamily::read_each`]): for a counter, exact at quiescence and,
+/// for add-only use, never below any earlier encoding by the same thread.
+impl<C: CountFamily> EncodeMetric for Shared<C> {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
-        encoder.encode_counter::<NoLabelSet, _, u64>(&self.0.sum(), None)
+        let mut result = Ok(());
+        match C::LABEL_NAME {
+            None => self.0.read_each(|_, value| {
+                result = encode_value::<C>(&mut encoder, value);
+            }),
+            Some(name) => self.0.read_each(|label, value| {
+                if result.is_ok() {
+                    let labels = [(name, Label(label))];
+                    result = encoder
+                        .encode_family(&labels)
+                        .and_then(|mut sample| encode_value::<C>(&mut sample, value));
+                }
+            }),
+        }
+        result
     }
 
     fn metric_type(&self) -> MetricType {
@@ -164,14 +225,20 @@ impl EncodeMetric for Shared<Counter> {
     }
 }
 
-/// Encodes [`RoughCounter::sum`] (exact, reads every slot), not the lagging
-/// `approx()`: a scrape is rare enough to pay for it.
-impl EncodeMetric for Shared<RoughCounter> {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
-        encoder.encode_counter::<NoLabelSet, _, u64>(&self.0.sum(), None)
+/// One sample's value, as a counter or a gauge.
+fn encode_value<C: CountFamily>(encoder: &mut MetricEncoder, value: u64) -> Result<(), fmt::Error> {
+    match C::MEMBER_KIND {
+        Kind::Counter => encoder.encode_counter::<NoLabelSet, _, u64>(&value, None),
+        Kind::Gauge => encoder.encode_gauge(&value),
     }
+}
 
-    fn metric_type(&self) -> MetricType {
-        Self::TYPE
+/// A member's label value, written with its `Display` (escaped by the
+/// encoder).
+struct Label<'a, L: ?Sized>(&'a L);
+
+impl<L: fmt::Display + ?Sized> EncodeLabelValue for Label<'_, L> {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), fmt::Error> {
+        write!(encoder, "{}", self.0)
     }
 }

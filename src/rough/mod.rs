@@ -650,12 +650,6 @@ impl SharedRef {
         true
     }
 
-    /// The counter's exact total (as `RoughCounter::sum`); after the
-    /// counter is dropped, its final total.
-    pub(crate) fn sum(&self) -> u64 {
-        self.0.sum()
-    }
-
     /// Whether the counter is still alive (not dropped).
     pub(crate) fn is_live(&self) -> bool {
         // Relaxed: a hint, as in `fold_all`.

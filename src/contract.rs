@@ -1,0 +1,291 @@
+//! What every counter type offers to the code that ships or shows its
+//! value: [`Count`], one number read exactly, and [`CountFamily`], a set
+//! of labelled numbers read together.
+//!
+//! The [`Exporter`](crate::export::Exporter) and the integrations with
+//! metrics crates are written once over these traits, so a counter type
+//! works with all of them by implementing one trait. Every [`Count`] is
+//! also a [`CountFamily`] of one unlabelled member, so code that takes a
+//! family takes a single count too.
+//!
+//! | type | trait | [`Kind`] | the read | a member's label |
+//! |---|---|---|---|---|
+//! | [`Counter`](crate::Counter) | [`Count`] | counter | `sum()` | |
+//! | [`RoughCounter`](crate::RoughCounter) | [`Count`] | counter | `sum()` (exact, not `approx()`) | |
+//! | [`LocalCounter`](crate::LocalCounter) (`local_counter!`) | [`Count`] | counter | `sum()` | |
+//! | [`MaxCounter`](crate::MaxCounter), [`MinCounter`](crate::MinCounter) | [`Count`] | gauge | `get()` | |
+//! | [`Stock`](crate::Stock) | [`Count`] | gauge | `sum()` | |
+//! | [`CounterSet`](crate::CounterSet) | [`CountFamily`] | counter | `get(i)` | the index `i` |
+//! | [`CounterMap<K>`](crate::CounterMap) | [`CountFamily`] | counter | `get(&key)` | the key (`K: Display`) |
+//!
+//! Nothing here is on an add path: a read is the type's own read method.
+//!
+//! ```
+//! use shardcount::contract::{Count, CountFamily, Kind};
+//! use shardcount::{Counter, CounterSet, MaxCounter};
+//!
+//! let c = Counter::new();
+//! c.add(3);
+//! assert_eq!((c.read(), Counter::KIND), (3, Kind::Counter));
+//! assert_eq!(<MaxCounter as Count>::KIND, Kind::Gauge);
+//!
+//! let set = CounterSet::new(2);
+//! set.add(1, 5);
+//! let mut members = Vec::new();
+//! set.read_each(|i, v| members.push((*i, v)));
+//! assert_eq!(members, [(0, 0), (1, 5)]);
+//! ```
+
+use std::fmt;
+
+/// What a value means to a monitoring system.
+///
+/// ```
+/// use shardcount::contract::{Count, Kind};
+/// assert_eq!(shardcount::Counter::KIND, Kind::Counter);
+/// assert_eq!(shardcount::Stock::KIND, Kind::Gauge);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A cumulative count: it grows with each add and falls only when it
+    /// is taken or reset (which a monitoring system sees as a restart).
+    Counter,
+    /// A level that goes up and down: a running maximum or minimum, a
+    /// stock. Exported as its current value.
+    Gauge,
+}
+
+/// One number this crate can export: a counter type's exact read, and
+/// whether it is a counter or a gauge.
+///
+/// # What the read guarantees
+///
+/// [`read`](Self::read) is the type's own exact read (the table in the
+/// [module docs](self) names it), with that method's guarantees, which
+/// include at least these:
+///
+/// * exact when no update runs concurrently (at quiescence);
+/// * it includes every update that happened-before the call;
+/// * under concurrent updates it is not a snapshot of one instant: it
+///   may include some concurrent updates and not others;
+/// * modulo 2<sup>64</sup>, as the counters count.
+///
+/// It reads; it never resets, allocates nothing, and takes at most the
+/// type's own read lock (`Stock`, `local_counter!`).
+///
+/// ```
+/// use shardcount::contract::{Count, Kind};
+/// use shardcount::{MinCounter, RoughCounter};
+///
+/// /// One line of a report, for any counter type.
+/// fn line<C: Count>(name: &str, c: &C) -> String {
+///     let kind = match C::KIND {
+///         Kind::Counter => "counter",
+///         Kind::Gauge => "gauge",
+///     };
+///     format!("{name} ({kind}): {}", c.read())
+/// }
+/// let (hits, fastest) = (RoughCounter::new(), MinCounter::new());
+/// hits.add(4);
+/// fastest.record(7);
+/// assert_eq!(line("hits", &hits), "hits (counter): 4");
+/// assert_eq!(line("fastest", &fastest), "fastest (gauge): 7");
+/// ```
+pub trait Count: Send + Sync {
+    /// A counter or a gauge.
+    const KIND: Kind;
+
+    /// The value, read exactly (see [the trait docs](Count#what-the-read-guarantees)).
+    fn read(&self) -> u64;
+}
+
+/// A family of labelled numbers exported together: a
+/// [`CounterSet`](crate::CounterSet) (labelled by index) or a
+/// [`CounterMap`](crate::CounterMap) (labelled by key), and every
+/// [`Count`], as a family of one member with the empty label.
+///
+/// Each member's value is read as [`Count::read`] is, with the same
+/// guarantees; the members are read one after another, so together they
+/// are not a snapshot of one instant.
+///
+/// ```
+/// use shardcount::contract::CountFamily;
+/// use shardcount::{Counter, CounterMap};
+///
+/// let routes: CounterMap<&str> = CounterMap::new();
+/// routes.add(&"/", 2);
+/// let mut seen = Vec::new();
+/// routes.read_each(|k, v| seen.push(format!("{k}={v}")));
+/// assert_eq!(seen, ["/=2"]);
+/// assert_eq!(<CounterMap<&str> as CountFamily>::LABEL_NAME, Some("key"));
+///
+/// let one = Counter::from(9);
+/// one.read_each(|label, v| assert_eq!((label, v), ("", 9)));
+/// assert_eq!(<Counter as CountFamily>::LABEL_NAME, None);
+/// ```
+pub trait CountFamily: Send + Sync {
+    /// Whether the members are counters or gauges (named apart from
+    /// [`Count::KIND`] so that both traits can be in scope).
+    const MEMBER_KIND: Kind;
+
+    /// The name of the label that tells members apart, where labels have
+    /// names (`"index"` for a set, `"key"` for a map); `None` for a single
+    /// [`Count`], whose one member is not labelled.
+    const LABEL_NAME: Option<&'static str>;
+
+    /// A member's label, as it is shown.
+    type Label: fmt::Display + ?Sized;
+
+    /// Calls `f` with each member's label and value. Members that exist
+    /// when the call starts are all visited, once each; members created
+    /// meanwhile may or may not be.
+    fn read_each(&self, f: impl FnMut(&Self::Label, u64));
+}
+
+impl<C: Count> CountFamily for C {
+    const MEMBER_KIND: Kind = C::KIND;
+    const LABEL_NAME: Option<&'static str> = None;
+    type Label = str;
+
+    fn read_each(&self, mut f: impl FnMut(&str, u64)) {
+        f("", self.read());
+    }
+}
+
+impl Count for crate::Counter {
+    const KIND: Kind = Kind::Counter;
+
+    /// [`Counter::sum`](crate::Counter::sum).
+    #[inline]
+    fn read(&self) -> u64 {
+        self.sum()
+    }
+}
+
+impl Count for crate::RoughCounter {
+    const KIND: Kind = Kind::Counter;
+
+    /// [`RoughCounter::sum`](crate::RoughCounter::sum): exact (every slot),
+    /// not the lagging `approx()`.
+    #[inline]
+    fn read(&self) -> u64 {
+        self.sum()
+    }
+}
+
+impl<K: crate::local::LocalKey> Count for crate::LocalCounter<K> {
+    const KIND: Kind = Kind::Counter;
+
+    /// [`LocalCounter::sum`](crate::LocalCounter::sum) (the sink and every
+    /// live thread's pending counts), not `approx()`.
+    #[inline]
+    fn read(&self) -> u64 {
+        // Each key type has exactly one counter, the `static` itself; its
+        // reads take `&'static self`.
+        K::counter().sum()
+    }
+}
+
+impl Count for crate::MaxCounter {
+    const KIND: Kind = Kind::Gauge;
+
+    /// [`MaxCounter::get`](crate::MaxCounter::get).
+    #[inline]
+    fn read(&self) -> u64 {
+        self.get()
+    }
+}
+
+impl Count for crate::MinCounter {
+    const KIND: Kind = Kind::Gauge;
+
+    /// [`MinCounter::get`](crate::MinCounter::get).
+    #[inline]
+    fn read(&self) -> u64 {
+        self.get()
+    }
+}
+
+impl Count for crate::Stock {
+    const KIND: Kind = Kind::Gauge;
+
+    /// [`Stock::sum`](crate::Stock::sum) (under the stock's slow-path
+    /// lock).
+    #[inline]
+    fn read(&self) -> u64 {
+        self.sum()
+    }
+}
+
+#[cfg(all(test, not(shardcount_loom)))]
+// The macro's key type takes the static's name; inside this crate clippy
+// sees it as an acronym.
+#[allow(clippy::upper_case_acronyms)]
+mod tests {
+    use super::{Count, CountFamily, Kind};
+    use crate::{Counter, CounterMap, CounterSet, MaxCounter, MinCounter, RoughCounter, Stock};
+
+    crate::local_counter!(static LOCAL);
+
+    /// Each read is the type's own exact read, and the kinds are right.
+    #[test]
+    fn reads_and_kinds() {
+        let c = Counter::new();
+        c.add(2);
+        let r = RoughCounter::new().with_batch(1000);
+        r.add(3); // not folded: `approx` would say 0
+        LOCAL.add(4);
+        LOCAL.add(1);
+        let (max, min) = (MaxCounter::new(), MinCounter::new());
+        max.record(9);
+        min.record(6);
+        let s = Stock::new(8);
+        s.try_sub(1).unwrap();
+        assert_eq!(
+            [
+                c.read(),
+                r.read(),
+                LOCAL.read(),
+                max.read(),
+                min.read(),
+                s.read()
+            ],
+            [2, 3, 5, 9, 6, 7]
+        );
+        assert_eq!(
+            [
+                Counter::KIND,
+                RoughCounter::KIND,
+                <crate::LocalCounter<LOCAL> as Count>::KIND
+            ],
+            [Kind::Counter; 3]
+        );
+        assert_eq!(
+            [MaxCounter::KIND, MinCounter::KIND, Stock::KIND],
+            [Kind::Gauge; 3]
+        );
+    }
+
+    #[test]
+    fn families_visit_every_member_once() {
+        let set = CounterSet::new(3);
+        set.add(2, 7);
+        let mut got = Vec::new();
+        set.read_each(|i, v| got.push((*i, v)));
+        assert_eq!(got, [(0, 0), (1, 0), (2, 7)]);
+
+        let map: CounterMap<String> = CounterMap::with_max_keys(200);
+        for k in 0..150u64 {
+            map.add(&format!("k{k}"), k); // two chunks
+        }
+        let mut got = Vec::new();
+        map.read_each(|k, v| got.push((k.clone(), v)));
+        got.sort_by_key(|&(_, v)| v);
+        assert_eq!(got.len(), 150);
+        assert!(got.iter().all(|(k, v)| *k == format!("k{v}")));
+        assert_eq!(
+            (CounterSet::MEMBER_KIND, CounterSet::LABEL_NAME),
+            (Kind::Counter, Some("index"))
+        );
+    }
+}
