@@ -128,9 +128,10 @@ struct Args {
 
     /// Run the whole sweep this many times (rounds), every other round in
     /// reverse order, and report each figure as its median with its range
-    /// [min..max] over the rounds; a speedup is the median of ratios to
-    /// `AtomicU64` measured in the same round. Default: 3 (1 in inventory
-    /// and keyed modes). Use 5 or more for figures you publish.
+    /// [min..max] over the quiet rounds (a round whose empty-loop canary ran
+    /// slow is set aside); a speedup is the median of ratios to `AtomicU64`
+    /// measured in the same round. Default: 3 (1 in inventory and keyed
+    /// modes). Use 5 or more for figures you publish.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=100))]
     repeat: Option<u16>,
 
