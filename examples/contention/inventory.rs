@@ -238,7 +238,7 @@ fn summarize(all: &[Case]) -> Vec<Row> {
 pub fn main(args: &Args, thread_counts: &[usize], host: &Host) -> bool {
     let (initial, restock) = (args.stock, args.restock);
     let duration = args.duration.unwrap_or(DEFAULT_DURATION);
-    let rounds = usize::from(args.repeat);
+    let rounds = args.rounds(1);
     println!(
         "inventory: {initial} units, {restock} restocked while selling, workers {thread_counts:?}, \
          random takes of 1-3; each case sells out until {} measured, {rounds} round(s), {} core(s) ({})",

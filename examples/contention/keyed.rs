@@ -340,7 +340,7 @@ fn summarize(all: &[Case]) -> Vec<Row> {
 /// Runs the keyed demo; returns whether every check passed.
 pub fn main(args: &Args, thread_counts: &[usize], host: &Host) -> bool {
     let duration = args.duration.unwrap_or(DEFAULT_DURATION);
-    let rounds = usize::from(args.repeat);
+    let rounds = args.rounds(1);
     let keys = args.keys as usize;
     let most = thread_counts.iter().copied().max().unwrap_or(1);
     let w = Workload::new(keys, args.zipf_s, most, SEED);
@@ -532,7 +532,7 @@ fn json(
             })
         })
         .collect();
-    let mut doc = host.json(duration, usize::from(args.repeat));
+    let mut doc = host.json(duration, args.rounds(1));
     doc.insert("mode".into(), "keyed".into());
     doc.insert("keys".into(), args.keys.into());
     doc.insert("zipf_s".into(), args.zipf_s.into());

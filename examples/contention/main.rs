@@ -13,10 +13,49 @@
 //! `check` column), and any reader's value must not exceed it. Any FAIL makes
 //! the process exit with status 1.
 //!
+//! The sweep runs 3 rounds by default (`--repeat`), every other round in
+//! reverse order. Each figure is the median over the quiet rounds with its
+//! range `[min..max]`; a ratio to `AtomicU64` is taken within each round.
+//! Under the table: one line per kind saying what it is and why it is there,
+//! and at the end a verdict, from the same medians, naming the CPU and the
+//! thread count: how `Counter` compares with a shared `AtomicU64` and the
+//! ideal stripe, and `RoughCounter` with `AtomicU64` and the thread-local
+//! limit.
+//!
+//! A busy host slows everything and shifts ratios, so an empty-loop canary
+//! (the benches' one, `harness/src/measure.rs`) is timed on the case's cores
+//! just before and just after each run. A run whose canary is over 1.5x the
+//! fastest of the sweep is noisy; a round is set aside for a row when the
+//! row's run or `AtomicU64`'s at that thread count was noisy. The `quiet`
+//! column says how many rounds remain; `0/n` means none did, every round is
+//! used and the figures are not to be trusted. A warning on stderr says how
+//! many runs were noisy and which rows they affect.
+//!
 //! Threads beyond the cores (workers plus readers) are marked `*` in the
 //! table, and a ratio from a run under 100 ms is marked `?`: such a run is
 //! too short to compare anything. With stderr not a terminal (a log file, a
-//! CI job), the progress bar gives way to one plain line per case.
+//! CI job), the progress bar gives way to one plain line per case (per
+//! round).
+//!
+//! # JSON (`--json`)
+//!
+//! Top level: the host (`cpu_model`, `cores`, `rustc`, `shardcount_version`),
+//! `duration_s`, `repeat` (rounds), `min_reliable_s`, `canary_fastest_s` (the
+//! fastest canary of the sweep), `canary_limit` (1.5), `noisy_runs` (runs
+//! whose canary exceeded the limit times the fastest), `verdict` (the last
+//! line printed, or null when a counter failed its check), and `results`,
+//! one object per table row:
+//!
+//! * `counter`, `threads`, `readers`, `oversubscribed`, `ok`;
+//! * `mops` (median), `mops_min`, `mops_max`, `ns_per_op_per_thread`,
+//!   `reads_per_s` (medians), over the rounds kept;
+//! * `speedup_vs_atomic` (median of per-round ratios), `speedup_min`,
+//!   `speedup_max`, `speedup_reliable` (every run at least 100 ms);
+//! * `rounds_kept`: the rounds the figures rest on; `noisy`: no round was
+//!   quiet, so all were kept and the figures are not to be trusted;
+//! * `runs`: each round's `round`, `ops`, `total`, `elapsed_s`, `mops`,
+//!   `reads`, `max_read`, `ok`, `canary_s` (the slower canary around it) and
+//!   `noisy`.
 //!
 //! `--inventory` runs the `Stock` demo instead (see `inventory.rs`):
 //!
@@ -42,7 +81,7 @@ mod zipf;
 use clap::Parser;
 use crossbeam_utils::CachePadded;
 use indicatif::{ProgressBar, ProgressStyle};
-use shardcount_harness::measure;
+use shardcount_harness::measure::{self, Spread};
 use shardcount_harness::subjects::{self, Subject, Visit};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -81,15 +120,20 @@ struct Args {
     #[arg(long, value_name = "FILE.svg", conflicts_with_all = ["inventory", "keyed"])]
     chart: Option<PathBuf>,
 
-    /// Write the figures as JSON to this file.
+    /// Write the figures as JSON to this file. The counter sweep's JSON has
+    /// each figure's range, the canaries and a noisy flag per row and per
+    /// run: its fields are described in examples/contention/main.rs.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 
-    /// Run the whole sweep this many times, cases interleaved, and report
-    /// medians; a speedup is the median of ratios to `AtomicU64` measured in
-    /// the same round. Use 5 or more for figures you publish.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
-    repeat: u16,
+    /// Run the whole sweep this many times (rounds), every other round in
+    /// reverse order, and report each figure as its median with its range
+    /// [min..max] over the quiet rounds (a round whose empty-loop canary ran
+    /// slow is set aside); a speedup is the median of ratios to `AtomicU64`
+    /// measured in the same round. Default: 3 (1 in inventory and keyed
+    /// modes). Use 5 or more for figures you publish.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=100))]
+    repeat: Option<u16>,
 
     /// Inventory mode instead of the counter sweep: workers sell random
     /// amounts of 1-3 units from a `Stock` (and from an `AtomicU64` CAS loop,
@@ -137,6 +181,17 @@ struct Args {
           value_parser = parse_zipf_s)]
     zipf_s: f64,
 }
+
+impl Args {
+    /// `--repeat`, or this mode's default.
+    fn rounds(&self, default: u16) -> usize {
+        usize::from(self.repeat.unwrap_or(default))
+    }
+}
+
+/// Rounds of the counter sweep without `--repeat`: three give a median and
+/// a spread, and a busy round can be set aside.
+const DEFAULT_ROUNDS: u16 = 3;
 
 /// Increments between two looks at the stop flag: enough to keep the flag
 /// load out of the measurement, few enough to stop within microseconds.
@@ -317,6 +372,9 @@ struct Outcome {
     reads: u64,
     /// The largest value any reader saw.
     max_read: u64,
+    /// The slower of the empty-loop canaries timed just before and just
+    /// after this run (see [`busy`]).
+    canary: Duration,
 }
 
 impl Outcome {
@@ -341,18 +399,119 @@ fn verdict(ops: u64, total: u64, max_read: u64) -> bool {
     total == ops && max_read <= total
 }
 
-/// Every run of one counter kind at one thread count, summarised.
+/// The name of the kind every ratio is taken against.
+const BASELINE: &str = <AtomicU64 as Subject>::NAME;
+
+/// Whether the host was busy around a run: its canary slower than
+/// [`measure::CANARY_LIMIT`] times the fastest canary of the whole sweep
+/// (the benches' rule). Busy phases slow even an empty loop and shift
+/// ratios, so such a run is set aside where a quiet round exists.
+fn busy(canary: Duration, fastest: Duration) -> bool {
+    canary.as_secs_f64() > measure::CANARY_LIMIT * fastest.as_secs_f64()
+}
+
+/// The fastest canary of the sweep: what "quiet" means on this host now.
+fn fastest_canary(all: &[Outcome]) -> Duration {
+    all.iter().map(|o| o.canary).min().unwrap_or(Duration::ZERO)
+}
+
+/// The rounds a figure about `names` at `threads` rests on: those of the
+/// first name's runs in which none of the named kinds ran busy; if there
+/// are none, every round, and `true` (the figure is not to be trusted).
+fn kept_rounds(
+    all: &[Outcome],
+    names: &[&str],
+    threads: usize,
+    fastest: Duration,
+) -> (Vec<usize>, bool) {
+    let rounds: Vec<usize> = all
+        .iter()
+        .filter(|o| o.name == names[0] && o.threads == threads)
+        .map(|o| o.round)
+        .collect();
+    let quiet: Vec<usize> = rounds
+        .iter()
+        .copied()
+        .filter(|&round| {
+            all.iter()
+                .filter(|o| o.threads == threads && o.round == round && names.contains(&o.name))
+                .all(|o| !busy(o.canary, fastest))
+        })
+        .collect();
+    if quiet.is_empty() {
+        (rounds, true)
+    } else {
+        (quiet, false)
+    }
+}
+
+/// One kind's throughput over another's at one thread count, taken within
+/// each round kept.
+#[derive(Debug, Clone, Copy)]
+struct Paired {
+    ratio: Spread,
+    /// Rounds the ratio rests on, of `rounds`.
+    kept: usize,
+    rounds: usize,
+    /// No round had both runs quiet: every round was used.
+    busy: bool,
+    /// Every run of both kinds at this thread count lasted at least
+    /// [`MIN_RELIABLE`].
+    reliable: bool,
+}
+
+fn paired(all: &[Outcome], a: &str, b: &str, threads: usize) -> Option<Paired> {
+    let run = |name: &str, round: usize| {
+        all.iter()
+            .find(|o| o.name == name && o.threads == threads && o.round == round)
+    };
+    let (kept, busy) = kept_rounds(all, &[a, b], threads, fastest_canary(all));
+    let ratios: Vec<f64> = kept
+        .iter()
+        .filter_map(|&round| Some(run(a, round)?.mops() / run(b, round)?.mops()))
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    let shortest = |name: &str| {
+        all.iter()
+            .filter(|o| o.name == name && o.threads == threads)
+            .map(|o| o.elapsed)
+            .min()
+            .unwrap_or(Duration::ZERO)
+    };
+    Some(Paired {
+        ratio: Spread::of(&ratios),
+        kept: ratios.len(),
+        rounds: all
+            .iter()
+            .filter(|o| o.name == a && o.threads == threads)
+            .count(),
+        busy,
+        reliable: reliable(shortest(a), shortest(b)),
+    })
+}
+
+/// Every run of one counter kind at one thread count, summarised over the
+/// rounds kept: those in which neither it nor `AtomicU64` ran busy.
 #[derive(Debug)]
 struct Row {
     name: &'static str,
     threads: usize,
     readers: usize,
-    /// Medians over the rounds.
-    mops: f64,
+    /// Median and range over the rounds kept.
+    mops: Spread,
+    /// Medians over the rounds kept.
     ns_per_op_per_thread: f64,
     reads_per_s: f64,
-    /// Median over the rounds of the ratio to `AtomicU64` in the same round.
-    speedup: Option<f64>,
+    /// Median and range over the rounds kept of the ratio to `AtomicU64` in
+    /// the same round.
+    speedup: Option<Spread>,
+    /// How many rounds the figures rest on, of `runs.len()`.
+    kept: usize,
+    /// No quiet round was left: the figures use every round and are not to
+    /// be trusted.
+    busy: bool,
     /// Every run behind `speedup` (this row's and the baseline's) lasted at
     /// least [`MIN_RELIABLE`].
     reliable: bool,
@@ -361,60 +520,46 @@ struct Row {
     runs: Vec<Outcome>,
 }
 
-/// Groups runs by (counter, threads) in the order first run, with medians
-/// and paired speedups.
+/// Groups runs by (counter, threads) in the order first run, with medians,
+/// ranges and paired speedups over the rounds kept.
 fn summarize(all: &[Outcome]) -> Vec<Row> {
-    let mut rows: Vec<Row> = Vec::new();
+    let mut groups: Vec<Vec<Outcome>> = Vec::new();
     for o in all {
-        match rows
+        match groups
             .iter_mut()
-            .find(|r| r.name == o.name && r.threads == o.threads)
+            .find(|g| g[0].name == o.name && g[0].threads == o.threads)
         {
-            Some(r) => r.runs.push(o.clone()),
-            None => rows.push(Row {
-                name: o.name,
-                threads: o.threads,
-                readers: o.readers,
-                mops: 0.0,
-                ns_per_op_per_thread: 0.0,
-                reads_per_s: 0.0,
-                speedup: None,
-                reliable: false,
-                ok: false,
-                runs: vec![o.clone()],
-            }),
+            Some(g) => g.push(o.clone()),
+            None => groups.push(vec![o.clone()]),
         }
     }
-    for r in &mut rows {
-        let med =
-            |f: fn(&Outcome) -> f64| measure::median(&mut r.runs.iter().map(f).collect::<Vec<_>>());
-        r.mops = med(Outcome::mops);
-        r.ns_per_op_per_thread = med(Outcome::ns_per_op_per_thread);
-        r.reads_per_s = med(Outcome::reads_per_s);
-        r.ok = r.runs.iter().all(Outcome::ok);
-        let mut ratios: Vec<f64> = r
-            .runs
-            .iter()
-            .filter_map(|o| {
-                let base = all.iter().find(|b| {
-                    b.name == <AtomicU64 as Subject>::NAME
-                        && b.threads == o.threads
-                        && b.round == o.round
-                })?;
-                Some(o.mops() / base.mops())
-            })
-            .collect();
-        r.speedup = (!ratios.is_empty()).then(|| measure::median(&mut ratios));
-        let shortest = |name: &str| {
-            all.iter()
-                .filter(|o| o.name == name && o.threads == r.threads)
-                .map(|o| o.elapsed)
-                .min()
-                .unwrap_or(Duration::ZERO)
-        };
-        r.reliable = reliable(shortest(r.name), shortest(<AtomicU64 as Subject>::NAME));
-    }
-    rows
+    let fastest = fastest_canary(all);
+    groups
+        .into_iter()
+        .map(|runs| {
+            let (name, threads) = (runs[0].name, runs[0].threads);
+            let (rounds, busy) = kept_rounds(all, &[name, BASELINE], threads, fastest);
+            let kept: Vec<&Outcome> = runs.iter().filter(|o| rounds.contains(&o.round)).collect();
+            let med = |f: fn(&Outcome) -> f64| {
+                measure::median(&mut kept.iter().map(|o| f(o)).collect::<Vec<_>>())
+            };
+            let speedup = paired(all, name, BASELINE, threads);
+            Row {
+                name,
+                threads,
+                readers: runs[0].readers,
+                mops: Spread::of(&kept.iter().map(|o| o.mops()).collect::<Vec<_>>()),
+                ns_per_op_per_thread: med(Outcome::ns_per_op_per_thread),
+                reads_per_s: med(Outcome::reads_per_s),
+                speedup: speedup.map(|p| p.ratio),
+                kept: kept.len(),
+                busy,
+                reliable: speedup.is_some_and(|p| p.reliable),
+                ok: runs.iter().all(Outcome::ok),
+                runs,
+            }
+        })
+        .collect()
 }
 
 /// A runnable counter kind: its name and its monomorphised case runner.
@@ -478,6 +623,8 @@ fn run_case<S: Subject>(case: &Case<'_>) -> Outcome {
         elapsed,
         reads: reads.iter().map(|n| n.load(Ordering::Relaxed)).sum(),
         max_read: max_read.load(Ordering::Relaxed),
+        // Timed around the run by the caller.
+        canary: Duration::ZERO,
     }
 }
 
@@ -548,7 +695,7 @@ fn main() {
     let mut entries = Entries(Vec::new());
     subjects::for_each(&mut entries);
     let entries = entries.0;
-    let rounds = usize::from(args.repeat);
+    let rounds = args.rounds(DEFAULT_ROUNDS);
     let cases = thread_counts.len() * entries.len() * rounds;
     let duration = args.duration.unwrap_or_else(|| {
         Duration::from_secs(1)
@@ -578,7 +725,16 @@ fn main() {
     let mut outcomes = Vec::with_capacity(cases);
     for round in 0..rounds {
         for &threads in &thread_counts {
-            for e in &entries {
+            // Every other round in reverse, so that no kind always runs
+            // right after the same neighbour.
+            let order: Vec<&Entry> = if round % 2 == 0 {
+                entries.iter().collect()
+            } else {
+                entries.iter().rev().collect()
+            };
+            // The canary runs on as many cores as the case keeps busy.
+            let canary_threads = (threads + readers).min(cores);
+            for e in order {
                 bar.set_message(format!("{} x {threads}", e.name));
                 let case = Case {
                     round,
@@ -588,7 +744,9 @@ fn main() {
                     bar: &bar,
                     bar_base: case_ms * outcomes.len() as u64,
                 };
-                let o = (e.run)(&case);
+                let before = measure::canary(canary_threads);
+                let mut o = (e.run)(&case);
+                o.canary = before.max(measure::canary(canary_threads));
                 progress.case_done(&format!(
                     "round {:<3} {:>14} x {:<3} {:>9.1} Mops/s  {}",
                     round + 1,
@@ -605,6 +763,7 @@ fn main() {
 
     let rows = summarize(&outcomes);
     print!("{}", table(&rows, cores));
+    print!("{}", legend(&rows));
     let mut over: Vec<usize> = rows
         .iter()
         .filter(|r| oversubscribed(r.threads + r.readers, cores))
@@ -617,12 +776,26 @@ fn main() {
     } else {
         "worker counts".to_string()
     };
-    for w in warnings(&over, cores, short, &what) {
+    for w in warnings(&over, cores, short, &what)
+        .into_iter()
+        .chain(noise_warnings(&rows, &outcomes))
+    {
         eprintln!("{w}");
     }
+    let verdict = conclusion(&outcomes, &host, readers);
 
     if let Some(path) = &args.json {
-        write_or_die(path, &json(&rows, &host, duration, rounds));
+        write_or_die(
+            path,
+            &json(
+                &rows,
+                &outcomes,
+                &host,
+                duration,
+                rounds,
+                verdict.as_deref(),
+            ),
+        );
     }
     if let Some(path) = &args.chart {
         if let Err(e) = chart(path, &rows, &host, duration) {
@@ -630,6 +803,10 @@ fn main() {
             std::process::exit(2);
         }
         println!("chart written to {}", path.display());
+    }
+    match &verdict {
+        Some(v) => println!("\n{v}"),
+        None => println!("\nno verdict: a counter failed its check (see FAIL below)"),
     }
 
     let failed: Vec<_> = outcomes.iter().filter(|o| !o.ok()).collect();
@@ -658,38 +835,89 @@ fn default_threads(cores: usize) -> Vec<usize> {
     v
 }
 
+/// A figure compactly, for a range: 3 significant digits or so.
+fn compact(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// `[min..max]`, or nothing when one round (or identical rounds) leave no
+/// range to show.
+fn range_cell(s: Spread, kept: usize) -> String {
+    if kept <= 1 || s.min == s.max {
+        String::new()
+    } else {
+        format!("[{}..{}]", compact(s.min), compact(s.max))
+    }
+}
+
+/// Quiet rounds behind a row, of all its rounds: `2/3`; `0/3` when none
+/// was quiet (every round is used then).
+fn quiet_cell(r: &Row) -> String {
+    format!("{}/{}", if r.busy { 0 } else { r.kept }, r.runs.len())
+}
+
+/// A ratio as a sentence says it: `1.33x`, `12.5x`.
+fn times(x: f64) -> String {
+    if x >= 10.0 {
+        format!("{x:.1}x")
+    } else {
+        format!("{x:.2}x")
+    }
+}
+
 fn table(rows: &[Row], cores: usize) -> String {
     use std::fmt::Write;
     let readers = rows.iter().any(|r| r.readers > 0);
     let mut s = String::new();
     let _ = write!(
         s,
-        "\n{:<14} {:>7} {:>10} {:>13} {:>13}",
-        "counter", "threads", "Mops/s", "ns/op/thread", "vs AtomicU64"
+        "\n{:<14} {:>7}  {:<21} {:>12}  {:<23} {:>5}",
+        "counter",
+        "threads",
+        "Mops/s [min..max]",
+        "ns/op/thread",
+        "vs AtomicU64 [min..max]",
+        "quiet"
     );
     if readers {
         let _ = write!(s, " {:>7} {:>10}", "readers", "Mreads/s");
     }
     let _ = writeln!(s, "  check");
-    let (mut any_over, mut any_short) = (false, false);
+    let (mut any_over, mut any_short, mut any_busy) = (false, false, false);
     for r in rows {
         let over = oversubscribed(r.threads + r.readers, cores);
         any_over |= over;
         any_short |= r.speedup.is_some() && !r.reliable;
+        any_busy |= r.busy;
+        let range = r.speedup.map_or(String::new(), |x| range_cell(x, r.kept));
         let _ = write!(
             s,
-            "{:<14} {:>7} {:>10.1} {:>13.2} {:>13}",
+            "{:<14} {:>7}  {:>7.1} {:<13} {:>12.2}  {:>7} {:<15} {:>5}",
             r.name,
             threads_cell(r.threads, over),
-            r.mops,
+            r.mops.median,
+            range_cell(r.mops, r.kept),
             r.ns_per_op_per_thread,
-            ratio_cell(r.speedup, r.reliable)
+            ratio_cell(r.speedup.map(|x| x.median), r.reliable),
+            range,
+            quiet_cell(r),
         );
         if readers {
             let _ = write!(s, " {:>7} {:>10.2}", r.readers, r.reads_per_s / 1e6);
         }
         let _ = writeln!(s, "  {}", if r.ok { "OK" } else { "FAIL" });
     }
+    let _ = writeln!(
+        s,
+        "figures: the median over the quiet rounds [the lowest..the highest]; quiet: rounds \
+         in which an empty loop timed around the runs ran at full speed"
+    );
     if any_over {
         let _ = writeln!(
             s,
@@ -703,10 +931,237 @@ fn table(rows: &[Row], cores: usize) -> String {
             MIN_RELIABLE.as_millis()
         );
     }
+    if any_busy {
+        let _ = writeln!(
+            s,
+            "0/n quiet: the host was busy in every round, all are used: not to be trusted"
+        );
+    }
     s
 }
 
-fn json(rows: &[Row], host: &Host, duration: Duration, repeat: usize) -> String {
+/// What a kind in the table is, and why it is there, in a line.
+fn about(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "AtomicU64" => {
+            "one std AtomicU64 shared by every thread (fetch_add): what most code starts \
+             with; every ratio is to it"
+        }
+        "Mutex<u64>" => "a u64 behind a std Mutex: the simplest correct shared counter, for scale",
+        "Counter" => {
+            "shardcount's exact counter: one atomic while uncontended, spread over padded \
+             shards once threads contend"
+        }
+        "RoughCounter" => {
+            "shardcount's counter for metrics: a plain per-thread add, folded into a shared \
+             total now and then"
+        }
+        "fast-counter" => {
+            "the fast-counter crate, a peer: a fixed table of padded atomics, one per core, \
+             picked by thread"
+        }
+        "ThreadLocal" => {
+            "the hand-rolled per-thread counter: thread_local's ThreadLocal<AtomicU64>, one \
+             unpadded slot per thread"
+        }
+        "contatori" => {
+            "the contatori crate, a peer: 128 padded atomic slots per counter (16 KiB), one \
+             fetch_add per add"
+        }
+        "stripe" => {
+            "a reference, not a library: one padded atomic per thread, found without a \
+             lookup; the most an exact sharded counter can reach"
+        }
+        "tl-limit" => {
+            "a reference, not a library: a bare thread-local add, folded at thread exit; \
+             the most any counter that loses nothing can reach"
+        }
+        "local_counter!" => {
+            "shardcount's macro for a static counter, at about the thread-local limit"
+        }
+        _ => return None,
+    })
+}
+
+/// One line per kind in the table, in table order.
+fn legend(rows: &[Row]) -> String {
+    use std::fmt::Write;
+    let mut s = String::from("\nwhat the rows are:\n");
+    let mut seen: Vec<&str> = Vec::new();
+    for r in rows {
+        if seen.contains(&r.name) {
+            continue;
+        }
+        seen.push(r.name);
+        if let Some(a) = about(r.name) {
+            let _ = writeln!(s, "  {:<14} {a}", r.name);
+        }
+    }
+    s
+}
+
+/// The rows `pick` selects, by thread count: `every row at 2 thread(s)`
+/// when it selects all of them, else their names.
+fn affected(rows: &[Row], pick: impl Fn(&Row) -> bool) -> String {
+    let mut threads: Vec<usize> = Vec::new();
+    for r in rows {
+        if !threads.contains(&r.threads) {
+            threads.push(r.threads);
+        }
+    }
+    let mut parts = Vec::new();
+    for t in threads {
+        let at: Vec<&Row> = rows.iter().filter(|r| r.threads == t).collect();
+        let picked: Vec<&Row> = at.iter().copied().filter(|r| pick(r)).collect();
+        if picked.is_empty() {
+            continue;
+        }
+        if picked.len() == at.len() {
+            parts.push(format!("every row at {t} thread(s)"));
+        } else {
+            let names: Vec<&str> = picked.iter().map(|r| r.name).collect();
+            parts.push(format!("{} at {t} thread(s)", names.join(", ")));
+        }
+    }
+    parts.join("; ")
+}
+
+/// The warnings about a busy host: how many runs had a slow canary, which
+/// figures rest on fewer rounds for it, and which had no quiet round left.
+fn noise_warnings(rows: &[Row], all: &[Outcome]) -> Vec<String> {
+    let fastest = fastest_canary(all);
+    let noisy: Vec<&Outcome> = all.iter().filter(|o| busy(o.canary, fastest)).collect();
+    if noisy.is_empty() {
+        return Vec::new();
+    }
+    let mut rounds: Vec<usize> = noisy.iter().map(|o| o.round).collect();
+    rounds.sort_unstable();
+    rounds.dedup();
+    let total_rounds = all.iter().map(|o| o.round + 1).max().unwrap_or(1);
+    let mut w = vec![format!(
+        "warning: the host was busy: {} of {} runs (in {} of {total_rounds} round(s)) had an \
+         empty-loop canary over {}x the fastest ({:.2} ms) around them",
+        noisy.len(),
+        all.len(),
+        rounds.len(),
+        measure::CANARY_LIMIT,
+        fastest.as_secs_f64() * 1e3
+    )];
+    let fewer = affected(rows, |r| !r.busy && r.kept < r.runs.len());
+    if !fewer.is_empty() {
+        w.push(format!(
+            "warning: busy rounds are set aside, so fewer rounds (the quiet column) are \
+             behind {fewer}"
+        ));
+    }
+    let none = affected(rows, |r| r.busy);
+    if !none.is_empty() {
+        w.push(format!(
+            "warning: no quiet round at all (0/n) for {none}: those figures are not to be \
+             trusted; run again when the host is quieter, or with --repeat 5"
+        ));
+    }
+    w
+}
+
+/// The thread count the verdict speaks of: the most that fit on the cores
+/// (with the readers), else the fewest run.
+fn verdict_threads(threads: &[usize], readers: usize, cores: usize) -> Option<usize> {
+    threads
+        .iter()
+        .copied()
+        .filter(|&t| !oversubscribed(t + readers, cores))
+        .max()
+        .or_else(|| threads.iter().copied().min())
+}
+
+/// The bottom line a newcomer reads, from the paired medians: `Counter`
+/// and `RoughCounter` against a shared `AtomicU64` and against the
+/// reference each should approach, naming the CPU and thread count.
+/// `None` when a counter failed its check (its figures mean nothing).
+fn conclusion(all: &[Outcome], host: &Host, readers: usize) -> Option<String> {
+    use shardcount_harness::subjects::{Stripe, TlLimit};
+    if all.iter().any(|o| !o.ok()) {
+        return None;
+    }
+    let mut threads: Vec<usize> = all.iter().map(|o| o.threads).collect();
+    threads.sort_unstable();
+    threads.dedup();
+    let t = verdict_threads(&threads, readers, host.cores)?;
+    let (counter, rough) = (
+        <shardcount::Counter as Subject>::NAME,
+        <shardcount::RoughCounter as Subject>::NAME,
+    );
+    let hot = paired(all, counter, BASELINE, t);
+    let stripe = paired(all, counter, Stripe::NAME, t);
+    let metrics = paired(all, rough, BASELINE, t);
+    let limit = paired(all, rough, TlLimit::NAME, t);
+
+    let mut parts = Vec::new();
+    if let Some(h) = hot {
+        let mut p = format!(
+            "for a hot counter, {counter} adds {} as fast as a shared {BASELINE}",
+            times(h.ratio.median)
+        );
+        if let Some(s) = stripe {
+            p += &format!(" ({:.2} of the ideal stripe)", s.ratio.median);
+        }
+        parts.push(p);
+    }
+    if let Some(m) = metrics {
+        let mut p = format!(
+            "for metrics, {rough} adds {} as fast",
+            times(m.ratio.median)
+        );
+        if let Some(l) = limit {
+            p += &format!(" ({:.2} of the thread-local limit)", l.ratio.median);
+        }
+        parts.push(p);
+    }
+    if parts.is_empty() {
+        return Some(format!(
+            "no verdict: {counter}, {rough} or {BASELINE} did not run at {t} thread(s)"
+        ));
+    }
+    let with = if readers > 0 {
+        format!(" with {readers} reader(s)")
+    } else {
+        String::new()
+    };
+    let mut v = format!(
+        "On this host ({}, {} core(s)), at {t} thread(s){with}: {}.",
+        host.cpu,
+        host.cores,
+        parts.join("; ")
+    );
+    let used: Vec<Paired> = [hot, stripe, metrics, limit]
+        .into_iter()
+        .flatten()
+        .collect();
+    if used.iter().any(|p| p.busy) {
+        v += " Not to be trusted: the host was busy in every round of some of these (see the \
+              warnings).";
+    } else if used.iter().any(|p| p.kept < p.rounds) {
+        v += " Busy rounds were set aside (see the warnings).";
+    }
+    if used.iter().any(|p| !p.reliable) {
+        v += &format!(
+            " Not to be trusted: runs under {} ms.",
+            MIN_RELIABLE.as_millis()
+        );
+    }
+    Some(v)
+}
+
+fn json(
+    rows: &[Row],
+    all: &[Outcome],
+    host: &Host,
+    duration: Duration,
+    repeat: usize,
+    verdict: Option<&str>,
+) -> String {
+    let fastest = fastest_canary(all);
     let rows: Vec<_> = rows
         .iter()
         .map(|r| {
@@ -723,6 +1178,8 @@ fn json(rows: &[Row], host: &Host, duration: Duration, repeat: usize) -> String 
                         "reads": o.reads,
                         "max_read": o.max_read,
                         "ok": o.ok(),
+                        "canary_s": o.canary.as_secs_f64(),
+                        "noisy": busy(o.canary, fastest),
                     })
                 })
                 .collect();
@@ -730,10 +1187,16 @@ fn json(rows: &[Row], host: &Host, duration: Duration, repeat: usize) -> String 
                 "counter": r.name,
                 "threads": r.threads,
                 "readers": r.readers,
-                "mops": r.mops,
+                "mops": r.mops.median,
+                "mops_min": r.mops.min,
+                "mops_max": r.mops.max,
                 "ns_per_op_per_thread": r.ns_per_op_per_thread,
-                "speedup_vs_atomic": r.speedup,
+                "speedup_vs_atomic": r.speedup.map(|x| x.median),
+                "speedup_min": r.speedup.map(|x| x.min),
+                "speedup_max": r.speedup.map(|x| x.max),
                 "speedup_reliable": r.reliable,
+                "rounds_kept": r.kept,
+                "noisy": r.busy,
                 "oversubscribed": oversubscribed(r.threads + r.readers, host.cores),
                 "reads_per_s": r.reads_per_s,
                 "ok": r.ok,
@@ -744,8 +1207,21 @@ fn json(rows: &[Row], host: &Host, duration: Duration, repeat: usize) -> String 
     let mut doc = host.json(duration, repeat);
     doc.insert(
         "figures".into(),
-        "medians over runs; speedup_vs_atomic is the median of per-round ratios".into(),
+        "medians, with _min/_max, over the rounds kept (rounds_kept): those in which neither \
+         the row's run nor AtomicU64's had a noisy canary, or every round if none (noisy); \
+         speedup_vs_atomic is the median of per-round ratios"
+            .into(),
     );
+    doc.insert("canary_fastest_s".into(), fastest.as_secs_f64().into());
+    doc.insert("canary_limit".into(), measure::CANARY_LIMIT.into());
+    doc.insert(
+        "noisy_runs".into(),
+        all.iter()
+            .filter(|o| busy(o.canary, fastest))
+            .count()
+            .into(),
+    );
+    doc.insert("verdict".into(), verdict.into());
     doc.insert("results".into(), rows.into());
     serde_json::to_string_pretty(&doc).expect("plain values serialise") + "\n"
 }
@@ -795,7 +1271,7 @@ fn chart(
     let tmax = all.iter().map(|o| o.threads).max().unwrap_or(1) as i64 * 100;
     let pad = ((tmax - tmin) / 20).max(50);
     let (x0, x1) = (tmin - pad, tmax + pad);
-    let (y0, y1) = y_range(all.iter().map(|r| r.mops));
+    let (y0, y1) = y_range(all.iter().map(|r| r.mops.median));
     let mut ticks: Vec<usize> = all.iter().map(|o| o.threads).collect();
     ticks.sort_unstable();
     ticks.dedup();
@@ -861,7 +1337,7 @@ fn chart(
         let points: Vec<(i64, f64)> = all
             .iter()
             .filter(|o| o.name == *name)
-            .map(|o| (o.threads as i64 * 100, o.mops.max(y0)))
+            .map(|o| (o.threads as i64 * 100, o.mops.median.max(y0)))
             .collect();
         chart.draw_series(LineSeries::new(points, color.stroke_width(3)).point_size(4))?;
         // Level with the top of the plot, below the title.
@@ -1035,6 +1511,7 @@ mod tests {
             elapsed: Duration::from_secs(1),
             reads: 0,
             max_read: 0,
+            canary: Duration::from_millis(3),
         };
         // A slow round 1 slows both kinds: the ratio stays 2.
         let all = [
@@ -1048,9 +1525,255 @@ mod tests {
         let rows = summarize(&all);
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[1].name, "Counter");
-        assert_eq!(rows[1].speedup, Some(2.0));
-        assert_eq!(rows[1].mops, 200e-6);
+        assert_eq!(rows[1].speedup.map(|x| x.median), Some(2.0));
+        assert_eq!(rows[1].mops.median, 200e-6);
+        assert_eq!((rows[1].mops.min, rows[1].mops.max), (20e-6, 200e-6));
+        let x = rows[1].speedup.expect("paired");
+        assert_eq!((x.min, x.max), (2.0, 2.0));
         assert!(rows[1].ok);
+    }
+
+    /// A run of `name` at `threads` in `round`: `ops` increments in one
+    /// second, with a canary of `canary_ms` around it.
+    fn outcome(
+        name: &'static str,
+        threads: usize,
+        round: usize,
+        ops: u64,
+        canary_ms: u64,
+    ) -> Outcome {
+        Outcome {
+            name,
+            round,
+            threads,
+            readers: 0,
+            ops,
+            total: ops,
+            elapsed: Duration::from_secs(1),
+            reads: 0,
+            max_read: 0,
+            canary: Duration::from_millis(canary_ms),
+        }
+    }
+
+    #[test]
+    fn busy_rounds_are_set_aside_and_the_range_spans_the_rest() {
+        // Counter's ratio is 2, 9 and 4; the 9 comes from a round with a
+        // slow canary (10 ms against a fastest of 3: over 1.5x).
+        let all = [
+            outcome("AtomicU64", 2, 0, 100, 3),
+            outcome("Counter", 2, 0, 200, 3),
+            outcome("AtomicU64", 2, 1, 100, 3),
+            outcome("Counter", 2, 1, 900, 10),
+            outcome("AtomicU64", 2, 2, 100, 4),
+            outcome("Counter", 2, 2, 400, 4),
+        ];
+        let rows = summarize(&all);
+        let c = &rows[1];
+        assert_eq!((c.name, c.kept, c.busy), ("Counter", 2, false));
+        let x = c.speedup.expect("paired");
+        assert_eq!((x.median, x.min, x.max), (3.0, 2.0, 4.0));
+        assert_eq!((c.mops.min, c.mops.max), (200e-6, 400e-6));
+        assert_eq!(quiet_cell(c), "2/3");
+        // The baseline's own runs were all quiet.
+        assert_eq!((rows[0].kept, rows[0].busy), (3, false));
+        assert_eq!(quiet_cell(&rows[0]), "3/3");
+        let t = table(&rows, 2);
+        assert!(t.contains("3.00x [2.00..4.00]"), "{t}");
+        assert!(!t.contains("0/n quiet"), "{t}");
+
+        let w = noise_warnings(&rows, &all);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("1 of 6 runs (in 1 of 3 round(s))"), "{w:?}");
+        assert!(w[0].contains("fastest (3.00 ms)"), "{w:?}");
+        assert!(w[1].contains("behind Counter at 2 thread(s)"), "{w:?}");
+    }
+
+    #[test]
+    fn a_busy_baseline_sets_the_round_aside_for_every_row() {
+        let all = [
+            outcome("AtomicU64", 2, 0, 100, 3),
+            outcome("Counter", 2, 0, 200, 3),
+            outcome("AtomicU64", 2, 1, 100, 9),
+            outcome("Counter", 2, 1, 900, 3),
+        ];
+        let rows = summarize(&all);
+        assert!(rows.iter().all(|r| r.kept == 1 && !r.busy), "{rows:?}");
+        assert_eq!(rows[1].speedup.map(|x| x.median), Some(2.0));
+        let w = noise_warnings(&rows, &all);
+        assert!(w[1].contains("behind every row at 2 thread(s)"), "{w:?}");
+    }
+
+    #[test]
+    fn no_quiet_round_uses_every_round_and_says_so() {
+        let all = [
+            outcome("AtomicU64", 1, 0, 100, 3),
+            outcome("Counter", 1, 0, 100, 3),
+            outcome("AtomicU64", 2, 0, 100, 3),
+            outcome("Counter", 2, 0, 200, 9),
+            outcome("AtomicU64", 2, 1, 100, 3),
+            outcome("Counter", 2, 1, 400, 9),
+        ];
+        let rows = summarize(&all);
+        let c = &rows[3];
+        assert_eq!((c.name, c.threads, c.kept, c.busy), ("Counter", 2, 2, true));
+        assert_eq!(c.speedup.map(|x| x.median), Some(3.0));
+        assert_eq!(quiet_cell(c), "0/2");
+        let t = table(&rows, 2);
+        assert!(t.contains("0/n quiet: the host was busy"), "{t}");
+        let w = noise_warnings(&rows, &all);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("2 of 6 runs (in 2 of 2 round(s))"), "{w:?}");
+        assert!(
+            w[1].contains("no quiet round at all (0/n) for Counter at 2 thread(s):"),
+            "{w:?}"
+        );
+        // A quiet sweep warns of nothing.
+        let quiet = [
+            outcome("AtomicU64", 1, 0, 100, 3),
+            outcome("Counter", 1, 0, 100, 4),
+        ];
+        assert!(noise_warnings(&summarize(&quiet), &quiet).is_empty());
+    }
+
+    fn test_host() -> Host {
+        Host {
+            cpu: "Test CPU 9000".to_string(),
+            cores: 2,
+            rustc: "rustc 1.0".to_string(),
+            version: "0.0.0",
+        }
+    }
+
+    /// Each kind at 1, 2 and 4 threads over two rounds; at 2 threads the
+    /// ratios are Counter 2x AtomicU64, half the stripe, RoughCounter 10x,
+    /// half the thread-local limit. `canary(name, threads)` sets canaries.
+    fn sweep(canary: impl Fn(&str, usize) -> u64) -> Vec<Outcome> {
+        let mut all = Vec::new();
+        for round in 0..2 {
+            for threads in [1, 2, 4] {
+                // Other thread counts get other ratios, to show which is used.
+                let k = if threads == 2 { 1 } else { 3 };
+                for (name, ops) in [
+                    ("AtomicU64", 100),
+                    ("Counter", 200 * k),
+                    ("stripe", 400),
+                    ("RoughCounter", 1000 * k),
+                    ("tl-limit", 2000),
+                ] {
+                    all.push(outcome(name, threads, round, ops, canary(name, threads)));
+                }
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn the_verdict_names_the_host_and_threads_and_uses_paired_medians() {
+        let all = sweep(|_, _| 3);
+        let v = conclusion(&all, &test_host(), 0).expect("every run passed");
+        assert_eq!(
+            v,
+            "On this host (Test CPU 9000, 2 core(s)), at 2 thread(s): for a hot counter, \
+             Counter adds 2.00x as fast as a shared AtomicU64 (0.50 of the ideal stripe); \
+             for metrics, RoughCounter adds 10.0x as fast (0.50 of the thread-local limit)."
+        );
+        // Readers take a core: 1 worker is what fits then.
+        let v = conclusion(&all, &test_host(), 1).expect("every run passed");
+        assert!(v.contains("at 1 thread(s) with 1 reader(s):"), "{v}");
+        assert!(v.contains("Counter adds 6.00x"), "{v}");
+        // The verdict line is not a table row to the smoke test.
+        assert!(!v.ends_with(" OK") && !v.ends_with(" FAIL"), "{v}");
+    }
+
+    #[test]
+    fn the_verdict_says_when_it_cannot_be_trusted_or_given() {
+        // The stripe was busy in every round at 2 threads.
+        let all = sweep(|name, threads| {
+            if name == "stripe" && threads == 2 {
+                9
+            } else {
+                3
+            }
+        });
+        let v = conclusion(&all, &test_host(), 0).expect("every run passed");
+        assert!(v.contains("Not to be trusted: the host was busy"), "{v}");
+        // Busy in one round only: set aside, and said.
+        let mut all = sweep(|_, _| 3);
+        for o in all
+            .iter_mut()
+            .filter(|o| o.round == 1 && o.name == "Counter")
+        {
+            o.canary = Duration::from_millis(9);
+        }
+        let v = conclusion(&all, &test_host(), 0).expect("every run passed");
+        assert!(
+            v.ends_with("Busy rounds were set aside (see the warnings)."),
+            "{v}"
+        );
+        // A failed check leaves nothing to conclude.
+        let mut all = sweep(|_, _| 3);
+        all[7].total += 1;
+        assert_eq!(conclusion(&all, &test_host(), 0), None);
+    }
+
+    #[test]
+    fn the_verdict_speaks_of_the_most_threads_that_fit() {
+        assert_eq!(verdict_threads(&[1, 2, 4], 0, 2), Some(2));
+        assert_eq!(verdict_threads(&[1, 2, 4], 1, 2), Some(1));
+        assert_eq!(verdict_threads(&[4, 8], 0, 2), Some(4));
+        assert_eq!(verdict_threads(&[1, 2, 4, 8], 0, 8), Some(8));
+        assert_eq!(verdict_threads(&[], 0, 2), None);
+    }
+
+    #[test]
+    fn every_kind_has_a_legend_line_that_is_not_a_table_row() {
+        let mut entries = Entries(Vec::new());
+        subjects::for_each(&mut entries);
+        let all: Vec<Outcome> = entries
+            .0
+            .iter()
+            .flat_map(|e| [outcome(e.name, 1, 0, 100, 3), outcome(e.name, 2, 0, 100, 3)])
+            .collect();
+        let rows = summarize(&all);
+        let l = legend(&rows);
+        for e in &entries.0 {
+            assert!(about(e.name).is_some(), "{}: no legend line", e.name);
+            let lines = l
+                .lines()
+                .filter(|x| x.starts_with(&format!("  {} ", e.name)));
+            assert_eq!(lines.count(), 1, "{}: {l}", e.name);
+        }
+        assert!(
+            l.lines()
+                .all(|x| !x.ends_with(" OK") && !x.ends_with(" FAIL")),
+            "{l}"
+        );
+    }
+
+    #[test]
+    fn ranges_are_compact_and_absent_without_one() {
+        let s = Spread {
+            median: 3.0,
+            min: 2.5,
+            max: 1234.5,
+        };
+        assert_eq!(range_cell(s, 3), "[2.50..1234]");
+        assert_eq!(range_cell(s, 1), "");
+        let flat = Spread {
+            median: 1.0,
+            min: 1.0,
+            max: 1.0,
+        };
+        assert_eq!(range_cell(flat, 3), "");
+        assert_eq!(
+            (compact(12.34), compact(0.5)),
+            ("12.3".to_string(), "0.50".to_string())
+        );
+        assert_eq!(
+            (times(12.49), times(1.5)),
+            ("12.5x".to_string(), "1.50x".to_string())
+        );
     }
 
     #[test]
@@ -1087,6 +1810,7 @@ mod tests {
             elapsed: Duration::from_millis(ms),
             reads: 0,
             max_read: 0,
+            canary: Duration::from_millis(3),
         };
         let rows = summarize(&[
             run("AtomicU64", 1, 300),
@@ -1138,7 +1862,7 @@ mod tests {
         let a = parse(&["--duration", "200ms", "--repeat", "2", "--json", "x.json"])
             .expect("accepted in inventory mode");
         assert_eq!(a.duration, Some(Duration::from_millis(200)));
-        assert_eq!(a.repeat, 2);
+        assert_eq!(a.rounds(1), 2);
         for bad in [
             &["--readers", "1"][..],
             &["--chart", "x.svg"][..],
@@ -1176,9 +1900,9 @@ mod tests {
             "0.8",
         ])
         .expect("accepted in keyed mode");
-        assert_eq!((a.keys, a.zipf_s, a.repeat), (500, 0.8, 2));
+        assert_eq!((a.keys, a.zipf_s, a.rounds(1)), (500, 0.8, 2));
         let a = parse(&[]).expect("defaults");
-        assert_eq!((a.keys, a.zipf_s), (10_000, 1.0));
+        assert_eq!((a.keys, a.zipf_s, a.rounds(1)), (10_000, 1.0, 1));
         for bad in [
             &["--readers", "1"][..],
             &["--chart", "x.svg"][..],
