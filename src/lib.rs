@@ -87,6 +87,10 @@
 //!   are gone (from another thread-local's destructor at thread exit), so
 //!   even those are counted.
 #![warn(missing_docs, missing_debug_implementations, unsafe_op_in_unsafe_fn)]
+// docs.rs (RUSTDOCFLAGS="--cfg docsrs", nightly) badges feature-gated items.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+// The loom cfg is the crate's own test switch, not something users set.
+#![cfg_attr(docsrs, doc(auto_cfg(hide(shardcount_loom))))]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod primitive;
@@ -106,6 +110,10 @@ pub mod export;
     any(feature = "metrics", feature = "prometheus-client"),
     not(shardcount_loom)
 ))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "metrics", feature = "prometheus-client")))
+)]
 pub mod integrations;
 mod local;
 mod map;

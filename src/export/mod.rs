@@ -96,6 +96,7 @@
 mod exporter;
 mod memory;
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 
 pub use exporter::{ExportConfig, ExportStats, Exporter, FlushError, FlushReport};
