@@ -26,7 +26,7 @@
 //! dense, unique among live threads) is `i` owns shard `i - 1` while the
 //! table has it. No other thread owns it, so an owner's add is a plain
 //! locked add whose result is not even read: the sampling test after a
-//! `lock xadd` cost a fifth of a 2-thread add on this project's hosts.
+//! `lock xadd` cost a fifth of a 2-thread add where it was measured.
 //!
 //! Threads beyond the table (an index above its shard count: indexes are
 //! process-wide, so this happens when the process has more live index

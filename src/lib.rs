@@ -3,66 +3,34 @@
 //!
 //! One `AtomicU64` written by every core is a single cache line that all of
 //! them queue on. shardcount splits the count over cache-padded shards or
-//! per-thread slots (addition is commutative, so nothing is lost) and pays
-//! for that only once contention shows up. How much a shared atomic degrades
-//! under contention depends on the CPU (on one host measured here two
-//! threads got a fifth of one thread's throughput, on another two fifths),
-//! so measure on yours: the repository's demo and `cargo bench` print every
-//! figure as a ratio to references run beside it.
+//! per-thread slots and pays for that only once contention shows up. The
+//! README (the repository's front page and crates.io's) has the usage
+//! guide: which counter to pick, migration from `AtomicU64` and
+//! prometheus-client, and the integrations.
 //!
-//! * [`Counter`]: a swap-in for a hot `AtomicU64` counter, `static`-friendly,
-//!   16 bytes while idle, as cheap as `fetch_add` on one thread, and sharded
-//!   when threads contend. Reads are exact at quiescence.
-//! * [`RoughCounter`]: adds cost about a thread-local add (no locked
-//!   instruction); each thread's counts are folded into a global sink now and
-//!   then. `approx()` is one load that lags a little, `sum()` is exact. A
-//!   [`Folder`] folds registered counters in the background.
-//! * [`Stock`]: a never-negative quantity (inventory, tickets, permits) whose
-//!   `try_sub` takes from the caller's own shard lock-free and fails with
-//!   [`Insufficient`] only when the whole stock is short.
-//! * [`CounterSet`]: `n` exact counters sharing shard rows, for many
+//! * [`Counter`]: a swap-in for a hot `AtomicU64`; `const`, 16 bytes while
+//!   idle, sharded once threads contend. Exact reads.
+//! * [`RoughCounter`] and [`local_counter!`]: adds with no locked
+//!   instruction; each thread's counts are folded into a shared sink now
+//!   and then (a [`Folder`] folds in the background). `approx()` is one
+//!   load that lags, `sum()` is exact.
+//! * [`CounterSet`], [`CounterMap`] (with [`CounterHandle`]): many exact
 //!   counters updated by the same threads.
-//! * [`CounterMap`]: exact counters created on a key's first use, with a
-//!   bound on keys (an overflow counter beyond it); a [`CounterHandle`]
-//!   adds without hashing.
-//! * [`MaxCounter`] / [`MinCounter`]: a running maximum / minimum whose
-//!   records below it write nothing shared.
-//!
-//! # Which counter should I use?
-//!
-//! | you need | use | why, and what it costs |
-//! |---|---|---|
-//! | a hot counter read exactly and often, or a swap-in for a `static AtomicU64` | [`Counter`] | `const`, 16 bytes while idle, no allocation until threads contend, lossless `take()`. One thread: a `fetch_add` plus a test. `sum()` is one load until the counter has grown, then one per shard. |
-//! | the cheapest increments, reads rare or rough (metrics scraped every few seconds) | [`RoughCounter`] | no locked instruction on the hot path; `approx()` is one load with a stated lag, `sum()` is exact. `approx()` does not see an idle, still-running thread's counts unless it flushes, exits or a [`Folder`] runs. |
-//! | the same, for a `static`, at the thread-local limit | [`local_counter!`] | a thread-local add and a sign test; nothing lost at thread exit. Only for `static`s; `sub` is a locked add. |
-//! | many counters updated by the same threads (per route, per status) | [`CounterSet`], [`CounterMap`] | `n` exact counters in shard-major rows (8 bytes each while uncontended); the map creates them on a key's first use, bounded, with an overflow counter; a [`CounterHandle`] adds without hashing. |
-//! | a running maximum or minimum (peak queue depth) | [`MaxCounter`], [`MinCounter`] | a record that does not move it writes nothing shared. |
-//! | a quantity that must never go below zero | [`Stock`] | takes from a thread's own shard lock-free; fails with [`Insufficient`] only when the whole stock is short. |
-//! | the previous value of an add, `compare_exchange`, `store(n)` | `AtomicU64` | a sharded count has no single previous value |
-//!
-//! # Memory ordering
-//!
-//! Every counting operation is `Relaxed`: an add synchronises nothing, and a
-//! read that sees an add does not make the adder's other writes visible. A
-//! counter cannot carry an Acquire/Release publication the way an
-//! `AtomicU64` can; publish through a separate atomic or a lock. Each type
-//! states its reads' guarantees (exact at quiescence, monotonic for add-only
-//! use, lag bounds).
-//!
+//! * [`MaxCounter`] / [`MinCounter`]: a running maximum / minimum.
+//! * [`Stock`]: a quantity that never goes below zero; `try_sub` fails with
+//!   [`Insufficient`] only when the whole stock is short.
 //! * [`contract`]: the traits every counter type implements ([`Count`],
 //!   [`CountFamily`]), which the exporter and the integrations are written
 //!   over; [`MaxCounter`], [`MinCounter`] and [`Stock`] are gauges.
 //! * [`export`]: an [`Exporter`](export::Exporter) thread ships counters'
-//!   deltas to a [`Sink`](export::Sink); with the `redis` feature,
-//!   `export::redis::RedisSink` folds them into Redis exactly once, for
-//!   fleet-wide counts.
+//!   deltas to a [`Sink`](export::Sink); `export::redis` (feature `redis`)
+//!   folds them into Redis exactly once, for fleet-wide counts.
+//! * `integrations` (features `metrics`, `prometheus-client`): the counters
+//!   behind the `metrics` facade and in a `prometheus_client` registry.
 //!
-//! Optional cargo features, all off by default, connect the counters to
-//! metrics crates (the `integrations` module, present when built with one): `metrics`
-//! (the `metrics` facade, and a layer that gives an existing recorder sharded
-//! increments) and `prometheus-client`.
-//!
-//! # Example
+//! Every counting operation is `Relaxed`: a counter cannot publish other
+//! writes the way an Acquire/Release `AtomicU64` can. Each type states its
+//! reads' guarantees.
 //!
 //! ```
 //! use shardcount::Counter;
@@ -90,6 +58,10 @@
 //!   are gone (from another thread-local's destructor at thread exit), so
 //!   even those are counted.
 #![warn(missing_docs, missing_debug_implementations, unsafe_op_in_unsafe_fn)]
+// docs.rs (RUSTDOCFLAGS="--cfg docsrs", nightly) badges feature-gated items.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+// The loom cfg is the crate's own test switch, not something users set.
+#![cfg_attr(docsrs, doc(auto_cfg(hide(shardcount_loom))))]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod primitive;
@@ -114,6 +86,10 @@ pub mod export;
     any(feature = "metrics", feature = "prometheus-client"),
     not(shardcount_loom)
 ))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "metrics", feature = "prometheus-client")))
+)]
 pub mod integrations;
 mod local;
 mod map;
@@ -146,7 +122,10 @@ pub mod __private {
     pub use crate::primitive::sync::atomic::AtomicI64;
 }
 
-/// The README's examples, compiled and run as doc tests.
-#[cfg(doctest)]
+/// The README's examples, compiled and run as doc tests. Its `metrics` and
+/// `prometheus-client` examples need those features, so it is tested with
+/// them on (`cargo test --all-features --doc`, and scripts/test-all); a
+/// `redis` example carries its own `cfg` and only compiles (`no_run`).
+#[cfg(all(doctest, feature = "metrics", feature = "prometheus-client"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

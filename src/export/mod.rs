@@ -101,6 +101,7 @@
 mod exporter;
 mod memory;
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 mod register;
 

@@ -12,9 +12,10 @@
 //!
 //! # The layer
 //!
-//! Put [`ShardedLayer`] over your recorder (a `metrics_util::layers::Layer`,
-//! or [`ShardedRecorder::new`]) and install the result instead of the
-//! recorder. Your exporter and `counter!` calls stay as they are:
+//! Put [`ShardedLayer`] over your recorder ([`ShardedLayer::wrap`], its
+//! `metrics_util::layers::Layer` impl, or [`ShardedRecorder::new`]) and
+//! install the result instead of the recorder. Your exporter and
+//! `counter!` calls stay as they are:
 //!
 //! * each counter key gets one shardcount [`Counter`] (or, with
 //!   [`ShardedLayer::rough`], a [`RoughCounter`]), registered in the inner
@@ -47,35 +48,35 @@
 //! flush.flush(); // or wait for the next interval
 //! assert!(render.render().contains("requests{path=\"/\"} 1000"));
 //! ```
-//!
-//! # Protocol
-//!
-//! No atomics of its own beyond the counters': locks order everything.
-//!
-//! * `Shared::entries: Mutex<map>` maps each key to its `Entry` (the
-//!   shardcount counter, the inner recorder's counter handle and a fold
-//!   lock). Registration inserts; nothing removes until the recorder goes.
-//! * `Entry::fold: Mutex<u64>` is held while a key's delta is taken and
-//!   handed to the inner counter (`take`, or `sum` less the sum folded
-//!   before, then `increment`), and while `absolute` does that and then
-//!   calls the inner `absolute`. It holds the sum folded so far (used by
-//!   `RoughCounter` entries). So a flush that returns has waited for any
-//!   fold of the same key already in progress: the inner counter then holds
-//!   every increment that happened-before the flush. For a `RoughCounter`,
-//!   successive sums under the lock never decrease (every slot's total only
-//!   grows, and a read that happens-after another read of the same word
-//!   sees the same or a later value), so each delta is what was added in
-//!   between: nothing is counted twice.
-//! * The background thread is a `worker::Worker` (src/worker.rs): it owns
-//!   the stop flag, the wait and the join.
-//! * Each thread keeps a cache (a thread-local) from key to a handle of its
-//!   own, so `counter!` on a known key takes no lock and clones only a
-//!   reference count that no other thread touches. A cache belongs to one
-//!   recorder, identified by a `Weak` reference to its shared state (the
-//!   allocation cannot be reused while the `Weak` lives); caches of dropped
-//!   recorders are cleared at the thread's next miss.
-//! * `absolute` on a bare counter takes one of 64 process-wide locks, picked
-//!   by the counter's address (see `raise_to`).
+
+// Protocol (maintainers' notes, not public docs).
+//
+// No atomics of its own beyond the counters': locks order everything.
+//
+// * `Shared::entries: Mutex<map>` maps each key to its `Entry` (the
+//   shardcount counter, the inner recorder's counter handle and a fold
+//   lock). Registration inserts; nothing removes until the recorder goes.
+// * `Entry::fold: Mutex<u64>` is held while a key's delta is taken and
+//   handed to the inner counter (`take`, or `sum` less the sum folded
+//   before, then `increment`), and while `absolute` does that and then
+//   calls the inner `absolute`. It holds the sum folded so far (used by
+//   `RoughCounter` entries). So a flush that returns has waited for any
+//   fold of the same key already in progress: the inner counter then holds
+//   every increment that happened-before the flush. For a `RoughCounter`,
+//   successive sums under the lock never decrease (every slot's total only
+//   grows, and a read that happens-after another read of the same word
+//   sees the same or a later value), so each delta is what was added in
+//   between: nothing is counted twice.
+// * The background thread is a `worker::Worker` (src/worker.rs): it owns
+//   the stop flag, the wait and the join.
+// * Each thread keeps a cache (a thread-local) from key to a handle of its
+//   own, so `counter!` on a known key takes no lock and clones only a
+//   reference count that no other thread touches. A cache belongs to one
+//   recorder, identified by a `Weak` reference to its shared state (the
+//   allocation cannot be reused while the `Weak` lives); caches of dropped
+//   recorders are cleared at the thread's next miss.
+// * `absolute` on a bare counter takes one of 64 process-wide locks, picked
+//   by the counter's address (see `raise_to`).
 
 use crate::contract::{Count, Kind};
 use crate::primitive::const_thread_local;
@@ -309,6 +310,30 @@ impl ShardedLayer {
         }
     }
 
+    /// Puts `inner` under this layer: the same as `Layer::layer`, without
+    /// importing `metrics_util::layers::Layer` or depending on
+    /// `metrics-util`. Install the result instead of `inner`.
+    ///
+    /// # Panics
+    ///
+    /// If the background thread cannot be spawned.
+    ///
+    /// ```
+    /// use metrics_exporter_prometheus::PrometheusBuilder;
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    ///
+    /// let prometheus = PrometheusBuilder::new().build_recorder();
+    /// let render = prometheus.handle();
+    /// let recorder = ShardedLayer::new().rough().wrap(prometheus);
+    /// metrics::with_local_recorder(&recorder, || metrics::counter!("hot").increment(9));
+    /// recorder.flush();
+    /// assert!(render.render().contains("hot 9"));
+    /// ```
+    #[must_use]
+    pub fn wrap<R: Recorder>(self, inner: R) -> ShardedRecorder<R> {
+        Layer::layer(&self, inner)
+    }
+
     /// Whether keys are backed by [`RoughCounter`]s ([`rough`](Self::rough)).
     ///
     /// ```
@@ -364,7 +389,7 @@ struct Entry {
     counter: Backing,
     inner: ::metrics::Counter,
     /// Held while a delta moves from `counter` to `inner`; the sum folded so
-    /// far, for a `RoughCounter` (module docs).
+    /// far, for a `RoughCounter` (protocol notes at the top).
     fold: Mutex<u64>,
 }
 

@@ -31,6 +31,46 @@
 //! before" (the read is not a snapshot), so this crate does not implement
 //! `Atomic`: encoding through [`EncodeMetric`] needs only the total.
 //!
+//! # Labelled counters: `Family<Labels, Shared<Counter>>`
+//!
+//! `prometheus_client`'s own `Family` works with [`Shared`] as its metric:
+//! it creates a `Shared::default()` for each new label set and encodes
+//! each one's `sum()`. `get_or_create` takes the family's lock on every
+//! call; clone the `Shared` it returns once and count through the clone
+//! for a hot label set.
+//!
+//! ```
+//! use prometheus_client::encoding::{text::encode, EncodeLabelSet};
+//! use prometheus_client::metrics::family::Family;
+//! use prometheus_client::registry::Registry;
+//! use shardcount::integrations::prometheus_client::Shared;
+//! use shardcount::Counter;
+//!
+//! #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+//! struct Labels {
+//!     method: String,
+//! }
+//!
+//! let requests = Family::<Labels, Shared<Counter>>::default();
+//! let mut registry = Registry::default();
+//! registry.register("requests", "Requests by method", requests.clone());
+//!
+//! let get = requests.get_or_create(&Labels { method: "GET".into() }).clone();
+//! std::thread::scope(|s| {
+//!     for _ in 0..2 {
+//!         s.spawn(|| (0..1000).for_each(|_| get.inc())); // no lock per add
+//!     }
+//! });
+//! requests.get_or_create(&Labels { method: "POST".into() }).add(3);
+//!
+//! let mut text = String::new();
+//! encode(&mut text, &registry).unwrap();
+//! assert!(text.contains("requests_total{method=\"GET\"} 2000\n"));
+//! assert!(text.contains("requests_total{method=\"POST\"} 3\n"));
+//! ```
+//!
+//! # A single counter
+//!
 //! ```
 //! use prometheus_client::encoding::text::encode;
 //! use prometheus_client::registry::Registry;

@@ -78,8 +78,8 @@ fn one_in(prev: u64, n: u64, k: u64) -> bool {
 #[cfg(not(shardcount_loom))]
 const WATCH_ONE_IN: u64 = 16384;
 
-/// How many pauses a watch lasts: a pause measured 25 ns on this
-/// project's AMD EPYC host (`std::hint::spin_loop` in a loop), so a watch
+/// How many pauses a watch lasts: a pause (`std::hint::spin_loop`) took
+/// about 25 ns where it was measured (it varies by CPU), so a watch
 /// lasts about 200 ns and, one add in 16,384, costs about 0.01 ns per add.
 #[cfg(not(shardcount_loom))]
 const WATCH_SPINS: u32 = 8;
@@ -90,7 +90,7 @@ const WATCH_SPINS: u32 = 8;
 ///
 /// The quick re-load alone misses most contention on some cores: right
 /// after its locked add a core owns the line, and its load hits before
-/// another core's pending write can take the line away (an AMD EPYC here
+/// another core's pending write can take the line away (one CPU measured
 /// went millions of adds between hits while two threads hammered one
 /// word). So one add in [`WATCH_ONE_IN`] keeps re-loading through
 /// [`WATCH_SPINS`] pauses, long enough for any thread adding in a loop to
