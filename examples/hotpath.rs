@@ -12,9 +12,9 @@
 //! Every counting subject of `shardcount_harness::subjects` is an add
 //! subject here, by its key (`atomic`, `counter`, `rough`, `stripe`,
 //! `tl-limit`, `tl-atomic`, `fast-counter`, `contatori`, `mutex`); the
-//! reads and takes below are listed by hand.
+//! reads, takes and family adds below are listed by hand.
 
-use shardcount::{Counter, RoughCounter, Stock};
+use shardcount::{Counter, CounterMap, CounterSet, MaxCounter, RoughCounter, Stock};
 use shardcount_harness::measure::{escape, opaque};
 use shardcount_harness::subjects::{self, Subject, Visit};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -132,9 +132,49 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             n - s.sum()
         }
+        "set-inc" => {
+            // Walks 1,024 counters of one set, as a per-route family would.
+            let s = CounterSet::new(1024);
+            let s = escape(&s);
+            for i in 0..n {
+                s.inc((i & 1023) as usize);
+                opaque();
+            }
+            s.snapshot().iter().sum()
+        }
+        "handle-inc" => {
+            let m: CounterMap<u64> = CounterMap::new();
+            let h = m.handle(&7);
+            let h = escape(&h);
+            for _ in 0..n {
+                h.inc();
+                opaque();
+            }
+            m.snapshot().iter().map(|(_, v)| v).sum()
+        }
+        "map-inc" => {
+            // By key, 64 keys already interned: the lookup path.
+            let m: CounterMap<u64> = CounterMap::new();
+            let m = escape(&m);
+            for i in 0..n {
+                m.inc(&(i & 63));
+                opaque();
+            }
+            m.snapshot().iter().map(|(_, v)| v).sum()
+        }
+        "max-record" => {
+            // Each record raises the maximum: the path that writes.
+            let c = MaxCounter::new();
+            let c = escape(&c);
+            for i in 1..=n {
+                c.record(i);
+                opaque();
+            }
+            c.get()
+        }
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
-             cas-take, stock-take",
+             cas-take, stock-take, set-inc, handle-inc, map-inc, max-record",
             add_keys.join(", ")
         ),
     }

@@ -521,3 +521,27 @@ fn after_a_thread_scope_whose_threads_flushed_approx_is_exact_with_a_folder() {
         assert_eq!(c.approx(), 4000, "trial {trial}");
     }
 }
+
+/// A counter made `From` a value starts with that value folded: `flush`,
+/// `flush_all` and an exit fold return at once (they used to wait forever
+/// for the initial count to "reach" the sink it was already in).
+#[test]
+fn a_counter_from_a_value_flushes_without_waiting() {
+    let c = RoughCounter::from(5);
+    c.flush_all();
+    c.flush();
+    c.add(2);
+    c.flush_all();
+    assert_eq!((c.sum(), c.approx()), (7, 7));
+    let c = Arc::new(RoughCounter::from(u64::MAX));
+    let t = {
+        let c = Arc::clone(&c);
+        thread::spawn(move || {
+            c.add(1);
+            c.flush();
+        })
+    };
+    t.join().unwrap();
+    c.flush_all();
+    assert_eq!((c.sum(), c.approx()), (0, 0));
+}
