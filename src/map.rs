@@ -140,7 +140,7 @@ fn intern_shards() -> usize {
 ///
 /// The bound costs nothing: memory follows the keys interned. An empty
 /// map is its intern shards (one cache line each, up to 64) and a table of
-/// 64 segment pointers. Counters come in chunks of 127, each a
+/// 61 segment pointers. Counters come in chunks of 127, each a
 /// `CounterSet` of 1 KB while never contended (8 bytes per counter and one
 /// for the chunk's contention mark), allocated with the chunk's first key;
 /// chunk pointers in segments of doubling sizes (8, 16, 32, ... pointers),

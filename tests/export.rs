@@ -420,3 +420,29 @@ fn single_count_may_use_a_short_key() {
     exporter.flush(soon()).unwrap();
     assert_eq!(sink.get("_"), 3);
 }
+
+/// A source that reports one key twice in a read (a family whose labels
+/// print alike) exports the sum: the second report used to overwrite the
+/// first's cursor, shipping +a then -a, so the sink kept only one member.
+#[test]
+fn a_key_reported_twice_in_one_read_exports_the_sum() {
+    struct Twice([AtomicU64; 2]);
+    impl Source for Twice {
+        fn read(&self, f: &mut dyn FnMut(&str, u64)) {
+            f("same", self.0[0].load(Ordering::Relaxed));
+            f("same", self.0[1].load(Ordering::Relaxed));
+        }
+    }
+    let src = Arc::new(Twice([AtomicU64::new(0), AtomicU64::new(0)]));
+    let sink = MemorySink::new();
+    let exporter = Exporter::new(sink.clone(), Duration::from_secs(60));
+    exporter.register_source(Arc::clone(&src));
+    src.0[0].store(10, Ordering::Relaxed);
+    src.0[1].store(3, Ordering::Relaxed);
+    exporter.flush(soon()).unwrap();
+    assert_eq!(sink.get("same"), 13);
+    src.0[0].store(11, Ordering::Relaxed);
+    src.0[1].store(7, Ordering::Relaxed);
+    exporter.flush(soon()).unwrap();
+    assert_eq!(sink.get("same"), 18);
+}

@@ -602,3 +602,36 @@ fn every_counter_type_registers_and_exports_exactly() {
     assert_eq!(server.values(&keys), want);
     assert_eq!(exporter.delivered() as i64, want.iter().sum::<i64>());
 }
+
+/// A key repeated in one batch (only a hand-made `Batch` can do that; the
+/// exporter's keys are distinct) is refused before any write: checked one
+/// occurrence at a time against the stored value, the repeats could
+/// overflow half-way through, after earlier keys were written.
+#[test]
+fn a_key_repeated_in_one_batch_is_rejected_before_any_write() {
+    let mut server = Server::new();
+    server.start();
+    let mut s = sink(&server, "d:");
+    let _: () = redis::cmd("SET")
+        .arg("d:a")
+        .arg(9_100_000_000_000_000_000i64)
+        .query(&mut server.conn())
+        .unwrap();
+    let w = WriterId::random();
+    let big = 90_000_000_000_000_000;
+    let b = Batch::new(
+        w,
+        1,
+        vec![("b".into(), 1), ("a".into(), big), ("a".into(), big)],
+    );
+    assert_eq!(
+        s.deliver(&[b]).unwrap(),
+        [Outcome::Rejected {
+            keys: vec!["a".into()]
+        }]
+    );
+    assert_eq!(
+        server.values(&["d:b".into(), "d:a".into()]),
+        [0, 9_100_000_000_000_000_000]
+    );
+}

@@ -201,11 +201,24 @@ struct Ctl {
     stats: ExportStats,
 }
 
+/// One key of one source.
+#[derive(Default)]
+struct Cursor {
+    /// The cumulative value already turned into deltas.
+    shipped: u64,
+    /// The value the read numbered `read` reported (the sum, if it
+    /// reported the key more than once).
+    seen: u64,
+    read: u64,
+}
+
 struct Engine {
     sink: Box<dyn Sink>,
     config: ExportConfig,
-    /// Each source with its cursors: key -> cumulative value shipped.
-    sources: Vec<(Box<dyn Source>, HashMap<String, u64>)>,
+    /// Each source with its cursors, by key.
+    sources: Vec<(Box<dyn Source>, HashMap<String, Cursor>)>,
+    /// How many reads `collect` has made: marks the cursors a read reported.
+    reads: u64,
     /// Coalesced deltas not yet frozen.
     pending: HashMap<String, i64>,
     /// Frozen batches, in sequence order, not yet confirmed.
@@ -318,6 +331,7 @@ impl Exporter {
                 sink: Box::new(sink),
                 config,
                 sources: Vec::new(),
+                reads: 0,
                 pending: HashMap::new(),
                 frozen: Vec::new(),
                 retained: std::collections::VecDeque::new(),
@@ -368,7 +382,8 @@ impl Exporter {
     /// shipped, so the sink holds the value of the last read. Counts the
     /// counter had before registering are exported too. Registering two
     /// counters (or a member and a counter) under one key adds both into
-    /// that key. A gauge ([`MaxCounter`](crate::MaxCounter),
+    /// that key, and so do two members of one family whose labels print
+    /// alike. A gauge ([`MaxCounter`](crate::MaxCounter),
     /// [`MinCounter`](crate::MinCounter), [`Stock`](crate::Stock)) is
     /// exported as its current value, wrapped into the sink's signed 64
     /// bits (a `MinCounter` with nothing recorded reads `u64::MAX`: `-1`);
@@ -380,15 +395,11 @@ impl Exporter {
     ///
     /// # Panics
     ///
-    /// If `key` starts with `__`: such keys are reserved for sinks' own
-    /// bookkeeping (e.g. the Redis sink's writers hash). For a family
-    /// (`CounterSet`, `CounterMap`), also if `key` is `""` or `"_"`, as a
-    /// member's label could then complete that prefix. The message names
-    /// the key.
-    ///
-    /// # Panics
-    ///
-    /// If `key` starts with [`RESERVED_PREFIX`] (`__`), naming the key.
+    /// If `key` starts with [`RESERVED_PREFIX`] (`__`): such keys are
+    /// reserved for sinks' own bookkeeping (e.g. the Redis sink's writers
+    /// hash). For a family (`CounterSet`, `CounterMap`), also if `key` is
+    /// `""` or `"_"`, as a member's label could then complete that prefix.
+    /// The message names the key.
     ///
     /// ```
     /// use shardcount::export::{Exporter, MemorySink};
@@ -580,18 +591,30 @@ impl Engine {
         let new = std::mem::take(&mut lock(&inner.ctl).new_sources);
         self.sources
             .extend(new.into_iter().map(|s| (s, HashMap::new())));
+        self.reads = self.reads.wrapping_add(1);
+        let read = self.reads;
         let pending = &mut self.pending;
         let rejected = &mut self.stats.rejected;
         self.sources.retain_mut(|(source, cursors)| {
             let live = source.is_live();
+            // First the read: a key reported twice in one read (a family
+            // whose labels print alike) is the sum of its values.
             source.read(&mut |key, value| {
                 // A lookup first: no allocation for a key seen before.
                 let cursor = match cursors.get_mut(key) {
                     Some(c) => c,
-                    None => cursors.entry(key.to_owned()).or_insert(0),
+                    None => cursors.entry(key.to_owned()).or_default(),
                 };
-                let delta = value.wrapping_sub(*cursor) as i64;
-                *cursor = value;
+                if cursor.read == read {
+                    cursor.seen = cursor.seen.wrapping_add(value);
+                } else {
+                    (cursor.read, cursor.seen) = (read, value);
+                }
+            });
+            // Then the deltas of the keys this read reported.
+            for (key, cursor) in cursors.iter_mut().filter(|(_, c)| c.read == read) {
+                let delta = cursor.seen.wrapping_sub(cursor.shipped) as i64;
+                cursor.shipped = cursor.seen;
                 if delta != 0 && key.starts_with(RESERVED_PREFIX) {
                     *rejected += delta.unsigned_abs();
                 } else if delta != 0 {
@@ -602,10 +625,10 @@ impl Engine {
                                 pending.remove(key);
                             }
                         }
-                        None => _ = pending.insert(key.to_owned(), delta),
+                        None => _ = pending.insert(key.clone(), delta),
                     }
                 }
-            });
+            }
             live
         });
     }

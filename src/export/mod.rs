@@ -130,7 +130,8 @@ pub const RESERVED_PREFIX: &str = "__";
 /// `read` calls `f` once per key with the key's cumulative value as of now
 /// (wrapping `u64`, as the counters' `sum()`); the exporter ships the change
 /// since its previous read of the same key. A key that appears for the first
-/// time starts from 0. Values must be cumulative (never reset): a value that
+/// time starts from 0; a key reported more than once in one read counts as
+/// the sum of its values. Values must be cumulative (never reset): a value that
 /// goes down is shipped as a negative delta. Keys starting with
 /// [`RESERVED_PREFIX`] are not delivered: their deltas count as rejected.
 ///

@@ -23,7 +23,9 @@
 //!    zero: `007` and `-0` are refused here, not half-way through),
 //!    and the sum with its delta must stay within ±9.2·10<sup>18</sup> (a
 //!    margin below the 64-bit limit that Lua's doubles can check). A
-//!    counter key equal to the writers hash's key is refused too. If any
+//!    counter key equal to the writers hash's key is refused too, and so
+//!    is a key repeated in one batch (each check reads the value stored
+//!    before the batch; the exporter never repeats a key). If any
 //!    fails it returns `{3, i, ...}` with their 1-based positions among the
 //!    counter keys, changing nothing;
 //! 4. runs `INCRBY` on each key, `HSET writers <writer> <seq>`, and returns
@@ -102,6 +104,7 @@ if seq <= last then return {0, last} end
 if seq ~= last + 1 then return {2, last} end
 local bad = {}
 local cur = {}
+local seen = {}
 for s = 2, #KEYS, 1000 do
   local part = redis.call('MGET', unpack(KEYS, s, math.min(s + 999, #KEYS)))
   for j = 1, #part do cur[s - 2 + j] = part[j] end
@@ -109,7 +112,7 @@ end
 for i = 2, #KEYS do
   local v = cur[i - 1]
   local d = tonumber(ARGV[i + 1])
-  if KEYS[i] == KEYS[1] then
+  if KEYS[i] == KEYS[1] or seen[KEYS[i]] then
     bad[#bad + 1] = i - 1
   elseif v then
     local n = tonumber(v)
@@ -119,6 +122,7 @@ for i = 2, #KEYS do
   elseif redis.call('EXISTS', KEYS[i]) == 1 or math.abs(d) > 9.2e18 then
     bad[#bad + 1] = i - 1
   end
+  seen[KEYS[i]] = true
 end
 if #bad > 0 then
   table.insert(bad, 1, 3)
