@@ -51,19 +51,40 @@ pub(crate) const LINE_WORDS: usize = 16;
 /// One 128-byte-aligned block of words: the unit a row is made of.
 pub(crate) type Line = CachePadded<[AtomicU64; LINE_WORDS]>;
 
-/// A zeroed line.
-pub(crate) fn zeroed_line() -> Line {
-    CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0)))
-}
-
 /// `n` zeroed lines, or `None` when they cannot be allocated (more bytes
 /// than the address space allows, or the allocator refuses). Callers that
 /// take a size from a user turn `None` into a panic naming it; growth
 /// skips a table it cannot allocate. Either way, never an abort.
+///
+/// Zeroed by the allocator (`alloc_zeroed`): a large table's pages are not
+/// touched until a thread writes them, so a size the host cannot back
+/// fails here, not later in a write.
+#[cfg(not(shardcount_loom))]
+pub(crate) fn try_zeroed_lines(n: usize) -> Option<Box<[Line]>> {
+    use std::alloc::{alloc_zeroed, Layout};
+    if n == 0 {
+        return Some(Box::new([]));
+    }
+    let layout = Layout::array::<Line>(n).ok()?;
+    // SAFETY: `layout` has a non-zero size: `n > 0` lines of 128 bytes.
+    let p = unsafe { alloc_zeroed(layout) }.cast::<Line>();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` is a fresh allocation by the global allocator with
+    // `Layout::array::<Line>(n)`, the layout a `Box<[Line]>` of `n` lines
+    // frees with; all-zero bytes are a valid `Line` (`CachePadded` of
+    // `AtomicU64`s, which have `u64`'s representation), so all `n` are
+    // initialised.
+    Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) })
+}
+
+/// Loom's atomics are not plain words: built one by one.
+#[cfg(shardcount_loom)]
 pub(crate) fn try_zeroed_lines(n: usize) -> Option<Box<[Line]>> {
     let mut lines = Vec::new();
     lines.try_reserve_exact(n).ok()?;
-    lines.extend((0..n).map(|_| zeroed_line()));
+    lines.extend((0..n).map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0)))));
     Some(lines.into_boxed_slice())
 }
 
