@@ -3,7 +3,7 @@
 //! threads, and the `TextEncoder` output checked line for line.
 
 use prometheus::core::Collector;
-use prometheus::{Encoder, Opts, Registry, TextEncoder};
+use prometheus::{Opts, Registry, TextEncoder};
 use shardcount::integrations::prometheus::Collected;
 use shardcount::{Counter, CounterMap, CounterSet, MaxCounter, MinCounter, RoughCounter, Stock};
 use std::sync::Arc;

@@ -24,7 +24,7 @@
 //! up to 2<sup>53</sup>.
 //!
 //! ```
-//! use prometheus::{Encoder, Registry, TextEncoder};
+//! use prometheus::{Registry, TextEncoder};
 //! use shardcount::integrations::prometheus::Collected;
 //! use shardcount::{Counter, CounterMap};
 //! use std::sync::Arc;
@@ -65,7 +65,7 @@ use std::ops::Deref;
 /// holds, `&'static C` for a `static` (a `local_counter!` too).
 ///
 /// ```
-/// use prometheus::{Encoder, Registry, TextEncoder};
+/// use prometheus::{Registry, TextEncoder};
 /// use shardcount::integrations::prometheus::Collected;
 ///
 /// shardcount::local_counter!(static SENT);
@@ -123,7 +123,7 @@ where
     /// single count or more than one for a family.
     ///
     /// ```
-    /// use prometheus::{Encoder, Opts, Registry, TextEncoder};
+    /// use prometheus::{Opts, Registry, TextEncoder};
     /// use shardcount::integrations::prometheus::Collected;
     /// use shardcount::CounterMap;
     /// use std::sync::Arc;
