@@ -47,6 +47,45 @@
 //! assert!(text.contains("routes_total{key=\"/about\"} 2\n"));
 //! # Ok::<(), prometheus::Error>(())
 //! ```
+//!
+//! # Moving from `IntCounter`, `IntCounterVec` and `LocalIntCounter`
+//!
+//! * `IntCounter` becomes an `Arc<Counter>` registered as
+//!   `Collected::new(name, help, counter.clone())`; `inc`/`inc_by` become
+//!   `inc`/`add`, and `get` becomes `sum`.
+//! * `IntCounterVec::new(opts, &["path"])` becomes an `Arc<CounterMap<K>>`
+//!   registered with [`Collected::with_opts`] and the same `opts` (with
+//!   `.variable_label("path")`): the same text. Keep a
+//!   [`CounterMap::handle`](crate::CounterMap::handle) where you kept the
+//!   `IntCounter` that `with_label_values` returned. One variable label
+//!   only: for more, register a collector per fixed combination (const
+//!   labels) or use a key whose `Display` is the combined value.
+//! * `LocalIntCounter` and its flushes become a `local_counter!` static,
+//!   registered as `Collected::new(name, help, &STATIC)`: each thread adds
+//!   to its own cell and a scrape reads every thread's pending count, so
+//!   there is nothing to flush.
+//!
+//! ```
+//! use prometheus::{IntCounterVec, Opts, Registry, TextEncoder};
+//! use shardcount::integrations::prometheus::Collected;
+//! use shardcount::CounterMap;
+//! use std::sync::Arc;
+//!
+//! let opts = || Opts::new("requests_total", "Requests by path").variable_label("path");
+//! // Before: a lookup (and a read lock) per call.
+//! let before = IntCounterVec::new(opts(), &["path"])?;
+//! before.with_label_values(&["/"]).inc();
+//! // After: the same options, one labelled sample per key.
+//! let after: Arc<CounterMap<&str>> = Arc::default();
+//! after.handle(&"/").inc();
+//!
+//! let (a, b) = (Registry::new(), Registry::new());
+//! a.register(Box::new(before))?;
+//! b.register(Box::new(Collected::with_opts(opts(), after.clone())?))?;
+//! let text = |r: &Registry| TextEncoder::new().encode_to_string(&r.gather());
+//! assert_eq!(text(&a)?, text(&b)?);
+//! # Ok::<(), prometheus::Error>(())
+//! ```
 
 #[cfg(doc)]
 use crate::contract::Count;
