@@ -1,4 +1,4 @@
-//! tikv's [`prometheus`](::prometheus) crate (feature `prometheus`):
+//! tikv's [`prometheus`] crate (feature `prometheus`):
 //! [`Collected`], a `Collector` for any counter type or family, to
 //! register in a `prometheus::Registry`.
 //!

@@ -1,4 +1,4 @@
-//! [`serde`](::serde) (feature `serde`): [`Snapshot`], the value of any
+//! [`serde`] (feature `serde`): [`Snapshot`], the value of any
 //! counter type or family, read once, in one stable serialized shape.
 //!
 //! # The shape
