@@ -137,7 +137,10 @@ fn main() {
             Ratio::Throughput,
         )
         .reference("with_label_values(..).inc()", int_counter_vec_lookup)
-        .vs("IntCounter from with_label_values, held", int_counter_vec_held)
+        .vs(
+            "IntCounter from with_label_values, held",
+            int_counter_vec_held,
+        )
         .vs("CounterMap::inc(&key)", counter_map_lookup)
         .vs("CounterMap handle, held", counter_map_handle),
     );
