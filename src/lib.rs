@@ -25,8 +25,9 @@
 //! * [`export`]: an [`Exporter`](export::Exporter) thread ships counters'
 //!   deltas to a [`Sink`](export::Sink); `export::redis` (feature `redis`)
 //!   folds them into Redis exactly once, for fleet-wide counts.
-//! * `integrations` (features `metrics`, `prometheus-client`): the counters
-//!   behind the `metrics` facade and in a `prometheus_client` registry.
+//! * `integrations` (features `metrics`, `prometheus-client`, `prometheus`,
+//!   `serde`): the counters behind the `metrics` facade, in a
+//!   `prometheus_client` or `prometheus` registry, and as serde snapshots.
 //!
 //! Every counting operation is `Relaxed`: a counter cannot publish other
 //! writes the way an Acquire/Release `AtomicU64` can. Each type states its
@@ -83,12 +84,22 @@ pub mod export;
 // Optional integrations; loom never builds them (the folding thread and the
 // `absolute` locks are real threads and std locks).
 #[cfg(all(
-    any(feature = "metrics", feature = "prometheus-client"),
+    any(
+        feature = "metrics",
+        feature = "prometheus-client",
+        feature = "prometheus",
+        feature = "serde"
+    ),
     not(shardcount_loom)
 ))]
 #[cfg_attr(
     docsrs,
-    doc(cfg(any(feature = "metrics", feature = "prometheus-client")))
+    doc(cfg(any(
+        feature = "metrics",
+        feature = "prometheus-client",
+        feature = "prometheus",
+        feature = "serde"
+    )))
 )]
 pub mod integrations;
 mod local;

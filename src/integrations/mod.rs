@@ -13,12 +13,24 @@
 //!   `prometheus_client::registry::Registry` can encode (gauges as gauges,
 //!   a `CounterSet` or `CounterMap` as one labelled metric).
 //!
-//! Both only map this crate's [contract](crate::contract) onto the other
+//! * `prometheus` (feature `prometheus`): `Collected`, a `Collector` for
+//!   any counter type or family, to register in tikv's
+//!   `prometheus::Registry`.
+//! * `serde` (feature `serde`): `Snapshot`, one JSON shape for the value of
+//!   any counter type or family.
+//!
+//! Each only maps this crate's [contract](crate::contract) onto the other
 //! crate's traits: the counting is the counters' own.
 
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
+#[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+pub mod prometheus;
 #[cfg(feature = "prometheus-client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus-client")))]
 pub mod prometheus_client;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub mod serde;
