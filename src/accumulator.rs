@@ -20,14 +20,14 @@
 //!   so that a take's `Release` swap it read makes the take's start show in
 //!   the epoch, and the take is not taken for contention.
 //! * The value only ever rises between takes, so every word's maximum is a
-//!   plain fold; `take` swaps each word with 0 (`Release`, as a counter's
-//!   take), so each record is reflected in exactly one take's result or
-//!   stays.
+//!   plain fold; `take` swaps each word with 0 through the shard table's
+//!   take guard (`Release`, as a counter's take), so each record is
+//!   reflected in exactly one take's result or stays.
 //! * Reads load each word `Relaxed`: coherence alone makes a read include
 //!   every record that happened-before it.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::ShardTable;
+use crate::shard::{Head, Lost, ShardTable};
 use crate::thread;
 use std::fmt;
 
@@ -68,7 +68,7 @@ impl Extremum {
 
     #[cold]
     #[inline(never)]
-    fn raise(&self, head: crate::shard::Head, at: &AtomicU64, on_base: bool, v: u64) {
+    fn raise(&self, head: Head, at: &AtomicU64, on_base: bool, v: u64) {
         let before = self.table.epoch_before(head);
         // Relaxed: as in `record`; the loop below re-checks.
         let mut cur = at.load(Ordering::Relaxed);
@@ -87,8 +87,12 @@ impl Extremum {
             }
         }
         if lost {
-            let key = std::ptr::from_ref(self).addr();
-            self.table.exchange_lost(key, head, before, on_base, 1);
+            self.table.exchange_lost(Lost {
+                head,
+                before,
+                on_base,
+                row_lines: 1,
+            });
         }
     }
 
@@ -102,13 +106,10 @@ impl Extremum {
     }
 
     fn take(&self) -> u64 {
-        let epoch = self.table.begin_take();
-        // Release: see the module docs; the value needs only the RMW.
-        let mut max = self.base.swap(0, Ordering::Release);
-        // Release: as above.
-        self.table
-            .for_each_shard(|s| max = max.max(s.swap(0, Ordering::Release)));
-        self.table.end_take(epoch);
+        // The take ends when `take` drops, after the last swap.
+        let take = self.table.take();
+        let mut max = take.swap(&self.base);
+        take.swap_shards(|v| max = max.max(v));
         max
     }
 
@@ -119,13 +120,6 @@ impl Extremum {
     #[cfg(test)]
     fn grow_once(&self) {
         self.table.grow(self.table.load(), 1);
-    }
-}
-
-impl Drop for Extremum {
-    fn drop(&mut self) {
-        // As `Counter`: strikes must not pass to a later owner of the address.
-        crate::thread::sampler::forget(std::ptr::from_ref(self).addr());
     }
 }
 

@@ -39,7 +39,7 @@
 //! grow a counter.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::{Head, ShardTable, Table};
+use crate::shard::{Check, Head, ShardTable, Table};
 use crate::thread::sampler;
 use crate::thread::{self, slots, MAX_SHARDS};
 use std::fmt;
@@ -183,7 +183,13 @@ impl Counter {
                         || sampler::watched(prev, n))
                 {
                     // The tag's epoch is bits of `head`, loaded before the add.
-                    self.table.check_base(head, &self.base, prev, n, 1);
+                    self.table.check_base(Check {
+                        head,
+                        word: &self.base,
+                        prev,
+                        n,
+                        row_lines: 1,
+                    });
                 }
             }
             Some(t) => match t.owned_shard(thread::index()) {
@@ -228,8 +234,13 @@ impl Counter {
         if sampler::sampled(prev, n)
             && (at.load(Ordering::Acquire) != prev.wrapping_add(n) || sampler::watched(prev, n))
         {
-            let key = std::ptr::from_ref(self).addr();
-            self.table.check_shard(key, head, at, prev, n, 1);
+            self.table.check_shard(Check {
+                head,
+                word: at,
+                prev,
+                n,
+                row_lines: 1,
+            });
         }
     }
 
@@ -296,15 +307,10 @@ impl Counter {
     /// assert_eq!(c.sum(), 0);
     /// ```
     pub fn take(&self) -> u64 {
-        let epoch = self.table.begin_take();
-        // Release: a checked add that reads what a swap left sees this
-        // take's start (module docs). The counts themselves need only the
-        // RMW: each swap takes exactly the updates before it in that word's
-        // modification order.
-        let mut total = self.base.swap(0, Ordering::Release);
-        self.table
-            .for_each_shard(|s| total = total.wrapping_add(s.swap(0, Ordering::Release)));
-        self.table.end_take(epoch);
+        // The take ends when `take` drops, after the last swap.
+        let take = self.table.take();
+        let mut total = take.swap(&self.base);
+        take.swap_shards(|v| total = total.wrapping_add(v));
         total
     }
 
@@ -364,15 +370,6 @@ impl Counter {
     #[cfg(test)]
     pub(crate) fn grow_once(&self) {
         self.table.grow(self.table.load(), 1);
-    }
-}
-
-impl Drop for Counter {
-    fn drop(&mut self) {
-        // Strikes this thread counted against us must not count against a
-        // counter that later takes our place in memory. (The table frees
-        // itself.)
-        sampler::forget(std::ptr::from_ref(self).addr());
     }
 }
 

@@ -48,7 +48,8 @@
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    lines_for, try_zeroed_lines, word, word_unchecked, Head, Line, ShardTable, Table, LINE_WORDS,
+    lines_for, try_zeroed_lines, word, word_unchecked, Check, Head, Line, ShardTable, Table,
+    LINE_WORDS,
 };
 use crate::thread::{self, sampler, MAX_SHARDS};
 use std::fmt;
@@ -287,7 +288,14 @@ impl CounterSet {
         // Relaxed: a lone RMW; nothing is published through counts.
         let prev = at.fetch_add(v, Ordering::Relaxed);
         if sampler::sampled(prev, v) {
-            self.check(head, row, i, at, prev, v);
+            let c = Check {
+                head,
+                word: at,
+                prev,
+                n: v,
+                row_lines: self.row_lines(),
+            };
+            self.check(c, row, i);
         }
     }
 
@@ -318,12 +326,19 @@ impl CounterSet {
         // Relaxed: as in `add_unchecked`.
         let prev = at.fetch_add(v, Ordering::Relaxed);
         if sampler::sampled(prev, v) {
-            self.check(head, row, i, at, prev, v);
+            let c = Check {
+                head,
+                word: at,
+                prev,
+                n: v,
+                row_lines: self.row_lines(),
+            };
+            self.check(c, row, i);
         }
     }
 
-    /// A sampled add of `v` to counter `i` (`at`) in `row` that returned
-    /// `prev`: is another thread writing this row's lines? Three signals,
+    /// A sampled add `c` to counter `i` of `row`: is another thread
+    /// writing this row's lines? Three signals,
     /// any of which counts as interference:
     ///
     /// * the row's mark (word `len`) names another thread: it sampled an
@@ -336,37 +351,30 @@ impl CounterSet {
     ///   take epochs and all).
     #[cold]
     #[inline(never)]
-    fn check(&self, head: Head, row: &[Line], i: usize, at: &AtomicU64, prev: u64, v: u64) {
+    fn check(&self, c: Check<'_>, row: &[Line], i: usize) {
         let me = thread::token() as u64;
         // SAFETY: word `len` is in every row (see `build`).
         let mark = unsafe { word_unchecked(row, self.len) };
         // Relaxed: only the value matters; nothing is published through it.
         let last = mark.swap(me, Ordering::Relaxed);
-        let key = std::ptr::from_ref(self).addr();
         if last != 0 && last != me {
             // Shared lines: move (on a table), and grow once it persists.
-            if sampler::collided(key) {
-                self.table.grow(head, self.row_lines());
+            self.table.strike(c);
+        } else if self.table.table(c.head).is_none() {
+            if !self.table.check_base(c) {
+                self.table.quiet();
             }
-        } else if self.table.table(head).is_none() {
-            if !self.table.check_base(head, at, prev, v, self.row_lines()) {
-                sampler::quiet(key);
-            }
-        } else if sampler::line_watched(prev, v) {
+        } else if sampler::line_watched(c.prev, c.n) {
             // A thread beyond the table: its row's owner never marks it,
             // so watch the line itself.
-            if self.table.line_written(head, &row[i / LINE_WORDS]) {
-                if sampler::collided(key) {
-                    self.table.grow(head, self.row_lines());
-                }
+            if self.table.line_written(c.head, &row[i / LINE_WORDS]) {
+                self.table.strike(c);
             } else {
-                self.table
-                    .check_shard(key, head, at, prev, v, self.row_lines());
+                self.table.check_shard(c);
             }
-        } else if at.load(Ordering::Acquire) != prev.wrapping_add(v) {
+        } else if c.word.load(Ordering::Acquire) != c.prev.wrapping_add(c.n) {
             // Acquire: as in `ShardTable::check_shard`, which re-reads.
-            self.table
-                .check_shard(key, head, at, prev, v, self.row_lines());
+            self.table.check_shard(c);
         }
         // Otherwise a quiet quick look on a table says nothing, as in
         // `Counter`: quiet samples count only at watches, so strikes seen
@@ -536,11 +544,9 @@ impl CounterSet {
     pub fn take_all_into(&self, out: &mut [u64]) {
         self.check_out(out);
         out.fill(0);
-        let epoch = self.table.begin_take();
-        // Release: a checked add that reads what a swap left sees this
-        // take's start (see `shard`); the counts need only the RMW.
-        self.fold_rows(out, |w| w.swap(0, Ordering::Release));
-        self.table.end_take(epoch);
+        // The take ends when `take` drops, after the last swap.
+        let take = self.table.take();
+        self.fold_rows(out, |w| take.swap(w));
     }
 
     /// Every counter's total, as a new vector, leaving the counters at zero
@@ -585,13 +591,6 @@ impl CounterSet {
     #[cfg(test)]
     pub(crate) fn grow_once(&self) {
         self.table.grow(self.table.load(), self.row_lines());
-    }
-}
-
-impl Drop for CounterSet {
-    fn drop(&mut self) {
-        // As `Counter`: strikes must not pass to a later owner of the address.
-        sampler::forget(std::ptr::from_ref(self).addr());
     }
 }
 

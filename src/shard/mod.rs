@@ -4,8 +4,9 @@
 //!
 //! A row is `row_lines` whole [`Line`]s (16 words, 128 bytes each): one
 //! line for a `Counter` (its word is the line's first), `ceil((n + 1) / 16)`
-//! lines for a set of `n` counters (and its row mark), whose cells sit side by side so that one
-//! thread's updates to different counters share that thread's own lines.
+//! lines for a set of `n` counters (and its row mark), whose cells sit side
+//! by side so that one thread's updates to different counters share that
+//! thread's own lines.
 //!
 //! # Protocol
 //!
@@ -21,29 +22,46 @@
 //!   neither lose nor duplicate one.
 //! * `grow` replaces the newest table by compare-exchange, so racing growers
 //!   allocate at most one table each and the loser frees its own.
-//! * **Take epochs.** A take rewrites the words adders write, which the
-//!   contention check must not mistake for another adder. One word holds
-//!   the number of takes *in progress* (low [`IN_PROGRESS_BITS`] bits) and
-//!   the number *completed* (the bits above): the tag while there is no
-//!   table, the newest table's `takes` once there is one. A take adds one
-//!   in progress (an RMW), swaps the words with `Release`, then moves itself
-//!   from in progress to completed (a `Release` RMW). Every such RMW changes
-//!   the word, so its values never repeat (short of wrapping).
+//! * **Take epochs** (`take.rs`). A take rewrites the words adders write,
+//!   which the contention check must not mistake for another adder. One
+//!   word holds the number of takes *in progress* (the low
+//!   `IN_PROGRESS_BITS` bits) and the number *completed* (the bits above):
+//!   the tag while there is no table, the newest table's `takes` once there
+//!   is one. A take adds one in progress (an RMW), swaps the words with
+//!   `Release`, then moves itself from in progress to completed (a
+//!   `Release` RMW). Every such RMW changes the word, so its values never
+//!   repeat (short of wrapping).
 //!
 //!   A sampled add compares two readings of the epoch: one read (`Acquire`)
 //!   at some point before its add (on the base, the tag it loaded to find
 //!   the word; on a shard, what this thread read at its previous sampled
 //!   check on the same counter, so the hot path reads nothing extra), which
 //!   must show no take in progress, and one read after it re-reads the word
-//!   it added to with `Acquire`. They must be equal for a verdict. If a take's swap landed between the add and the re-read, the
-//!   re-read synchronises with that swap, so the second epoch includes the
-//!   take's start; the first cannot (it saw nothing in progress, and had it
-//!   seen the take completed, the swap would have come before the add).
-//!   So they differ: no verdict.
+//!   it added to with `Acquire`. They must be equal for a verdict. If a
+//!   take's swap landed between the add and the re-read, the re-read
+//!   synchronises with that swap, so the second epoch includes the take's
+//!   start; the first cannot (it saw nothing in progress, and had it seen
+//!   the take completed, the swap would have come before the add). So they
+//!   differ: no verdict.
+//! * **The take guard.** Owners never run that sequence themselves:
+//!   [`ShardTable::take`] counts the take in progress and returns a
+//!   [`take::Take`]; the owner empties its base and every row through the
+//!   guard's `swap` (the one place a take's `Release` swap is written), and
+//!   dropping the guard counts the take completed, on unwind too, so a
+//!   panic cannot leave a take in progress (which would silence every
+//!   check on the table for good).
+//! * **Contention checks** (below) take the sampled add as a [`Check`] (a
+//!   lost compare-exchange as a [`Lost`]). The sampler's per-thread state
+//!   (strikes, the remembered epoch) is keyed by the `ShardTable`'s
+//!   address, so owners pass no key, and dropping the table forgets this
+//!   thread's strikes on it, as well as freeing the chain: owners need no
+//!   `Drop` of their own.
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
-use crate::thread::sampler::{self, Seen};
+use crate::thread::sampler::{self, Readings, Seen};
 use crossbeam_utils::CachePadded;
+
+mod take;
 
 /// Words per [`Line`].
 pub(crate) const LINE_WORDS: usize = 16;
@@ -121,14 +139,6 @@ pub(crate) unsafe fn word_unchecked(lines: &[Line], i: usize) -> &AtomicU64 {
 /// bit 8 up is the take epoch (see the module docs).
 const CAP_MASK: usize = 0xfe;
 const EPOCH_SHIFT: u32 = 8;
-
-/// The low bits of an epoch count takes in progress; one more completed
-/// takes one off them and adds one above them. At most 2^16 - 1 takes may
-/// run at once (far beyond any real use).
-const IN_PROGRESS_BITS: u32 = 16;
-const IN_PROGRESS: u64 = (1 << IN_PROGRESS_BITS) - 1;
-/// What ending a take adds to its epoch: one completed, one fewer running.
-const END_TAKE: u64 = (1 << IN_PROGRESS_BITS) - 1;
 
 /// Tags are odd; tables are at least 8-aligned, so their addresses are even.
 #[inline]
@@ -359,125 +369,74 @@ impl ShardTable {
     pub(crate) fn for_each_shard(&self, mut f: impl FnMut(&AtomicU64)) {
         self.for_each_row(|row| f(&row[0][0]));
     }
-
-    /// The take epoch of the words `current` covers, as a "before" reading:
-    /// `None` while a take is in progress. On a table it is a fresh load,
-    /// for the thread's next check on this counter (see the module docs).
-    #[inline]
-    pub(crate) fn epoch_before(&self, current: Head) -> Option<u64> {
-        let epoch = match self.table(current) {
-            // Acquire: had it seen a take completed, that take's swaps
-            // come before any add after it (see the module docs).
-            Some(t) => t.takes.load(Ordering::Acquire),
-            // `current` itself was loaded with Acquire before the add.
-            None => tag_epoch(current.0.addr()),
-        };
-        (epoch & IN_PROGRESS == 0).then_some(epoch)
-    }
-
-    /// The take epoch of the same words, read after the `Acquire` re-load
-    /// of the word added to.
-    #[inline]
-    pub(crate) fn epoch_after(&self, current: Head) -> u64 {
-        match self.table(current) {
-            // Relaxed: the Acquire re-load before it provides the ordering.
-            Some(t) => t.takes.load(Ordering::Relaxed),
-            // Relaxed: as above. A table published meanwhile has another
-            // epoch too: no verdict, which is right, as the base is no
-            // longer written.
-            None => {
-                let now = self.head.load(Ordering::Relaxed);
-                if is_table(now) {
-                    u64::MAX
-                } else {
-                    tag_epoch(now.addr())
-                }
-            }
-        }
-    }
-
-    /// Counts a take as in progress, in the newest table's epoch or the
-    /// tag's; returns which, for [`end_take`](Self::end_take).
-    pub(crate) fn begin_take(&self) -> Head {
-        let mut head = self.load();
-        loop {
-            if let Some(t) = self.table(head) {
-                // Relaxed: the Release swaps that follow publish it.
-                t.takes.fetch_add(1, Ordering::Relaxed);
-                return head;
-            }
-            let bumped = head.0.map_addr(|a| a.wrapping_add(1 << EPOCH_SHIFT));
-            // Relaxed on success: the Release swaps that follow publish it.
-            // Acquire on failure: the value may be a new table we then use.
-            match self.head.compare_exchange_weak(
-                head.0,
-                bumped,
-                Ordering::Relaxed,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Head(bumped),
-                Err(now) => head = Head(now),
-            }
-        }
-    }
-
-    /// Counts the take begun on `started_in` as completed.
-    pub(crate) fn end_take(&self, started_in: Head) {
-        if let Some(t) = self.table(started_in) {
-            // Release: an add that sees it completed also sees its swaps.
-            t.takes.fetch_add(END_TAKE, Ordering::Release);
-            return;
-        }
-        // Relaxed: only the tag's bits are used; a table ends the loop.
-        let mut now = self.head.load(Ordering::Relaxed);
-        // A table published meanwhile retires the tag: nobody reads its
-        // epoch any more.
-        while !is_table(now) {
-            // Release: as above. Relaxed on failure: we only retry. The add
-            // wraps off the top of the word, which only shortens the count
-            // of completed takes.
-            let ended = now.map_addr(|a| a.wrapping_add((END_TAKE as usize) << EPOCH_SHIFT));
-            match self
-                .head
-                .compare_exchange_weak(now, ended, Ordering::Release, Ordering::Relaxed)
-            {
-                Ok(_) => return,
-                Err(h) => now = h,
-            }
-        }
-    }
 }
 
-/// Contention checks, written once for every owner of a table. `key` is
-/// the owner's address (the sampler's strikes are kept per owner);
-/// `row_lines` is what the owner passes to [`ShardTable::grow`].
+/// A sampled add, as a contention check sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Check<'a> {
+    /// The head loaded before the add: the tag (whose epoch is the
+    /// "before" reading on the base) or the table `word` is in.
+    pub(crate) head: Head,
+    /// The word added to.
+    pub(crate) word: &'a AtomicU64,
+    /// What the add returned.
+    pub(crate) prev: u64,
+    /// What it added.
+    pub(crate) n: u64,
+    /// Lines per row: what the owner passes to [`ShardTable::grow`].
+    pub(crate) row_lines: usize,
+}
+
+/// A compare-exchange on a word that another writer changed between this
+/// thread's read of it and the exchange.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Lost {
+    /// The head loaded before that read.
+    pub(crate) head: Head,
+    /// [`ShardTable::epoch_before`] of `head`, read before that read; the
+    /// failed exchange must have read the word with `Acquire`.
+    pub(crate) before: Option<u64>,
+    /// Whether the word was the owner's base (else a shard of the table).
+    pub(crate) on_base: bool,
+    /// Lines per row: what the owner passes to [`ShardTable::grow`].
+    pub(crate) row_lines: usize,
+}
+
+/// Contention checks, written once for every owner of a table. The
+/// sampler's per-thread strikes and epochs are keyed by the table's
+/// address, and forgotten when it is dropped.
 impl ShardTable {
-    /// A sampled add of `n` that returned `prev` on a word outside the
-    /// table (the owner's base), whose quick re-load showed another value
-    /// or which is picked for a watch (`sampler::watched`): interference
-    /// grows the first table at once (there is nowhere to move to). `head`
-    /// is the tag loaded before the add. Returns whether it saw
-    /// interference.
+    /// The sampler's key for this table.
+    #[inline]
+    fn key(&self) -> usize {
+        std::ptr::from_ref(self).addr()
+    }
+
+    /// A sampled add on a word outside the table (the owner's base), whose
+    /// quick re-load showed another value or which is picked for a watch
+    /// (`sampler::watched`): interference grows the first table at once
+    /// (there is nowhere to move to). `c.head` is the tag loaded before
+    /// the add. Returns whether it saw interference.
     #[cold]
     #[inline(never)]
-    pub(crate) fn check_base(
-        &self,
-        head: Head,
-        at: &AtomicU64,
-        prev: u64,
-        n: u64,
-        row_lines: usize,
-    ) -> bool {
-        let before = self.epoch_before(head);
+    pub(crate) fn check_base(&self, c: Check<'_>) -> bool {
+        let before = self.epoch_before(c.head);
         // Acquire loads inside: if one reads what a take's swap (Release)
         // left, the take's start shows in `epoch_after` (module docs).
-        let now = sampler::watch(at, prev, n);
-        if now == prev.wrapping_add(n) {
+        let now = sampler::watch(c.word, c.prev, c.n);
+        if now == c.prev.wrapping_add(c.n) {
             return false;
         }
-        let after = self.epoch_after(head);
-        if sampler::verdict(prev, n, now, before, after) == Seen::Interference {
-            self.grow(head, row_lines);
+        let after = self.epoch_after(c.head);
+        let seen = sampler::verdict(Readings {
+            prev: c.prev,
+            n: c.n,
+            now,
+            before,
+            after,
+        });
+        if seen == Seen::Interference {
+            self.grow(c.head, c.row_lines);
             return true;
         }
         false
@@ -501,63 +460,71 @@ impl ShardTable {
     /// another value, or which is picked for a watch (or, in a set, a line
     /// watch that saw nothing): re-loads (watching) and acts on
     /// what it sees, with the epoch read at this thread's previous check on
-    /// the same owner as the "before" reading, so the hot path reads no
+    /// the same table as the "before" reading, so the hot path reads no
     /// epoch. On interference the thread moves at once; interference again,
     /// with no quiet check between, doubles the table.
     #[cold]
     #[inline(never)]
-    pub(crate) fn check_shard(
-        &self,
-        key: usize,
-        head: Head,
-        at: &AtomicU64,
-        prev: u64,
-        n: u64,
-        row_lines: usize,
-    ) {
+    pub(crate) fn check_shard(&self, c: Check<'_>) {
         // Acquire loads inside: as in `check_base`.
-        let now = sampler::watch(at, prev, n);
-        let before = sampler::swap_epoch(key, head.0.addr(), self.epoch_before(head));
-        if now == prev.wrapping_add(n) {
-            sampler::quiet(key);
+        let now = sampler::watch(c.word, c.prev, c.n);
+        let before = sampler::swap_epoch(self.key(), c.head.0.addr(), self.epoch_before(c.head));
+        if now == c.prev.wrapping_add(c.n) {
+            sampler::quiet(self.key());
             return;
         }
-        let after = self.epoch_after(head);
-        if sampler::verdict(prev, n, now, before, after) == Seen::Interference
-            && sampler::collided(key)
-        {
-            self.grow(head, row_lines);
+        let after = self.epoch_after(c.head);
+        let seen = sampler::verdict(Readings {
+            prev: c.prev,
+            n: c.n,
+            now,
+            before,
+            after,
+        });
+        if seen == Seen::Interference && sampler::collided(self.key()) {
+            self.grow(c.head, c.row_lines);
         }
     }
 
-    /// Another writer changed a word between this thread's read of it and
-    /// its compare-exchange (a failed exchange): interference unless a take
-    /// ran meanwhile. `before` is [`epoch_before`](Self::epoch_before) read
-    /// before that read of the word; the failed exchange must have read the
-    /// word with `Acquire`. On the base (`on_base`) this grows the first
-    /// table; on a shard it moves the thread, and persisting, grows.
+    /// Interference the owner saw by its own means (a set's row mark, a
+    /// watched line) on the rows of `c.head`: the thread moves, and when
+    /// it persists the table grows.
     #[cold]
     #[inline(never)]
-    pub(crate) fn exchange_lost(
-        &self,
-        key: usize,
-        head: Head,
-        before: Option<u64>,
-        on_base: bool,
-        row_lines: usize,
-    ) {
-        let after = self.epoch_after(head);
-        if before != Some(after) {
+    pub(crate) fn strike(&self, c: Check<'_>) {
+        if sampler::collided(self.key()) {
+            self.grow(c.head, c.row_lines);
+        }
+    }
+
+    /// A check the owner found quiet by its own means: this thread's
+    /// strikes on the table start over.
+    #[inline]
+    pub(crate) fn quiet(&self) {
+        sampler::quiet(self.key());
+    }
+
+    /// A lost exchange: interference unless a take ran meanwhile. On the
+    /// base this grows the first table; on a shard it moves the thread,
+    /// and persisting, grows.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn exchange_lost(&self, l: Lost) {
+        let after = self.epoch_after(l.head);
+        if l.before != Some(after) {
             return;
         }
-        if on_base || sampler::collided(key) {
-            self.grow(head, row_lines);
+        if l.on_base || sampler::collided(self.key()) {
+            self.grow(l.head, l.row_lines);
         }
     }
 }
 
 impl Drop for ShardTable {
     fn drop(&mut self) {
+        // Strikes this thread counted against the table must not count
+        // against one that later takes its place in memory.
+        sampler::forget(self.key());
         // Relaxed: `&mut self` means every other access already
         // happened-before this one.
         let mut t = self.head.load(Ordering::Relaxed);
@@ -567,5 +534,24 @@ impl Drop for ShardTable {
             let table = unsafe { Box::from_raw(t) };
             t = table.older;
         }
+    }
+}
+
+#[cfg(all(test, not(shardcount_loom)))]
+mod tests {
+    use super::*;
+
+    /// Dropping a table forgets this thread's strikes on it: a table made
+    /// later at the same address starts with none. (Strikes more than a
+    /// millisecond apart never add up, so a descheduled thread makes this
+    /// weaker, never failing wrongly.)
+    #[test]
+    fn dropping_the_table_forgets_its_strikes() {
+        // Boxed, so that `drop` does not move it to another address first.
+        let t = Box::new(ShardTable::new(None));
+        let key = t.key();
+        assert!(!sampler::collided(key), "one strike is not enough");
+        drop(t);
+        assert!(!sampler::collided(key), "the strike outlived its table");
     }
 }

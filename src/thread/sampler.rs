@@ -20,8 +20,8 @@
 //!   `take`) shows in the word's take epoch and gives no verdict.
 //! * **What the thread remembers.** Only on the cold path: how many times in
 //!   a row one counter showed interference ([`collided`], keyed by the
-//!   counter's address), so that moving to another shard is tried before a
-//!   table doubles.
+//!   address of the counter's shard table), so that moving to another shard
+//!   is tried before a table doubles.
 //!
 //! Limits: threads that take strict turns, never overlapping, are never
 //! seen by the re-load (they would gain nothing from shards); sharing at a
@@ -192,16 +192,29 @@ pub(crate) enum Seen {
     Unknown,
 }
 
-/// The verdict of a sampled add of `n` that returned `prev`, given the
-/// word's value `now` re-loaded (`Acquire`) right after, and the word's take
-/// epoch read before the add (`None`: a take was under way) and after the
-/// re-load.
+/// What a sampled add read, for its [`verdict`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Readings {
+    /// What the add returned.
+    pub(crate) prev: u64,
+    /// What it added.
+    pub(crate) n: u64,
+    /// The word's value re-loaded (`Acquire`) right after.
+    pub(crate) now: u64,
+    /// The word's take epoch read before the add (`None`: a take was under
+    /// way).
+    pub(crate) before: Option<u64>,
+    /// The word's take epoch read after the re-load.
+    pub(crate) after: u64,
+}
+
+/// The verdict of a sampled add, from what it read.
 #[inline]
-pub(crate) fn verdict(prev: u64, n: u64, now: u64, before: Option<u64>, after: u64) -> Seen {
-    if now == prev.wrapping_add(n) {
+pub(crate) fn verdict(r: Readings) -> Seen {
+    if r.now == r.prev.wrapping_add(r.n) {
         // Only our add shows: quiet, whatever else happened around it.
         Seen::Quiet
-    } else if before != Some(after) {
+    } else if r.before != Some(r.after) {
         Seen::Unknown
     } else {
         Seen::Interference
@@ -209,7 +222,8 @@ pub(crate) fn verdict(prev: u64, n: u64, now: u64, before: Option<u64>, after: u
 }
 
 struct Strikes {
-    /// The counter (its address) the strikes were seen on; 0: none.
+    /// The counter (its shard table's address) the strikes were seen on;
+    /// 0: none.
     key: Cell<usize>,
     /// Interference seen on it in a row.
     count: Cell<u32>,
@@ -251,7 +265,7 @@ crate::primitive::const_thread_local! {
 }
 
 /// Remembers `now` as the epoch of the table at address `table` of the
-/// counter at `key`, and returns the one remembered before (from this
+/// counter keyed `key`, and returns the one remembered before (from this
 /// thread's previous sampled check on them), if any. A check reads the
 /// epoch after its re-load; the one it compares with must have been read
 /// before its add, and the previous check's was. Each table counts its own
@@ -272,7 +286,7 @@ pub(crate) fn swap_epoch(key: usize, table: usize, now: Option<u64>) -> Option<u
         .unwrap_or(None)
 }
 
-/// Records interference on the counter at address `key` and moves the
+/// Records interference on the counter keyed `key` and moves the
 /// calling thread to another probe.
 ///
 /// Returns `true` when that counter showed interference in
@@ -308,7 +322,8 @@ pub(crate) fn collided(key: usize) -> bool {
     })
 }
 
-/// Records a quiet sample on the counter at `key`: its strikes start over.
+/// Records a quiet sample on the counter keyed `key`: its strikes start
+/// over.
 #[cold]
 pub(crate) fn quiet(key: usize) {
     // Ignoring the error: during thread teardown there is nothing to reset.
@@ -319,9 +334,9 @@ pub(crate) fn quiet(key: usize) {
     });
 }
 
-/// Drops the calling thread's strikes on `key`: the counter at `key` is
-/// going away, and one created later at the same address must not inherit
-/// them.
+/// Drops the calling thread's strikes on `key`: the counter (its shard
+/// table) keyed `key` is going away, and one created later at the same
+/// address must not inherit them. Called once, where the table drops.
 pub(crate) fn forget(key: usize) {
     quiet(key);
 }

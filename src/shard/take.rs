@@ -1,0 +1,194 @@
+//! Take epochs and the take guard (the protocol is in the `shard` module
+//! docs, under "Take epochs" and "The take guard").
+
+use super::{is_table, tag_epoch, Head, ShardTable, EPOCH_SHIFT};
+use crate::primitive::sync::atomic::{AtomicU64, Ordering};
+
+/// The low bits of an epoch count takes in progress; one more completed
+/// takes one off them and adds one above them. At most 2^16 - 1 takes may
+/// run at once (far beyond any real use).
+const IN_PROGRESS_BITS: u32 = 16;
+const IN_PROGRESS: u64 = (1 << IN_PROGRESS_BITS) - 1;
+/// What ending a take adds to its epoch: one completed, one fewer running.
+const END_TAKE: u64 = (1 << IN_PROGRESS_BITS) - 1;
+
+/// A take in progress on a [`ShardTable`], from [`ShardTable::take`] until
+/// it is dropped. Every word a take empties is swapped through it
+/// ([`swap`](Self::swap)), so no swap happens outside a take's epoch.
+/// Dropping it completes the take, also when a panic unwinds: a take left
+/// in progress would silence every contention check on the table for good.
+pub(crate) struct Take<'a> {
+    table: &'a ShardTable,
+    /// The tag or newest table whose epoch counts this take.
+    started_in: Head,
+}
+
+impl ShardTable {
+    /// Begins a take: counts it in progress until the guard is dropped.
+    /// The owner swaps its words (the base and every row) through the
+    /// guard, then drops it.
+    #[must_use = "the take ends when the guard is dropped"]
+    pub(crate) fn take(&self) -> Take<'_> {
+        Take {
+            table: self,
+            started_in: self.begin_take(),
+        }
+    }
+
+    /// The take epoch of the words `current` covers, as a "before" reading:
+    /// `None` while a take is in progress. On a table it is a fresh load,
+    /// for the thread's next check on this counter (see the module docs).
+    #[inline]
+    pub(crate) fn epoch_before(&self, current: Head) -> Option<u64> {
+        let epoch = match self.table(current) {
+            // Acquire: had it seen a take completed, that take's swaps
+            // come before any add after it (see the module docs).
+            Some(t) => t.takes.load(Ordering::Acquire),
+            // `current` itself was loaded with Acquire before the add.
+            None => tag_epoch(current.0.addr()),
+        };
+        (epoch & IN_PROGRESS == 0).then_some(epoch)
+    }
+
+    /// The take epoch of the same words, read after the `Acquire` re-load
+    /// of the word added to.
+    #[inline]
+    pub(crate) fn epoch_after(&self, current: Head) -> u64 {
+        match self.table(current) {
+            // Relaxed: the Acquire re-load before it provides the ordering.
+            Some(t) => t.takes.load(Ordering::Relaxed),
+            // Relaxed: as above. A table published meanwhile has another
+            // epoch too: no verdict, which is right, as the base is no
+            // longer written.
+            None => {
+                let now = self.head.load(Ordering::Relaxed);
+                if is_table(now) {
+                    u64::MAX
+                } else {
+                    tag_epoch(now.addr())
+                }
+            }
+        }
+    }
+
+    /// Counts a take as in progress, in the newest table's epoch or the
+    /// tag's; returns which, for [`end_take`](Self::end_take).
+    fn begin_take(&self) -> Head {
+        let mut head = self.load();
+        loop {
+            if let Some(t) = self.table(head) {
+                // Relaxed: the Release swaps that follow publish it.
+                t.takes.fetch_add(1, Ordering::Relaxed);
+                return head;
+            }
+            let bumped = head.0.map_addr(|a| a.wrapping_add(1 << EPOCH_SHIFT));
+            // Relaxed on success: the Release swaps that follow publish it.
+            // Acquire on failure: the value may be a new table we then use.
+            match self.head.compare_exchange_weak(
+                head.0,
+                bumped,
+                Ordering::Relaxed,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Head(bumped),
+                Err(now) => head = Head(now),
+            }
+        }
+    }
+
+    /// Counts the take begun on `started_in` as completed.
+    fn end_take(&self, started_in: Head) {
+        if let Some(t) = self.table(started_in) {
+            // Release: an add that sees it completed also sees its swaps.
+            t.takes.fetch_add(END_TAKE, Ordering::Release);
+            return;
+        }
+        // Relaxed: only the tag's bits are used; a table ends the loop.
+        let mut now = self.head.load(Ordering::Relaxed);
+        // A table published meanwhile retires the tag: nobody reads its
+        // epoch any more.
+        while !is_table(now) {
+            // Release: as above. Relaxed on failure: we only retry. The add
+            // wraps off the top of the word, which only shortens the count
+            // of completed takes.
+            let ended = now.map_addr(|a| a.wrapping_add((END_TAKE as usize) << EPOCH_SHIFT));
+            match self
+                .head
+                .compare_exchange_weak(now, ended, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(h) => now = h,
+            }
+        }
+    }
+}
+
+impl Take<'_> {
+    /// Empties `word` (the owner's base, or a word of the table) and
+    /// returns what it held.
+    #[inline]
+    pub(crate) fn swap(&self, word: &AtomicU64) -> u64 {
+        // Release: a checked add that reads what the swap left sees this
+        // take's start (module docs). The count itself needs only the
+        // RMW: the swap takes exactly the updates before it in the word's
+        // modification order.
+        word.swap(0, Ordering::Release)
+    }
+
+    /// Empties every shard (the first word of each one-line row) and
+    /// passes what each held to `f`.
+    #[inline]
+    pub(crate) fn swap_shards(&self, mut f: impl FnMut(u64)) {
+        self.table.for_each_shard(|s| f(self.swap(s)));
+    }
+}
+
+impl Drop for Take<'_> {
+    fn drop(&mut self) {
+        self.table.end_take(self.started_in);
+    }
+}
+
+#[cfg(all(test, not(shardcount_loom)))]
+mod tests {
+    use super::*;
+
+    /// A panic inside a take must not leave it in progress: the checks
+    /// would give no verdict, and the table never grow, for good.
+    #[test]
+    fn a_panic_during_a_take_still_ends_it() {
+        for grown in [false, true] {
+            let t = ShardTable::new(None);
+            if grown {
+                t.grow(t.load(), 1);
+            }
+            assert!(t.epoch_before(t.load()).is_some());
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _take = t.take();
+                assert!(t.epoch_before(t.load()).is_none(), "not in progress");
+                panic!("in the middle of a take");
+            }));
+            assert!(caught.is_err());
+            let after = t.epoch_before(t.load());
+            assert!(after.is_some(), "the take stayed open (grown: {grown})");
+            assert_ne!(after, Some(0), "the take was not counted completed");
+        }
+    }
+
+    #[test]
+    fn swap_empties_each_word_and_returns_what_it_held() {
+        let t = ShardTable::new(None);
+        t.grow(t.load(), 1);
+        t.for_each_shard(|s| {
+            s.store(3, Ordering::Relaxed);
+        });
+        let base = AtomicU64::new(5);
+        let take = t.take();
+        let mut total = take.swap(&base);
+        take.swap_shards(|v| total += v);
+        drop(take);
+        assert_eq!(total, 5 + 3 * t.shards() as u64);
+        assert_eq!(base.load(Ordering::Relaxed), 0);
+        t.for_each_shard(|s| assert_eq!(s.load(Ordering::Relaxed), 0));
+    }
+}
