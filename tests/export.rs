@@ -446,3 +446,23 @@ fn a_key_reported_twice_in_one_read_exports_the_sum() {
     exporter.flush(soon()).unwrap();
     assert_eq!(sink.get("same"), 18);
 }
+
+/// A flush whose deadline has already passed still tries one delivery, so
+/// its error says why the counts are undelivered (a busy host could use up
+/// a short deadline reading the sources, and the error then had no cause).
+#[test]
+fn a_flush_past_its_deadline_tries_once_and_reports_why() {
+    use std::error::Error;
+    static C: RoughCounter = RoughCounter::new();
+    let sink = MemorySink::new();
+    let exporter = Exporter::new(sink.clone(), Duration::from_secs(60));
+    exporter.register("late", &C);
+    C.add(2);
+    sink.set_down(true);
+    let err = exporter.flush(Instant::now()).unwrap_err();
+    assert_eq!(err.report.undelivered, 2);
+    assert_eq!(err.source().unwrap().to_string(), "MemorySink is down");
+    sink.set_down(false);
+    assert_eq!(exporter.flush(Instant::now()).unwrap().delivered, 2);
+    assert_eq!(sink.get("late"), 2);
+}

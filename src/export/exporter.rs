@@ -501,8 +501,9 @@ impl Exporter {
     }
 
     /// Reads every source once more and delivers until nothing is pending
-    /// or `deadline` passes, retrying failed deliveries with back-off.
-    /// Waits first for a pass the thread is running (bounded by the sink's
+    /// or `deadline` passes, retrying failed deliveries with back-off. It
+    /// always tries at least one delivery, even past the deadline. Waits
+    /// first for a pass the thread is running (bounded by the sink's
     /// network timeouts), and a delivery in progress at the deadline is
     /// waited for too.
     ///
@@ -643,14 +644,17 @@ impl Engine {
             if self.frozen.is_empty() {
                 return Ok(());
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(());
-            }
+            // The deadline is checked after a delivery, so a flush whose
+            // deadline passed while it read the sources still tries once
+            // (and reports that try's error).
             match self.sink.deliver(&self.frozen) {
                 Ok(outcomes) => {
                     self.failures = 0;
                     self.stats.last_error = None;
                     self.settle(outcomes);
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Ok(());
+                    }
                 }
                 Err(e) => {
                     self.failures = self.failures.saturating_add(1);
