@@ -325,9 +325,9 @@ where
         let callback = move |sink: &dyn AsyncInstrument<u64>| match &labels {
             None => counter.read_each(|_, value| sink.observe(value, &[])),
             Some(labels) => {
-                // Collections do not overlap in practice; the lock only makes
-                // the callback `Sync`. The cached attributes stay valid
-                // whatever panicked while it was held.
+                // Uncontended unless two readers collect at once (they take
+                // turns). Every cached attribute is whole whatever panicked
+                // while the lock was held, so a poisoned lock is used as is.
                 let mut labels = labels.lock().unwrap_or_else(PoisonError::into_inner);
                 labels.observe(&*counter, sink);
             }
