@@ -26,8 +26,9 @@
 //!   deltas to a [`Sink`](export::Sink); `export::redis` (feature `redis`)
 //!   folds them into Redis exactly once, for fleet-wide counts.
 //! * `integrations` (features `metrics`, `prometheus-client`, `prometheus`,
-//!   `serde`): the counters behind the `metrics` facade, in a
-//!   `prometheus_client` or `prometheus` registry, and as serde snapshots.
+//!   `opentelemetry`, `serde`): the counters behind the `metrics` facade,
+//!   in a `prometheus_client` or `prometheus` registry, as OpenTelemetry
+//!   observable instruments, and as serde snapshots.
 //!
 //! Every counting operation is `Relaxed`: a counter cannot publish other
 //! writes the way an Acquire/Release `AtomicU64` can. Each type states its
@@ -88,6 +89,7 @@ pub mod export;
         feature = "metrics",
         feature = "prometheus-client",
         feature = "prometheus",
+        feature = "opentelemetry",
         feature = "serde"
     ),
     not(shardcount_loom)
@@ -98,6 +100,7 @@ pub mod export;
         feature = "metrics",
         feature = "prometheus-client",
         feature = "prometheus",
+        feature = "opentelemetry",
         feature = "serde"
     )))
 )]

@@ -16,6 +16,9 @@
 //! * `prometheus` (feature `prometheus`): `Collected`, a `Collector` for
 //!   any counter type or family, to register in tikv's
 //!   `prometheus::Registry`.
+//! * `opentelemetry` (feature `opentelemetry`): `observe`, which registers
+//!   any counter type or family on an OpenTelemetry `Meter` as an
+//!   observable counter or gauge.
 //! * `serde` (feature `serde`): `Snapshot`, one JSON shape for the value of
 //!   any counter type or family.
 //!
@@ -25,6 +28,9 @@
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
+#[cfg(feature = "opentelemetry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+pub mod opentelemetry;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
