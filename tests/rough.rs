@@ -521,3 +521,21 @@ fn after_a_thread_scope_whose_threads_flushed_approx_is_exact_with_a_folder() {
         assert_eq!(c.approx(), 4000, "trial {trial}");
     }
 }
+
+/// A counter made with `From` starts folded: its orphan slot's claims have
+/// all reached the sink, so `flush_all` has nothing to wait for. (It once
+/// waited for ever: the orphan's `sunk` started at 0, not at the initial
+/// value.) The patience is a liveness bound, not a speed assertion.
+#[test]
+fn flush_all_on_a_counter_made_from_a_value_returns() {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let c = RoughCounter::from(5);
+        c.flush_all();
+        c.add(2);
+        c.flush_all();
+        tx.send((c.sum(), c.approx())).unwrap();
+    });
+    let got = rx.recv_timeout(Duration::from_secs(60));
+    assert_eq!(got, Ok((7, 7)), "flush_all did not return");
+}

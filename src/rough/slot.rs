@@ -274,6 +274,9 @@ impl Shared {
         orphan.total.store(initial, Ordering::Relaxed);
         // Relaxed: as above.
         orphan.folded.store(initial, Ordering::Relaxed);
+        // The initial claim is in the sink already: none in flight, or
+        // `fold_and_wait` would wait for it for ever. Relaxed: as above.
+        orphan.sunk.store(initial, Ordering::Relaxed);
         Shared {
             sink: CachePadded::new(AtomicU64::new(initial)),
             slots: SlotTable::new(),
