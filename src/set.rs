@@ -25,7 +25,9 @@
 //!   - otherwise, the word is re-loaded with `Acquire` exactly as `Counter`
 //!     does (the same code, in `shard`): another adder's write to the same
 //!     counter shows. The whole set shares one take epoch, bumped by
-//!     [`take_all`](CounterSet::take_all), whose swaps are `Release`.
+//!     [`take_all`](CounterSet::take_all) and [`take`](CounterSet::take)
+//!     alike (a take of one counter is a take of the set for the
+//!     contention check), whose swaps are `Release`.
 //!
 //!   Either is a strike for the thread on this set: it moves to another
 //!   row, and two in a row, less than a millisecond apart (see
