@@ -86,7 +86,7 @@ fn paired_report() {
                 let m = CounterMap::new();
                 let h = m.handle(&0u64);
                 let h = escape(&h);
-                two_threads(n, |_| h.inc(), || h.get())
+                two_threads(n, |_| h.inc(), || h.sum())
             })
             .vs("DashMap<u64, AtomicU64> get + fetch_add", |n| {
                 let m: DashMap<u64, AtomicU64> = DashMap::new();
@@ -144,8 +144,7 @@ fn paired_report() {
         while set.shards() < 2 {
             run_threads(2, |_| (0..100_000).for_each(|_| set.inc(0)));
         }
-        let grown = set.get(0);
-        set.sub(0, grown);
+        set.reset();
         (0..KEYS).for_each(|i| set.add(i, i as u64));
         let mut buf = vec![0u64; KEYS];
         let want: u64 = (0..KEYS as u64).sum();

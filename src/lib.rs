@@ -47,6 +47,37 @@
 //! assert_eq!(REQUESTS.sum(), 20_000);
 //! ```
 //!
+//! # One verb per idea
+//!
+//! The same idea has the same name on every type; a method named `get`
+//! never panics (as `slice::get`), and every take is lossless: each add is
+//! counted by exactly one take, or stays in the counter.
+//!
+//! | | [`Counter`] | [`RoughCounter`], [`local_counter!`] | [`Stock`] | [`MaxCounter`], [`MinCounter`] | [`CounterSet`] | [`CounterMap<K>`](CounterMap) | [`CounterHandle`] |
+//! |---|---|---|---|---|---|---|---|
+//! | exact read; signed | `sum()`; `sum_i64()` | `sum()`; `sum_i64()` | `sum()`; none (never below 0) | `get()` | `get(i)`: `Option`, never a panic | `get(&k)`: `Option` | `sum()`; `sum_i64()` |
+//! | add, sub, inc, dec | `add(n)`, `sub(n)`, `inc()`, `dec()` | `add(n)`, `sub(n)`, `inc()`, `dec()` | `add(n)`, `try_sub(n)` | `record(v)` | `add(i, n)` (panics past `len()`; `try_add`), `sub(i, n)`, `inc(i)`, `dec(i)` | `add(&k, n)`, `sub(&k, n)`, `inc(&k)`, `dec(&k)` | `add(n)`, `sub(n)`, `inc()`, `dec()` |
+//! | take, reset (lossless) | `take()`, `reset()` | none: each thread stores to its own slot, which no swap can take losslessly | none | `take()`, `reset()` | `take(i)`: `Option`; `take_all()`, `take_all_into(out)`, `reset()` | `take(&k)`: `Option`; `take_all()`, `reset()` | `take()`, `reset()` |
+//! | snapshot | | | | | `snapshot()`, `snapshot_into(out)` | `snapshot()`, `top(n)` | |
+//! | construct | `new()` (`const`), `Default`, `From<u64>` | `new()` (`const`), `Default`, `From<u64>`; `local_counter!(static N)` | `new(n)`, `Default`, `From<u64>` | `new()` (`const`), `Default` | `new(len)` | `new()`, `Default` | `map.handle(&k)` |
+//! | size | `with_max_shards(m)`, `shards()`, `max_shards()` | `with_batch(b)`, `batch = b` | `with_shards(m)`, `shards()` | `shards()` | `with_max_shards(len, m)`, `shards()`, `max_shards()` | `with_max_keys(m)`, `unbounded()` | |
+//!
+//! ```
+//! use shardcount::{CounterMap, CounterSet};
+//!
+//! let set = CounterSet::new(2);
+//! set.add(1, 3);
+//! set.dec(1);
+//! assert_eq!((set.get(1), set.get(2)), (Some(2), None)); // no panic
+//! assert_eq!(set.take(1), Some(2));
+//!
+//! let map: CounterMap<String> = CounterMap::new();
+//! let h = map.handle("/");
+//! h.sub(1);
+//! assert_eq!((h.sum_i64(), map.take("/")), (-1, Some(u64::MAX)));
+//! assert_eq!(h.sum(), 0);
+//! ```
+//!
 //! # Glossary
 //!
 //! * **shard**: one of several cache-padded words a count is split over;

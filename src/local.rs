@@ -113,6 +113,9 @@ unsafe impl Send for CellRef {}
 /// a `static` (each declaration has its own thread-locals), and a `sub` is a
 /// locked add on the sink.
 ///
+/// It has no `take` or `reset`: each thread writes its cell with a plain
+/// store, so no swap from another thread can take a count losslessly.
+///
 /// # Consistency of reads
 ///
 /// * [`sum`](Self::sum) is **exact at quiescence**: the sink plus every
@@ -254,6 +257,19 @@ impl<K: LocalKey> LocalCounter<K> {
         self.add_to_sink(n.wrapping_neg());
     }
 
+    /// Subtracts one, wrapping below zero: as [`sub`](Self::sub), a locked
+    /// add on the sink.
+    ///
+    /// ```
+    /// shardcount::local_counter!(static OPEN);
+    /// OPEN.add(2);
+    /// OPEN.dec();
+    /// assert_eq!(OPEN.sum(), 1);
+    /// ```
+    pub fn dec(&'static self) {
+        self.sub(1);
+    }
+
     #[cold]
     #[inline(never)]
     fn add_to_sink(&'static self, n: u64) {
@@ -367,6 +383,19 @@ impl<K: LocalKey> LocalCounter<K> {
             total = total.wrapping_add((v as u64).wrapping_add(self.batch));
         }
         total
+    }
+
+    /// [`sum`](Self::sum) as a signed value: the same bits, for counters
+    /// that go up and down around zero.
+    ///
+    /// ```
+    /// shardcount::local_counter!(static LEVEL);
+    /// LEVEL.sub(3);
+    /// assert_eq!(LEVEL.sum_i64(), -3);
+    /// ```
+    #[must_use]
+    pub fn sum_i64(&'static self) -> i64 {
+        self.sum() as i64
     }
 
     /// Folds the calling thread's pending counts into the sink.

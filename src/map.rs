@@ -34,7 +34,7 @@
 //!   valid for every `&self`.
 //! * `allocated_chunks` takes no lock: it loads `next` (`Relaxed`) and
 //!   looks up the chunks of the indices below it, as `chunk` does.
-//! * Whole-map reads (`snapshot`, `top`, `take_all`) hold every shard's read lock
+//! * Whole-map reads (`snapshot`, `top`, `take_all`, `reset`) hold every shard's read lock
 //!   at once: no index is being handed out meanwhile, so every index below
 //!   `next` has its key in a shard and its chunk allocated, and a take
 //!   swaps only counters whose keys it reports.
@@ -153,7 +153,8 @@ fn intern_shards() -> usize {
 /// # Reads
 ///
 /// As for [`CounterSet`]: exact at quiescence; under concurrent adds not a
-/// snapshot of one instant; [`take_all`](Self::take_all) loses nothing.
+/// snapshot of one instant; [`take`](Self::take) and
+/// [`take_all`](Self::take_all) lose nothing.
 ///
 /// # Example
 ///
@@ -199,7 +200,7 @@ pub struct CounterMap<K> {
 /// let h2 = h; // Copy
 /// h.add(2);
 /// h2.inc();
-/// assert_eq!(h.get(), 3);
+/// assert_eq!(h.sum(), 3);
 /// assert_eq!(m.get(&7), Some(3));
 /// ```
 #[derive(Clone, Copy)]
@@ -211,7 +212,7 @@ pub struct CounterHandle<'a> {
 }
 
 impl CounterHandle<'_> {
-    /// Adds `v`, wrapping at 2<sup>64</sup>.
+    /// Adds `n`, wrapping at 2<sup>64</sup>.
     ///
     /// ```
     /// let m = shardcount::CounterMap::new();
@@ -219,12 +220,12 @@ impl CounterHandle<'_> {
     /// assert_eq!(m.get(&"a"), Some(4));
     /// ```
     #[inline]
-    pub fn add(&self, v: u64) {
+    pub fn add(&self, n: u64) {
         // SAFETY: `i < set.len()`, the field's invariant.
-        unsafe { self.set.add_unchecked(self.i, v) };
+        unsafe { self.set.add_unchecked(self.i, n) };
     }
 
-    /// Subtracts `v`, wrapping below zero.
+    /// Subtracts `n`, wrapping below zero.
     ///
     /// ```
     /// let m = shardcount::CounterMap::new();
@@ -232,8 +233,8 @@ impl CounterHandle<'_> {
     /// assert_eq!(m.get(&"a"), Some(u64::MAX));
     /// ```
     #[inline]
-    pub fn sub(&self, v: u64) {
-        self.add(v.wrapping_neg());
+    pub fn sub(&self, n: u64) {
+        self.add(n.wrapping_neg());
     }
 
     /// Adds one.
@@ -248,6 +249,20 @@ impl CounterHandle<'_> {
         self.add(1);
     }
 
+    /// Subtracts one, wrapping below zero.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// let h = m.handle(&"open");
+    /// h.add(2);
+    /// h.dec();
+    /// assert_eq!(h.sum(), 1);
+    /// ```
+    #[inline]
+    pub fn dec(&self) {
+        self.add(u64::MAX);
+    }
+
     /// This counter's total (the overflow counter's, for a handle to a key
     /// beyond the bound); exact at quiescence.
     ///
@@ -255,11 +270,54 @@ impl CounterHandle<'_> {
     /// let m = shardcount::CounterMap::new();
     /// let h = m.handle(&"a");
     /// h.add(3);
-    /// assert_eq!(h.get(), 3);
+    /// assert_eq!(h.sum(), 3);
     /// ```
     #[must_use]
-    pub fn get(&self) -> u64 {
-        self.set.get(self.i)
+    pub fn sum(&self) -> u64 {
+        self.set.total(self.i)
+    }
+
+    /// [`sum`](Self::sum) as a signed value: the same bits, for counters
+    /// that go up and down around zero.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// let h = m.handle(&"a");
+    /// h.sub(3);
+    /// assert_eq!(h.sum_i64(), -3);
+    /// ```
+    #[must_use]
+    pub fn sum_i64(&self) -> i64 {
+        self.sum() as i64
+    }
+
+    /// Takes this counter's total, leaving it at zero; lossless, as
+    /// [`CounterSet::take`] (each add is counted by exactly one take, or
+    /// stays).
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// let h = m.handle(&"a");
+    /// h.add(5);
+    /// assert_eq!(h.take(), 5);
+    /// assert_eq!(m.get(&"a"), Some(0));
+    /// ```
+    pub fn take(&self) -> u64 {
+        self.set.take_at(self.i)
+    }
+
+    /// Sets this counter to zero (a [`take`](Self::take) whose total is
+    /// dropped).
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// let h = m.handle(&"a");
+    /// h.add(5);
+    /// h.reset();
+    /// assert_eq!(h.sum(), 0);
+    /// ```
+    pub fn reset(&self) {
+        self.take();
     }
 }
 
@@ -274,7 +332,7 @@ impl fmt::Debug for CounterHandle<'_> {
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CounterHandle")
-            .field("total", &self.get())
+            .field("total", &self.sum())
             .finish()
     }
 }
@@ -524,7 +582,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         }
     }
 
-    /// Adds `v` to `key`'s counter (created if new; the overflow counter
+    /// Adds `n` to `key`'s counter (created if new; the overflow counter
     /// beyond the bound): one lookup under a read lock, then the add.
     /// `key` may be any borrowed form of `K`; it is made owned only when
     /// it is new (see [`handle`](Self::handle)).
@@ -539,12 +597,12 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// paths.add("/about", 2); // a `&str` for a `String` key
     /// assert_eq!(paths.get("/about"), Some(2));
     /// ```
-    pub fn add<Q>(&self, key: &Q, v: u64)
+    pub fn add<Q>(&self, key: &Q, n: u64)
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.handle(key).add(v);
+        self.handle(key).add(n);
     }
 
     /// Adds one to `key`'s counter (see [`add`](Self::add)).
@@ -566,7 +624,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         self.handle(key).add(1);
     }
 
-    /// Subtracts `v` from `key`'s counter, wrapping below zero (created if
+    /// Subtracts `n` from `key`'s counter, wrapping below zero (created if
     /// new; the overflow counter beyond the bound; see [`add`](Self::add)).
     ///
     /// ```
@@ -575,12 +633,29 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// m.sub("open", 1);
     /// assert_eq!(m.get("open"), Some(2));
     /// ```
-    pub fn sub<Q>(&self, key: &Q, v: u64)
+    pub fn sub<Q>(&self, key: &Q, n: u64)
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.handle(key).sub(v);
+        self.handle(key).sub(n);
+    }
+
+    /// Subtracts one from `key`'s counter, wrapping below zero (see
+    /// [`sub`](Self::sub)).
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::<String>::new();
+    /// m.add("open", 3);
+    /// m.dec("open");
+    /// assert_eq!(m.get("open"), Some(2));
+    /// ```
+    pub fn dec<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.handle(key).dec();
     }
 
     /// `key`'s total, or `None` if it has no counter (never used, or beyond
@@ -600,7 +675,27 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         Q: Hash + Eq + ?Sized,
     {
         let i = *read(self.shard(key)).get(key)?;
-        Some(self.at(i).get())
+        Some(self.at(i).sum())
+    }
+
+    /// Takes `key`'s total, leaving its counter at zero, or `None` if it
+    /// has no counter (as [`get`](Self::get); creates nothing). Lossless,
+    /// as [`CounterHandle::take`].
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::<String>::new();
+    /// m.add("/about", 3);
+    /// assert_eq!(m.take("/about"), Some(3));
+    /// assert_eq!(m.get("/about"), Some(0));
+    /// assert_eq!(m.take("/blog"), None);
+    /// ```
+    pub fn take<Q>(&self, key: &Q) -> Option<u64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let i = *read(self.shard(key)).get(key)?;
+        Some(self.at(i).take())
     }
 
     /// Every key with its total, in the order keys were first used. Holds
@@ -664,6 +759,22 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     #[must_use]
     pub fn take_all(&self) -> Vec<(K, u64)> {
         self.collect(CounterSet::take_all_into, owned)
+    }
+
+    /// Sets every key's counter to zero (the keys stay), the overflow
+    /// counter too: a [`take_all`](Self::take_all) and a
+    /// [`take_overflow`](Self::take_overflow) with the totals dropped.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::with_max_keys(1);
+    /// m.add(&"a", 1);
+    /// m.add(&"b", 2); // beyond the bound
+    /// m.reset();
+    /// assert_eq!((m.get(&"a"), m.overflow(), m.len()), (Some(0), 0, 1));
+    /// ```
+    pub fn reset(&self) {
+        self.collect(CounterSet::take_all_into, |_| ());
+        self.overflow.reset();
     }
 
     /// Reads every chunk with `read_chunk`, pairs the totals with their
@@ -739,7 +850,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// ```
     #[must_use]
     pub fn overflow(&self) -> u64 {
-        self.overflow.get(0)
+        self.overflow.total(0)
     }
 
     /// Takes the overflow total, leaving it at zero (lossless, as
@@ -752,9 +863,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// assert_eq!(m.overflow(), 0);
     /// ```
     pub fn take_overflow(&self) -> u64 {
-        let mut out = [0];
-        self.overflow.take_all_into(&mut out);
-        out[0]
+        self.overflow.take_at(0)
     }
 
     /// How many chunks of 127 counters are allocated: a diagnostic of
@@ -811,7 +920,7 @@ impl<K> fmt::Debug for CounterMap<K> {
                 &self.shards.iter().map(|s| read(s).len()).sum::<usize>(),
             )
             .field("max_keys", &self.max_keys)
-            .field("overflow", &self.overflow.get(0))
+            .field("overflow", &self.overflow.total(0))
             .finish()
     }
 }
@@ -926,7 +1035,7 @@ where
             // A key is inserted after its chunk exists (`intern`), so
             // every key seen under the lock has its counter.
             for (k, &i) in read(shard).iter() {
-                f(k, self.at(i).get());
+                f(k, self.at(i).sum());
             }
         }
     }

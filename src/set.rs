@@ -25,7 +25,9 @@
 //!   - otherwise, the word is re-loaded with `Acquire` exactly as `Counter`
 //!     does (the same code, in `shard`): another adder's write to the same
 //!     counter shows. The whole set shares one take epoch, bumped by
-//!     [`take_all`](CounterSet::take_all), whose swaps are `Release`.
+//!     [`take_all`](CounterSet::take_all) and [`take`](CounterSet::take)
+//!     alike (a take of one counter is a take of the set for the
+//!     contention check), whose swaps are `Release`.
 //!
 //!   Either is a strike for the thread on this set: it moves to another
 //!   row, and two in a row, less than a millisecond apart (see
@@ -87,8 +89,8 @@ fn too_many(n: usize) -> ! {
 /// [`get`](Self::get) and [`snapshot_into`](Self::snapshot_into) are exact at
 /// quiescence and include every update that happened-before them; under
 /// concurrent updates they are not a snapshot of one instant.
-/// [`take_all`](Self::take_all) loses nothing: every update is counted by
-/// exactly one take, or stays in the set.
+/// [`take`](Self::take) and [`take_all`](Self::take_all) lose nothing:
+/// every update is counted by exactly one take, or stays in the set.
 ///
 /// # Memory
 ///
@@ -117,9 +119,9 @@ fn too_many(n: usize) -> ! {
 ///         });
 ///     }
 /// });
-/// assert_eq!(requests.get(GET), 2000);
+/// assert_eq!(requests.get(GET), Some(2000));
 /// assert_eq!(requests.take_all(), vec![2000, 6]);
-/// assert_eq!(requests.get(PUT), 0);
+/// assert_eq!(requests.get(PUT), Some(0));
 /// ```
 pub struct CounterSet {
     base: Box<[Line]>,
@@ -142,7 +144,7 @@ impl CounterSet {
     /// ```
     /// let s = shardcount::CounterSet::new(3);
     /// assert_eq!(s.len(), 3);
-    /// assert_eq!(s.get(2), 0);
+    /// assert_eq!(s.get(2), Some(0));
     /// ```
     #[must_use]
     pub fn new(n: usize) -> Self {
@@ -219,26 +221,27 @@ impl CounterSet {
         self.base.len()
     }
 
-    /// Adds `v` to counter `i`, wrapping at 2<sup>64</sup>.
+    /// Adds `n` to counter `i`, wrapping at 2<sup>64</sup>.
     ///
     /// # Panics
     ///
-    /// If `i >= len()`, naming both (as slice indexing does).
+    /// If `i >= len()`, naming both (as slice indexing does; see
+    /// [`try_add`](Self::try_add)).
     ///
     /// ```
     /// let s = shardcount::CounterSet::new(2);
     /// s.add(1, 5);
-    /// assert_eq!(s.get(1), 5);
+    /// assert_eq!(s.get(1), Some(5));
     /// ```
     #[inline]
     #[track_caller]
-    pub fn add(&self, i: usize, v: u64) {
-        if self.try_add(i, v).is_none() {
+    pub fn add(&self, i: usize, n: u64) {
+        if self.try_add(i, n).is_none() {
             self.out_of_range(i);
         }
     }
 
-    /// Adds `v` to counter `i` if there is one; `None` (and no change) if
+    /// Adds `n` to counter `i` if there is one; `None` (and no change) if
     /// `i >= len()`.
     ///
     /// ```
@@ -247,12 +250,12 @@ impl CounterSet {
     /// assert_eq!(s.try_add(2, 5), None);
     /// ```
     #[inline]
-    pub fn try_add(&self, i: usize, v: u64) -> Option<()> {
+    pub fn try_add(&self, i: usize, n: u64) -> Option<()> {
         if i >= self.len {
             return None;
         }
         // SAFETY: just checked.
-        unsafe { self.add_unchecked(i, v) };
+        unsafe { self.add_unchecked(i, n) };
         Some(())
     }
 
@@ -381,7 +384,7 @@ impl CounterSet {
         // at watches can add up.
     }
 
-    /// Subtracts `v` from counter `i`, wrapping below zero.
+    /// Subtracts `n` from counter `i`, wrapping below zero.
     ///
     /// # Panics
     ///
@@ -390,12 +393,12 @@ impl CounterSet {
     /// ```
     /// let s = shardcount::CounterSet::new(1);
     /// s.sub(0, 1);
-    /// assert_eq!(s.get(0), u64::MAX);
+    /// assert_eq!(s.get(0), Some(u64::MAX));
     /// ```
     #[inline]
     #[track_caller]
-    pub fn sub(&self, i: usize, v: u64) {
-        self.add(i, v.wrapping_neg());
+    pub fn sub(&self, i: usize, n: u64) {
+        self.add(i, n.wrapping_neg());
     }
 
     /// Adds one to counter `i`.
@@ -407,7 +410,7 @@ impl CounterSet {
     /// ```
     /// let s = shardcount::CounterSet::new(1);
     /// s.inc(0);
-    /// assert_eq!(s.get(0), 1);
+    /// assert_eq!(s.get(0), Some(1));
     /// ```
     #[inline]
     #[track_caller]
@@ -415,10 +418,7 @@ impl CounterSet {
         self.add(i, 1);
     }
 
-    /// Counter `i`'s total, modulo 2<sup>64</sup>: exact at quiescence,
-    /// includes every update that happened-before the call.
-    ///
-    /// Cost: one load per row.
+    /// Subtracts one from counter `i`, wrapping below zero.
     ///
     /// # Panics
     ///
@@ -426,30 +426,37 @@ impl CounterSet {
     ///
     /// ```
     /// let s = shardcount::CounterSet::new(1);
-    /// s.add(0, 2);
-    /// assert_eq!(s.get(0), 2);
+    /// s.add(0, 3);
+    /// s.dec(0);
+    /// assert_eq!(s.get(0), Some(2));
     /// ```
-    #[must_use]
+    #[inline]
     #[track_caller]
-    pub fn get(&self, i: usize) -> u64 {
-        match self.get_checked(i) {
-            Some(v) => v,
-            None => self.out_of_range(i),
-        }
+    pub fn dec(&self, i: usize) {
+        self.add(i, u64::MAX);
     }
 
-    /// Counter `i`'s total, or `None` if `i >= len()`.
+    /// Counter `i`'s total, modulo 2<sup>64</sup>, or `None` if
+    /// `i >= len()` (never a panic, as `slice::get`). Exact at quiescence;
+    /// includes every update that happened-before the call.
+    ///
+    /// Cost: one load per row.
     ///
     /// ```
     /// let s = shardcount::CounterSet::new(1);
-    /// assert_eq!(s.get_checked(0), Some(0));
-    /// assert_eq!(s.get_checked(1), None);
+    /// s.add(0, 2);
+    /// assert_eq!(s.get(0), Some(2));
+    /// assert_eq!(s.get(1), None);
     /// ```
     #[must_use]
-    pub fn get_checked(&self, i: usize) -> Option<u64> {
-        if i >= self.len {
-            return None;
-        }
+    pub fn get(&self, i: usize) -> Option<u64> {
+        (i < self.len).then(|| self.total(i))
+    }
+
+    /// Counter `i`'s total, for `i < len()` (a handle's index, or checked
+    /// by the caller).
+    pub(crate) fn total(&self, i: usize) -> u64 {
+        debug_assert!(i < self.len);
         // Relaxed: a count read publishes nothing; coherence alone makes it
         // include every update that happened-before this call.
         let mut total = word(&self.base, i).load(Ordering::Relaxed);
@@ -457,7 +464,39 @@ impl CounterSet {
             // Relaxed: as above.
             total = total.wrapping_add(word(row, i).load(Ordering::Relaxed));
         });
-        Some(total)
+        total
+    }
+
+    /// Takes counter `i`'s total, leaving it at zero, or `None` (and no
+    /// change) if `i >= len()`. Lossless, as
+    /// [`take_all`](Self::take_all): every add to counter `i` is counted by
+    /// exactly one take, or stays in the set.
+    ///
+    /// Cost: one swap per row.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(2);
+    /// s.add(0, 4);
+    /// s.add(1, 1);
+    /// assert_eq!(s.take(0), Some(4));
+    /// assert_eq!(s.snapshot(), vec![0, 1]);
+    /// assert_eq!(s.take(2), None);
+    /// ```
+    pub fn take(&self, i: usize) -> Option<u64> {
+        (i < self.len).then(|| self.take_at(i))
+    }
+
+    /// Counter `i`'s take, for `i < len()`: the sequence of
+    /// [`take_all_into`](Self::take_all_into), on word `i` of each row.
+    pub(crate) fn take_at(&self, i: usize) -> u64 {
+        debug_assert!(i < self.len);
+        // The take ends when `take` drops, after the last swap.
+        let take = self.table.take();
+        let mut total = take.swap(word(&self.base, i));
+        self.table.for_each_row(|row| {
+            total = total.wrapping_add(take.swap(word(row, i)));
+        });
+        total
     }
 
     /// Adds every row `f` makes of a row into `out[..len]`.
@@ -504,7 +543,7 @@ impl CounterSet {
     pub fn snapshot_into(&self, out: &mut [u64]) {
         self.check_out(out);
         out.fill(0);
-        // Relaxed: as in `get_checked`.
+        // Relaxed: as in `total`.
         self.fold_rows(out, |w| w.load(Ordering::Relaxed));
     }
 
@@ -538,7 +577,7 @@ impl CounterSet {
     /// let mut out = [0; 2];
     /// s.take_all_into(&mut out);
     /// assert_eq!(out, [4, 0]);
-    /// assert_eq!(s.get(0), 0);
+    /// assert_eq!(s.get(0), Some(0));
     /// ```
     #[track_caller]
     pub fn take_all_into(&self, out: &mut [u64]) {
@@ -563,6 +602,20 @@ impl CounterSet {
         let mut out = vec![0; self.len];
         self.take_all_into(&mut out);
         out
+    }
+
+    /// Sets every counter to zero: [`take_all`](Self::take_all) with the
+    /// totals dropped. An add concurrent with it is either dropped or kept
+    /// whole.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(2);
+    /// s.add(1, 2);
+    /// s.reset();
+    /// assert_eq!(s.snapshot(), vec![0, 0]);
+    /// ```
+    pub fn reset(&self) {
+        let _ = self.take_all();
     }
 
     /// How many rows the newest table has besides the base row: 0 while
@@ -603,7 +656,7 @@ impl fmt::Debug for CounterSet {
     /// assert_eq!(format!("{s:?}"), "CounterSet { len: 2, shards: 0, totals: [1, 0] }");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shown: Vec<u64> = (0..self.len.min(16)).map(|i| self.get(i)).collect();
+        let shown: Vec<u64> = (0..self.len.min(16)).map(|i| self.total(i)).collect();
         let mut d = f.debug_struct("CounterSet");
         d.field("len", &self.len)
             .field("shards", &self.shards())
@@ -666,7 +719,7 @@ mod tests {
             index
         });
         assert!(index > 2, "the lone thread owned a row (index {index})");
-        assert_eq!(s.get(5), 1_000_000);
+        assert_eq!(s.get(5), Some(1_000_000));
         assert_eq!(s.shards(), 2, "a lone writer grew the set");
     }
 }
@@ -689,7 +742,7 @@ impl crate::contract::CountFamily for CounterSet {
 
     fn read_each(&self, mut f: impl FnMut(&usize, u64)) {
         for i in 0..self.len() {
-            f(&i, self.get(i));
+            f(&i, self.total(i));
         }
     }
 }

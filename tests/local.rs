@@ -31,6 +31,15 @@ fn sequential_spec() {
     C.add(u64::MAX); // -1, through the sink
     assert_eq!(C.sum(), 34);
     assert_eq!(format!("{C:?}"), "LocalCounter { sum: 34, approx: 34 }");
+    C.sub(40);
+    C.dec();
+    assert_eq!(
+        (C.sum(), C.sum_i64(), C.approx()),
+        (-7i64 as u64, -7, -7i64 as u64)
+    );
+    C.add(7);
+    C.flush();
+    assert_eq!((C.sum(), C.sum_i64()), (0, 0));
     assert_sync(&C);
     assert_eq!(LocalCounter::<()>::DEFAULT_BATCH, 8192);
 }

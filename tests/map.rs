@@ -103,6 +103,40 @@ fn takes_racing_adds_plus_the_final_snapshot_equal_all_adds() {
     assert_eq!(got, reference(THREADS - 1, keys, ops));
 }
 
+/// Adders on one key (by key and through a handle) while a taker takes it
+/// by key and through a handle in turn: every add is in one take or stays.
+#[test]
+fn takes_of_one_key_racing_adds_lose_nothing() {
+    const ADDS: u64 = 100_000;
+    let m: CounterMap<String> = CounterMap::new();
+    let h = m.handle("hot");
+    let done = AtomicBool::new(false);
+    let taken = std::thread::scope(|s| {
+        let adders = [
+            s.spawn(|| (0..ADDS).for_each(|_| h.inc())),
+            s.spawn(|| (0..ADDS).for_each(|_| m.add("hot", 2))),
+        ];
+        let taker = s.spawn(|| {
+            let (mut got, mut takes) = (0u64, 0u64);
+            while !done.load(Ordering::Relaxed) || takes < 10 {
+                got += if takes % 2 == 0 {
+                    m.take("hot").unwrap()
+                } else {
+                    h.take()
+                };
+                takes += 1;
+            }
+            got
+        });
+        for a in adders {
+            a.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        taker.join().unwrap()
+    });
+    assert_eq!(taken + m.get("hot").unwrap(), 3 * ADDS);
+}
+
 /// A million distinct keys under a bound of 1000: chunks stop at
 /// ceil(1000 / 127), the rest is counted in the overflow, nothing lost.
 #[test]
@@ -149,10 +183,15 @@ enum Op {
     Add(u8, u64),
     HandleAdd(u8, u64),
     Sub(u8, u64),
+    Dec(u8),
     Get(u8),
+    HandleSum(u8),
+    Take(u8),
+    HandleTake(u8),
     Top(usize),
     TakeAll,
     TakeOverflow,
+    Reset,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -160,10 +199,15 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (any::<u8>(), any::<u64>()).prop_map(|(k, v)| Op::Add(k % 40, v)),
         3 => (any::<u8>(), 0..1000u64).prop_map(|(k, v)| Op::HandleAdd(k % 40, v)),
         2 => (any::<u8>(), 0..1000u64).prop_map(|(k, v)| Op::Sub(k % 40, v)),
+        2 => any::<u8>().prop_map(|k| Op::Dec(k % 40)),
         2 => any::<u8>().prop_map(|k| Op::Get(k % 40)),
+        1 => any::<u8>().prop_map(|k| Op::HandleSum(k % 40)),
+        1 => any::<u8>().prop_map(|k| Op::Take(k % 40)),
+        1 => any::<u8>().prop_map(|k| Op::HandleTake(k % 40)),
         1 => (0..24usize).prop_map(Op::Top),
         1 => Just(Op::TakeAll),
         1 => Just(Op::TakeOverflow),
+        1 => Just(Op::Reset),
     ]
 }
 
@@ -192,7 +236,35 @@ proptest! {
                     if v % 2 == 0 { m.handle(&k).sub(v) } else { m.sub(&k, v) }
                     apply(&mut model, &mut overflow, k, v.wrapping_neg());
                 }
+                Op::Dec(k) => {
+                    if k % 2 == 0 { m.handle(&k).dec() } else { m.dec(&k) }
+                    apply(&mut model, &mut overflow, k, u64::MAX);
+                }
                 Op::Get(k) => prop_assert_eq!(m.get(&k), model.iter().find(|e| e.0 == k).map(|e| e.1)),
+                Op::HandleSum(k) => {
+                    let h = m.handle(&k);
+                    apply(&mut model, &mut overflow, k, 0); // a handle makes the key
+                    let want = model.iter().find(|e| e.0 == k).map_or(overflow, |e| e.1);
+                    prop_assert_eq!((h.sum(), h.sum_i64()), (want, want as i64));
+                }
+                Op::Take(k) => {
+                    let at = model.iter().position(|e| e.0 == k);
+                    prop_assert_eq!(m.take(&k), at.map(|at| model[at].1));
+                    if let Some(at) = at { model[at].1 = 0; }
+                }
+                Op::HandleTake(k) => {
+                    let h = m.handle(&k);
+                    apply(&mut model, &mut overflow, k, 0);
+                    match model.iter_mut().find(|e| e.0 == k) {
+                        Some(e) => { prop_assert_eq!(h.take(), e.1); e.1 = 0; }
+                        None => { prop_assert_eq!(h.take(), overflow); overflow = 0; }
+                    }
+                }
+                Op::Reset => {
+                    m.reset();
+                    model.iter_mut().for_each(|e| e.1 = 0);
+                    overflow = 0;
+                }
                 Op::Top(n) => {
                     // The model's largest totals, largest first; keys may
                     // differ only among equal totals.

@@ -522,26 +522,20 @@ fn after_a_thread_scope_whose_threads_flushed_approx_is_exact_with_a_folder() {
     }
 }
 
-/// A counter made `From` a value starts with that value folded: `flush`,
-/// `flush_all` and an exit fold return at once (they used to wait forever
-/// for the initial count to "reach" the sink it was already in).
+/// A counter made with `From` starts folded: its orphan slot's claims have
+/// all reached the sink, so `flush_all` has nothing to wait for. (It once
+/// waited for ever: the orphan's `sunk` started at 0, not at the initial
+/// value.) The patience is a liveness bound, not a speed assertion.
 #[test]
-fn a_counter_from_a_value_flushes_without_waiting() {
-    let c = RoughCounter::from(5);
-    c.flush_all();
-    c.flush();
-    c.add(2);
-    c.flush_all();
-    assert_eq!((c.sum(), c.approx()), (7, 7));
-    let c = Arc::new(RoughCounter::from(u64::MAX));
-    let t = {
-        let c = Arc::clone(&c);
-        thread::spawn(move || {
-            c.add(1);
-            c.flush();
-        })
-    };
-    t.join().unwrap();
-    c.flush_all();
-    assert_eq!((c.sum(), c.approx()), (0, 0));
+fn flush_all_on_a_counter_made_from_a_value_returns() {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let c = RoughCounter::from(5);
+        c.flush_all();
+        c.add(2);
+        c.flush_all();
+        tx.send((c.sum(), c.approx())).unwrap();
+    });
+    let got = rx.recv_timeout(Duration::from_secs(60));
+    assert_eq!(got, Ok((7, 7)), "flush_all did not return");
 }

@@ -43,7 +43,7 @@ fn eight_threads_random_counters_match_a_sequential_reference() {
         let want = reference(n, ops);
         assert_eq!(s.snapshot(), want, "n = {n}");
         for (i, w) in want.iter().enumerate() {
-            assert_eq!(s.get(i), *w, "n = {n}, counter {i}");
+            assert_eq!(s.get(i), Some(*w), "n = {n}, counter {i}");
         }
     }
 }
@@ -70,7 +70,7 @@ fn a_hot_counter_grows_rows_and_stays_exact() {
         }
     }
     assert!(grew, "8 threads on one counter never grew the set");
-    let total = s.get(3);
+    let total = s.get(3).unwrap();
     assert_eq!(total % 20_000, 0);
     assert_eq!(s.snapshot(), vec![0, 0, 0, total, 0]);
 }
@@ -209,7 +209,7 @@ fn a_slow_writer_next_to_a_busy_one_does_not_grow_the_set() {
         });
     });
     assert_eq!(s.shards(), 0, "a slow writer grew the set");
-    assert_eq!(s.get(1), 1_200);
+    assert_eq!(s.get(1), Some(1_200));
 }
 
 #[test]
@@ -254,8 +254,63 @@ fn takes_racing_adds_plus_the_final_snapshot_equal_all_adds() {
     assert_eq!(got, want);
 }
 
+/// Two threads add to counter `i` (and a neighbour) while a third takes
+/// counter `i` again and again: every add is in exactly one take or still
+/// in the counter, and the neighbour is never touched.
 #[test]
-fn out_of_range_panics_name_the_index_and_the_len() {
+fn takes_of_one_counter_racing_adds_lose_nothing() {
+    const ADDS: u64 = 200_000;
+    let s = CounterSet::new(20);
+    // Rows first, so the takes swap every row, not only the base (the
+    // patience is a liveness bound, not a speed assertion).
+    let start = std::time::Instant::now();
+    while s.shards() == 0 && start.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::scope(|sc| {
+            for _ in 0..THREADS {
+                sc.spawn(|| (0..20_000).for_each(|_| s.inc(17)));
+            }
+        });
+    }
+    assert!(
+        s.shards() > 0,
+        "8 threads on one counter never grew the set"
+    );
+    s.reset();
+    let done = AtomicBool::new(false);
+    let taken = std::thread::scope(|sc| {
+        let adders: Vec<_> = (1..=2u64)
+            .map(|t| {
+                let s = &s;
+                sc.spawn(move || {
+                    for k in 0..ADDS {
+                        s.add(17, t);
+                        if k % 16 == 0 {
+                            s.inc(16); // the same line: false sharing grows rows
+                        }
+                    }
+                })
+            })
+            .collect();
+        let taker = sc.spawn(|| {
+            let (mut got, mut takes) = (0u64, 0);
+            while !done.load(Ordering::Relaxed) || takes < 10 {
+                got += s.take(17).unwrap();
+                takes += 1;
+            }
+            got
+        });
+        for a in adders {
+            a.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        taker.join().unwrap()
+    });
+    assert_eq!(taken + s.get(17).unwrap(), 3 * ADDS);
+    assert_eq!(s.get(16), Some(2 * ADDS.div_ceil(16)));
+}
+
+#[test]
+fn out_of_range_adds_panic_naming_the_index_and_the_len_reads_do_not() {
     let s = CounterSet::new(3);
     let err = std::panic::catch_unwind(|| s.add(3, 1)).unwrap_err();
     let msg = err.downcast_ref::<String>().unwrap();
@@ -263,14 +318,17 @@ fn out_of_range_panics_name_the_index_and_the_len() {
         msg.contains("len is 3") && msg.contains("index is 3"),
         "{msg}"
     );
-    let err = std::panic::catch_unwind(|| s.get(7)).unwrap_err();
+    let err = std::panic::catch_unwind(|| s.sub(7, 1)).unwrap_err();
     let msg = err.downcast_ref::<String>().unwrap();
     assert!(
         msg.contains("len is 3") && msg.contains("index is 7"),
         "{msg}"
     );
     assert_eq!(s.try_add(3, 1), None);
-    assert_eq!(s.get_checked(3), None);
+    s.add(2, 5);
+    // Reads and takes by index never panic, as `slice::get`.
+    assert_eq!((s.get(3), s.get(usize::MAX), s.take(3)), (None, None, None));
+    assert_eq!(s.take(2), Some(5));
     assert_eq!(s.snapshot(), vec![0, 0, 0], "a refused add changed nothing");
     let err = std::panic::catch_unwind(|| s.snapshot_into(&mut [0; 2])).unwrap_err();
     assert!(err.downcast_ref::<String>().unwrap().contains("len is 2"));
@@ -300,7 +358,10 @@ enum Op {
     Add(usize, u64),
     Sub(usize, u64),
     Inc(usize),
+    Dec(usize),
+    Take(usize),
     TakeAll,
+    Reset,
     Get(usize),
     Grow,
 }
@@ -310,7 +371,10 @@ fn op(n: usize) -> impl Strategy<Value = Op> {
         4 => (0..n, any::<u64>()).prop_map(|(i, v)| Op::Add(i, v)),
         2 => (0..n, 0..1000u64).prop_map(|(i, v)| Op::Sub(i, v)),
         3 => (0..n).prop_map(Op::Inc),
+        2 => (0..n).prop_map(Op::Dec),
+        1 => (0..n).prop_map(Op::Take),
         1 => Just(Op::TakeAll),
+        1 => Just(Op::Reset),
         2 => (0..n).prop_map(Op::Get),
         1 => Just(Op::Grow),
     ]
@@ -335,11 +399,17 @@ proptest! {
                 Op::Add(i, v) => { s.add(i, v); model[i] = model[i].wrapping_add(v); }
                 Op::Sub(i, v) => { s.sub(i, v); model[i] = model[i].wrapping_sub(v); }
                 Op::Inc(i) => { s.inc(i); model[i] = model[i].wrapping_add(1); }
+                Op::Dec(i) => { s.dec(i); model[i] = model[i].wrapping_sub(1); }
+                Op::Take(i) => {
+                    prop_assert_eq!(s.take(i), Some(model[i]));
+                    model[i] = 0;
+                }
                 Op::TakeAll => {
                     prop_assert_eq!(s.take_all(), model.clone());
                     model.fill(0);
                 }
-                Op::Get(i) => prop_assert_eq!(s.get(i), model[i]),
+                Op::Reset => { s.reset(); model.fill(0); }
+                Op::Get(i) => prop_assert_eq!(s.get(i), Some(model[i])),
                 Op::Grow => {
                     // Two threads on counter 0 add 64 and take 64 back
                     // until the set grows (or a bound): net zero.

@@ -98,6 +98,9 @@ use std::time::Duration;
 ///   `thread::scope`, for instance), or once each thread that added has
 ///   called [`flush`](Self::flush) after its last add.
 ///
+/// It has no `take` or `reset`: each thread writes its slot with a plain
+/// store, so no swap from another thread can take a count losslessly.
+///
 /// # Memory and lifetime
 ///
 /// Nothing is allocated until first use. Then the counter owns a shared

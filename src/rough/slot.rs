@@ -272,10 +272,10 @@ impl Shared {
         let orphan = Slot::new(true);
         // Relaxed: not shared yet; the Release publish of `Shared` covers it.
         orphan.total.store(initial, Ordering::Relaxed);
-        // Relaxed: as above. The initial count is folded and in the sink
-        // (`sunk == folded`), or `fold_and_wait` would wait for it forever.
-        orphan.folded.store(initial, Ordering::Relaxed);
         // Relaxed: as above.
+        orphan.folded.store(initial, Ordering::Relaxed);
+        // The initial claim is in the sink already: none in flight, or
+        // `fold_and_wait` would wait for it for ever. Relaxed: as above.
         orphan.sunk.store(initial, Ordering::Relaxed);
         Shared {
             sink: CachePadded::new(AtomicU64::new(initial)),
