@@ -3,8 +3,10 @@
 //!
 //! # Protocol
 //!
-//! * `shards: [RwLock<HashMap<K, usize>>]` intern keys to dense indices
-//!   `0, 1, 2, ...`; a key lives in the shard its hash picks, so lookups of
+//! * `shards: [RwLock<HashMap<K, Place>>]` intern keys to dense indices
+//!   `0, 1, 2, ...` (a `Place` also holds the address of the index's
+//!   chunk, so a lookup by key reads no chunk index: the address is
+//!   published with the key, by the shard's unlock); a key lives in the shard its hash picks, so lookups of
 //!   different keys mostly take different locks. A lookup takes its shard
 //!   for reading. A new key takes its shard for writing, looks again (two
 //!   threads racing on a new key get one index), takes the next index from
@@ -51,7 +53,7 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
-use std::ptr;
+use std::ptr::{self, NonNull};
 
 /// Counters per chunk: with the row's mark word (see `CounterSet`), 1 KB
 /// of base row (8 lines); a contended chunk grows rows of the same size, so
@@ -95,7 +97,24 @@ const DEFAULT_MAX_KEYS: usize = 1 << 16;
 const DEFAULT_MAX_KEYS: usize = 4;
 
 /// One intern shard: the keys whose hash picks it, with their indices.
-type Shard<K> = RwLock<HashMap<K, usize>>;
+type Shard<K> = RwLock<HashMap<K, Place>>;
+
+/// Where an interned key counts: its dense index (the order of first use,
+/// for whole-map reads) and its chunk, found once when the key is
+/// interned, so a lookup by key reads no chunk index.
+#[derive(Clone, Copy)]
+struct Place {
+    index: usize,
+    set: NonNull<CounterSet>,
+}
+
+// SAFETY: `set` points to a chunk the map owns: allocated before the key
+// is inserted, never moved, freed only when the map drops (`drop` takes
+// `&mut self`, so no `Place` is in use then). Sending it sends a
+// `&CounterSet`, and `CounterSet` is `Sync`.
+unsafe impl Send for Place {}
+// SAFETY: as for `Send`: sharing it shares a `&CounterSet`.
+unsafe impl Sync for Place {}
 
 /// Picks intern shards: seeded per map, so that no fixed key set can pile
 /// into one shard in every process.
@@ -145,8 +164,8 @@ fn intern_shards() -> usize {
 /// for the chunk's contention mark), allocated with the chunk's first key;
 /// chunk pointers in segments of doubling sizes (8, 16, 32, ... pointers),
 /// each allocated with its first chunk: at most 2 pointers per chunk plus
-/// 8. Each key is once in the intern map with
-/// its index. A contended chunk grows shard rows of 1 KB (2, then doubling
+/// 8. Each key is once in the intern map with its index and its chunk's
+/// address (16 bytes besides the key). A contended chunk grows shard rows of 1 KB (2, then doubling
 /// up to the cap, older rows kept): about 8 bytes × (1 + 2 × cap) per
 /// counter of that chunk only. Nothing is freed before the map drops.
 ///
@@ -414,7 +433,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     /// Every shard's read lock, in order: no index is handed out while
     /// they are held.
-    fn read_all(&self) -> Vec<RwLockReadGuard<'_, HashMap<K, usize>>> {
+    fn read_all(&self) -> Vec<RwLockReadGuard<'_, HashMap<K, Place>>> {
         self.shards.iter().map(|s| read(s)).collect()
     }
 
@@ -443,14 +462,14 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
-    /// The handle of the counter at index `i` (interned, so its chunk is
-    /// allocated).
+    /// The handle of an interned key's counter.
     #[inline]
-    fn at(&self, i: usize) -> CounterHandle<'_> {
-        let set = self
-            .chunk(i / CHUNK)
-            .expect("shardcount: an interned index's chunk is allocated before the key is");
-        CounterHandle { set, i: i % CHUNK }
+    fn place(&self, p: Place) -> CounterHandle<'_> {
+        CounterHandle {
+            // SAFETY: the chunk outlives `&self` (see `Place`).
+            set: unsafe { p.set.as_ref() },
+            i: p.index % CHUNK,
+        }
     }
 
     fn overflow_handle(&self) -> CounterHandle<'_> {
@@ -477,8 +496,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        if let Some(&i) = read(self.shard(key)).get(key) {
-            return self.at(i);
+        if let Some(&p) = read(self.shard(key)).get(key) {
+            return self.place(p);
         }
         #[cfg(all(test, not(shardcount_loom)))]
         tests::after_miss();
@@ -490,8 +509,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             // in its modification order, under the shard's write lock, so
             // a second lookup (taking the read lock after that writer let
             // go) finds it.
-            if let Some(&i) = read(self.shard(key)).get(key) {
-                return self.at(i);
+            if let Some(&p) = read(self.shard(key)).get(key) {
+                return self.place(p);
             }
             return self.overflow_handle();
         }
@@ -507,8 +526,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     {
         let mut keys = write(self.shard(key));
         // Another thread may have interned it since our read.
-        if let Some(&i) = keys.get(key) {
-            return self.at(i);
+        if let Some(&p) = keys.get(key) {
+            return self.place(p);
         }
         // Owned first: a panicking `to_owned` (`clone`) must not leave an
         // index handed out with no key.
@@ -525,9 +544,16 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             return self.overflow_handle();
         };
         self.ensure_chunk(i / CHUNK);
-        keys.insert(key, i);
+        let place = Place {
+            index: i,
+            set: NonNull::from(
+                self.chunk(i / CHUNK)
+                    .expect("shardcount: the chunk was just made sure of"),
+            ),
+        };
+        keys.insert(key, place);
         drop(keys);
-        self.at(i)
+        self.place(place)
     }
 
     /// Segment `b`, allocated unless it exists; writers of two shards may
@@ -674,8 +700,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let i = *read(self.shard(key)).get(key)?;
-        Some(self.at(i).sum())
+        let p = *read(self.shard(key)).get(key)?;
+        Some(self.place(p).sum())
     }
 
     /// Takes `key`'s total, leaving its counter at zero, or `None` if it
@@ -694,8 +720,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let i = *read(self.shard(key)).get(key)?;
-        Some(self.at(i).take())
+        let p = *read(self.shard(key)).get(key)?;
+        Some(self.place(p).take())
     }
 
     /// Every key with its total, in the order keys were first used. Holds
@@ -798,7 +824,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         }
         let mut by_index: Vec<(usize, &K)> = shards
             .iter()
-            .flat_map(|keys| keys.iter().map(|(k, &i)| (i, k)))
+            .flat_map(|keys| keys.iter().map(|(k, p)| (p.index, k)))
             .collect();
         // Fewer only if a key's `Hash` or `Eq` panicked while it was being
         // inserted: its index stays unused.
@@ -1034,8 +1060,8 @@ where
         for shard in self.shards.iter() {
             // A key is inserted after its chunk exists (`intern`), so
             // every key seen under the lock has its counter.
-            for (k, &i) in read(shard).iter() {
-                f(k, self.at(i).sum());
+            for (k, &p) in read(shard).iter() {
+                f(k, self.place(p).sum());
             }
         }
     }
