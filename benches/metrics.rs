@@ -18,7 +18,6 @@
 //! `SHARDCOUNT_ONLY=<substring>` picks figures by title.
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
-use metrics_util::layers::Layer;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use shardcount::integrations::metrics::ShardedLayer;
@@ -91,7 +90,7 @@ where
     F: Fn(&shardcount::integrations::metrics::ShardedRecorder<PrometheusRecorder>, u64) -> Duration,
 {
     let (r, h) = prometheus();
-    let r = layer.layer(r);
+    let r = layer.wrap(r);
     let t = run(&r, n);
     r.flush();
     check(&h, series, n, "layer");

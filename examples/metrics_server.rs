@@ -17,7 +17,6 @@
 
 use clap::Parser;
 use metrics_exporter_prometheus::{BuildError, PrometheusBuilder};
-use metrics_util::layers::Layer;
 use shardcount::integrations::metrics::ShardedLayer;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
@@ -101,7 +100,7 @@ fn main() {
         .expect("the exporter thread");
 
     // The one line an existing program adds: the layer over its recorder.
-    let recorder = ShardedLayer::new().layer(prometheus);
+    let recorder = ShardedLayer::new().wrap(prometheus);
     let flush = recorder.flush_handle();
     metrics::set_global_recorder(recorder).expect("no other global recorder");
     metrics::describe_counter!(

@@ -33,12 +33,11 @@
 //!
 //! ```
 //! use metrics_exporter_prometheus::PrometheusBuilder;
-//! use metrics_util::layers::Layer;
 //! use shardcount::integrations::metrics::ShardedLayer;
 //!
 //! let prometheus = PrometheusBuilder::new().build_recorder();
 //! let render = prometheus.handle();
-//! let recorder = ShardedLayer::new().layer(prometheus); // the one new line
+//! let recorder = ShardedLayer::new().wrap(prometheus); // the one new line
 //! let flush = recorder.flush_handle();
 //! metrics::with_local_recorder(&recorder, || {
 //!     for _ in 0..1000 {
@@ -210,16 +209,15 @@ counter_fn! {
     RoughCounter;
 }
 
-/// A `metrics_util` layer that gives the recorder under it sharded counter
-/// increments; see [the module docs](self).
+/// A layer that gives the recorder under it sharded counter increments
+/// (also a `metrics_util` `Layer`); see [the module docs](self).
 ///
 /// ```
-/// use metrics_util::layers::Layer;
 /// use shardcount::integrations::metrics::ShardedLayer;
 /// use std::time::Duration;
 ///
 /// let layer = ShardedLayer::new().with_interval(Duration::from_secs(1));
-/// let recorder = layer.layer(metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder());
+/// let recorder = layer.wrap(metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder());
 /// assert_eq!(recorder.interval(), Duration::from_secs(1));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
