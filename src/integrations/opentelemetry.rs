@@ -25,6 +25,12 @@
 //!   their sum, as the [`Exporter`](crate::export::Exporter) ships them;
 //!   a member whose label's `Display` returns an error is left out.
 //!
+//! Observe each counter under its own name: two instruments of one name
+//! are one to the SDK, which keeps the last value observed for each
+//! attribute set, so only one counter's total would be exported (tikv's
+//! `Registry` refuses the second name instead; the
+//! [`Exporter`](crate::export::Exporter) adds the two).
+//!
 //! A gauge is its read, unset too: a `MaxCounter`'s 0, a `MinCounter`'s
 //! `u64::MAX`, as every integration exports them.
 //!
