@@ -146,6 +146,8 @@ mod stock;
 mod loom_models;
 #[cfg(all(test, not(shardcount_loom)))]
 mod miri_tests;
+#[cfg(all(test, not(shardcount_loom)))]
+mod take_race_tests;
 
 pub use accumulator::{MaxCounter, MinCounter};
 pub use contract::{Count, CountFamily};

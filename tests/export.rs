@@ -466,3 +466,70 @@ fn a_flush_past_its_deadline_tries_once_and_reports_why() {
     assert_eq!(exporter.flush(Instant::now()).unwrap().delivered, 2);
     assert_eq!(sink.get("late"), 2);
 }
+
+/// Keys that a family's label cannot carry as is: one whose `Display`
+/// writes part of its text and then fails, and two that print alike.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Awkward {
+    Plain(&'static str),
+    Broken,
+    Alias(u8),
+}
+
+impl std::fmt::Display for Awkward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Awkward::Plain(s) => f.write_str(s),
+            Awkward::Broken => {
+                f.write_str("bro")?;
+                Err(std::fmt::Error)
+            }
+            Awkward::Alias(_) => f.write_str("alias"),
+        }
+    }
+}
+
+/// `a`: 2, the broken key: 5, the two aliases: 3 and 4.
+fn awkward() -> std::sync::Arc<shardcount::CounterMap<Awkward>> {
+    let m = std::sync::Arc::new(shardcount::CounterMap::new());
+    m.add(&Awkward::Plain("a"), 2);
+    m.add(&Awkward::Broken, 5);
+    m.add(&Awkward::Alias(1), 3);
+    m.add(&Awkward::Alias(2), 4);
+    m
+}
+
+/// A label whose `Display` fails part-way used to export its member under
+/// the partial key (`k:bro`); it is not exported, and its counts are
+/// rejected. Members that print alike add up (as any key reported twice).
+#[test]
+fn a_label_whose_display_fails_is_rejected_not_exported_under_a_partial_key() {
+    let m = awkward();
+    let sink = MemorySink::new();
+    let exporter = Exporter::new(sink.clone(), Duration::from_secs(60));
+    exporter.register("k:", m.clone());
+    exporter.flush(soon()).unwrap();
+    m.add(&Awkward::Broken, 1);
+    m.add(&Awkward::Alias(2), 1);
+    exporter.flush(soon()).unwrap();
+    let want = [("k:a".to_string(), 2), ("k:alias".to_string(), 8)];
+    assert_eq!(sink.totals(), want.into_iter().collect());
+    assert_eq!(exporter.stats().rejected, 6);
+}
+
+/// An unset gauge is exported as its read, like every value: a
+/// `MaxCounter`'s 0, and a `MinCounter`'s `u64::MAX`, which the signed
+/// sink holds as -1.
+#[test]
+fn unset_gauges_export_their_read() {
+    let (peak, fastest) = (
+        Arc::new(shardcount::MaxCounter::new()),
+        Arc::new(shardcount::MinCounter::new()),
+    );
+    let sink = MemorySink::new();
+    let exporter = Exporter::new(sink.clone(), Duration::from_secs(60));
+    exporter.register("peak", peak);
+    exporter.register("fastest", fastest);
+    exporter.flush(soon()).unwrap();
+    assert_eq!((sink.get("peak"), sink.get("fastest")), (0, -1));
+}

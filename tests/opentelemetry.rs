@@ -226,3 +226,92 @@ fn growing_map_keeps_each_key_its_value() {
         assert_eq!(got, want, "round {round}");
     }
 }
+
+/// Keys that a family's label cannot carry as is: one whose `Display`
+/// writes part of its text and then fails, and two that print alike.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Awkward {
+    Plain(&'static str),
+    Broken,
+    Alias(u8),
+}
+
+impl std::fmt::Display for Awkward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Awkward::Plain(s) => f.write_str(s),
+            Awkward::Broken => {
+                f.write_str("bro")?;
+                Err(std::fmt::Error)
+            }
+            Awkward::Alias(_) => f.write_str("alias"),
+        }
+    }
+}
+
+/// `a`: 2, the broken key: 5, the two aliases: 3 and 4.
+fn awkward() -> std::sync::Arc<shardcount::CounterMap<Awkward>> {
+    let m = std::sync::Arc::new(shardcount::CounterMap::new());
+    m.add(&Awkward::Plain("a"), 2);
+    m.add(&Awkward::Broken, 5);
+    m.add(&Awkward::Alias(1), 3);
+    m.add(&Awkward::Alias(2), 4);
+    m
+}
+
+/// A member whose label's `Display` fails is left out (it used to be
+/// observed under the part written, `bro`); members whose labels print
+/// alike are one data point, their sum (the SDK kept the last one).
+#[test]
+fn members_whose_labels_fail_or_print_alike() {
+    let (provider, exporter) = provider(Temporality::Cumulative);
+    let m = awkward();
+    let _h = observe(&provider.meter("test"), "k", m.clone());
+    for round in 0..2 {
+        let mut want = Points::new();
+        let sum = |v| Point::Sum(v, Temporality::Cumulative);
+        want.insert(labelled("k", "key=a"), sum(2));
+        want.insert(labelled("k", "key=alias"), sum(7 + round));
+        assert_eq!(collect(&provider, &exporter), want, "round {round}");
+        m.add(&Awkward::Alias(1), 1);
+    }
+}
+
+/// An unset gauge is observed as its read: a `MaxCounter`'s 0, a
+/// `MinCounter`'s `u64::MAX`.
+#[test]
+fn unset_gauges_observe_their_read() {
+    let (provider, exporter) = provider(Temporality::Cumulative);
+    let meter = provider.meter("test");
+    let _h = [
+        observe(&meter, "peak", Arc::new(MaxCounter::new())),
+        observe(&meter, "fastest", Arc::new(MinCounter::new())),
+    ];
+    let mut want = Points::new();
+    want.insert(one("peak"), Point::Gauge(0));
+    want.insert(one("fastest"), Point::Gauge(u64::MAX));
+    assert_eq!(collect(&provider, &exporter), want);
+}
+
+/// A counter taken between collections: the delta reader must not lose
+/// what was added after the take, nor panic on the fall.
+#[test]
+#[ignore = "opentelemetry_sdk 0.33 subtracts the previous observation of an observable counter: \
+            a take makes it overflow (a panic in its reader thread in debug builds); the module \
+            docs say not to take an observed counter; a fix needs a restart the SDK can express"]
+fn delta_temporality_with_a_take_between_collections() {
+    let (provider, exporter) = provider(Temporality::Delta);
+    let hits = Arc::new(Counter::new());
+    let _h = observe(&provider.meter("test"), "hits", hits.clone());
+    hits.add(10);
+    assert_eq!(
+        collect(&provider, &exporter)[&one("hits")],
+        Point::Sum(10, Temporality::Delta)
+    );
+    assert_eq!(hits.take(), 10);
+    hits.add(4);
+    assert_eq!(
+        collect(&provider, &exporter)[&one("hits")],
+        Point::Sum(4, Temporality::Delta)
+    );
+}

@@ -239,3 +239,61 @@ fn label_values_are_escaped() {
     m.add(&"a\"b\\c\nd".to_string(), 1);
     assert!(text(&registry).ends_with("odd_total{key=\"a\\\"b\\\\c\\nd\"} 1\n"));
 }
+
+/// Keys that a family's label cannot carry as is: one whose `Display`
+/// writes part of its text and then fails, and two that print alike.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Awkward {
+    Plain(&'static str),
+    Broken,
+    Alias(u8),
+}
+
+impl std::fmt::Display for Awkward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Awkward::Plain(s) => f.write_str(s),
+            Awkward::Broken => {
+                f.write_str("bro")?;
+                Err(std::fmt::Error)
+            }
+            Awkward::Alias(_) => f.write_str("alias"),
+        }
+    }
+}
+
+/// `a`: 2, the broken key: 5, the two aliases: 3 and 4.
+fn awkward() -> std::sync::Arc<shardcount::CounterMap<Awkward>> {
+    let m = std::sync::Arc::new(shardcount::CounterMap::new());
+    m.add(&Awkward::Plain("a"), 2);
+    m.add(&Awkward::Broken, 5);
+    m.add(&Awkward::Alias(1), 3);
+    m.add(&Awkward::Alias(2), 4);
+    m
+}
+
+/// A member whose label's `Display` fails is left out (`to_string` used
+/// to panic in the scrape); members whose labels print alike are one
+/// sample, their sum (two samples with one label set are invalid).
+#[test]
+fn members_whose_labels_fail_or_print_alike() {
+    let m = awkward();
+    let registry = Registry::new();
+    registry
+        .register(Box::new(Collected::new("k_total", "K", m.clone()).unwrap()))
+        .unwrap();
+    let want = "# HELP k_total K\n# TYPE k_total counter\n\
+                k_total{key=\"a\"} 2\nk_total{key=\"alias\"} 7\n";
+    assert_eq!(text(&registry), want);
+}
+
+/// An unset gauge is exported as its read: a `MaxCounter`'s 0, a
+/// `MinCounter`'s `u64::MAX` (as the nearest `f64`).
+#[test]
+fn unset_gauges_export_their_read() {
+    let value = |c: &dyn Collector| c.collect()[0].get_metric()[0].get_gauge().get_value();
+    let peak = Collected::new("peak", "p", Arc::new(MaxCounter::new())).unwrap();
+    let fastest = Collected::new("fastest", "f", Arc::new(MinCounter::new())).unwrap();
+    assert_eq!(value(&peak), 0.0);
+    assert_eq!(value(&fastest), u64::MAX as f64);
+}

@@ -206,3 +206,58 @@ fn set_and_map_encode_one_sample_per_member() {
     assert_eq!(s["peak{queue=\"in\"}"], 5, "{text}");
     assert_eq!(text.matches("# TYPE").count(), 3, "one metric each: {text}");
 }
+
+/// An unset gauge is encoded as its read: a `MaxCounter`'s 0, a
+/// `MinCounter`'s `u64::MAX`.
+#[test]
+fn unset_gauges_encode_their_read() {
+    use shardcount::{MaxCounter, MinCounter};
+    let mut registry = Registry::default();
+    registry.register("peak", "p", Shared::<MaxCounter>::default());
+    registry.register("fastest", "f", Shared::<MinCounter>::default());
+    let s = samples(&encoded(&registry));
+    assert_eq!((s["peak"], s["fastest"]), (0, u64::MAX));
+}
+
+/// A key whose `Display` writes part of its text and then fails, and two
+/// that print alike.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Awkward {
+    Plain(&'static str),
+    Broken,
+    Alias(u8),
+}
+
+impl std::fmt::Display for Awkward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Awkward::Plain(s) => f.write_str(s),
+            Awkward::Broken => {
+                f.write_str("bro")?;
+                Err(std::fmt::Error)
+            }
+            Awkward::Alias(_) => f.write_str("alias"),
+        }
+    }
+}
+
+/// A member whose label's `Display` fails is left out (the whole encoding
+/// used to fail); members whose labels print alike are one sample, their
+/// sum (two samples with one label set are invalid).
+#[test]
+fn members_whose_labels_fail_or_print_alike() {
+    let m: Shared<shardcount::CounterMap<Awkward>> = Shared::default();
+    m.add(&Awkward::Plain("a"), 2);
+    m.add(&Awkward::Broken, 5);
+    m.add(&Awkward::Alias(1), 3);
+    m.add(&Awkward::Alias(2), 4);
+    let mut registry = Registry::default();
+    registry.register("k", "K", m.clone());
+    let text = encoded(&registry);
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("k_total")).collect();
+    assert_eq!(
+        lines,
+        ["k_total{key=\"a\"} 2", "k_total{key=\"alias\"} 7"],
+        "{text}"
+    );
+}

@@ -123,7 +123,9 @@ pub struct ExportStats {
     /// Lost batches that were no longer retained when a gap showed them:
     /// their counts are missing from the sink for good.
     pub lost: u64,
-    /// Counts dropped because the sink rejected their keys.
+    /// Counts dropped because the sink rejected their keys, or because
+    /// their keys were reserved or could not be shown (see
+    /// [`Exporter::register`]).
     pub rejected: u64,
     /// The last delivery error, if the last delivery failed.
     pub last_error: Option<String>,
@@ -370,7 +372,9 @@ impl Exporter {
     /// * a [`CounterMap`](crate::CounterMap) has one per key, shown with
     ///   `Display`: `register("route:", map)` exports `route:/about`, ...;
     ///   keys created later are exported from their first read on. Its
-    ///   overflow counter is not exported.
+    ///   overflow counter is not exported. A key whose `Display` returns
+    ///   an error is not exported (not even the part it wrote): its counts
+    ///   go to [`ExportStats::rejected`].
     ///
     /// A member's key is built in one buffer kept with the registration,
     /// so reading a member seen before allocates nothing.

@@ -81,6 +81,10 @@ impl<T: CountFamily + 'static> sealed::Held for Arc<T> {
     }
 }
 
+/// Where a member whose label's `Display` fails is reported: a reserved
+/// key, so its counts go to `ExportStats::rejected`, never to the sink.
+const UNPRINTABLE: &str = "__unprintable_label";
+
 /// A registered counter: each member exported under `key` followed by its
 /// label.
 pub(super) struct Registered<H> {
@@ -117,14 +121,24 @@ impl<H: CountRef> Source for Registered<H> {
         let mut name = lock(&self.name);
         self.held.target().read_each(|label, value| {
             name.truncate(self.key_len);
-            // Writing to a `String` cannot fail; a `Display` that reports
-            // an error leaves what it wrote.
-            let _ = write!(name, "{label}");
-            f(&name, value);
+            // Writing to a `String` fails only when the label's `Display`
+            // does, part-way: never export under that partial key.
+            match write!(name, "{label}") {
+                Ok(()) => f(&name, value),
+                Err(_) => f(UNPRINTABLE, value),
+            }
         });
     }
 
     fn is_live(&self) -> bool {
         self.held.is_live()
+    }
+}
+
+#[cfg(all(test, not(shardcount_loom)))]
+mod tests {
+    #[test]
+    fn unprintable_labels_go_to_a_reserved_key() {
+        assert!(super::UNPRINTABLE.starts_with(super::super::RESERVED_PREFIX));
     }
 }

@@ -21,7 +21,27 @@
 //!   point per member, whose one attribute is the member's label: named by
 //!   [`CountFamily::LABEL_NAME`] (`index`, `key`) or
 //!   [`Observe::with_label_name`], its value the label shown with `Display`
-//!   (a string).
+//!   (a string). Members whose labels show alike are one data point,
+//!   their sum, as the [`Exporter`](crate::export::Exporter) ships them;
+//!   a member whose label's `Display` returns an error is left out.
+//!
+//! Observe each counter under its own name: two instruments of one name
+//! are one to the SDK, which keeps the last value observed for each
+//! attribute set, so only one counter's total would be exported (tikv's
+//! `Registry` refuses the second name instead; the
+//! [`Exporter`](crate::export::Exporter) adds the two).
+//!
+//! A gauge is its read, unset too: a `MaxCounter`'s 0, a `MinCounter`'s
+//! `u64::MAX`, as every integration exports them.
+//!
+//! An observed counter must only grow, as OpenTelemetry's observable
+//! counters do: do not [`take`](crate::Counter::take),
+//! [`reset`](crate::Counter::reset) or subtract from it. A total that
+//! falls is not a restart to the SDK: with delta temporality,
+//! `opentelemetry_sdk` 0.33 subtracts the previous observation from it,
+//! which panics in a debug build and gives a delta near 2<sup>64</sup> in
+//! a release build. For per-interval counts, let the SDK's delta
+//! temporality take the differences of an untouched counter.
 //!
 //! ```
 //! use opentelemetry::metrics::MeterProvider;
@@ -315,13 +335,7 @@ where
             label,
             counter,
         } = self;
-        let labels = label.map(|key| {
-            Mutex::new(Attributes {
-                key,
-                shown: String::new(),
-                members: Vec::new(),
-            })
-        });
+        let labels = label.map(|key| Mutex::new(Attributes::new(key)));
         let callback = move |sink: &dyn AsyncInstrument<u64>| match &labels {
             None => counter.read_each(|_, value| sink.observe(value, &[])),
             Some(labels) => {
@@ -377,26 +391,52 @@ struct Attributes {
     key: Key,
     /// The label being observed, shown (reused, so it stops allocating).
     shown: String,
-    /// Each member's label and attribute, in the order of the last visit.
+    /// Each member's label and attribute, in the order of the last visit
+    /// (one per label shown: members shown alike share one).
     members: Vec<(Arc<str>, KeyValue)>,
+    /// This visit's value of each of `members` (reused).
+    values: Vec<u64>,
+    /// This visit's labels so far, to their place in `members` (reused).
+    seen: HashMap<Arc<str>, usize>,
 }
 
 impl Attributes {
+    fn new(key: Key) -> Self {
+        Attributes {
+            key,
+            shown: String::new(),
+            members: Vec::new(),
+            values: Vec::new(),
+            seen: HashMap::new(),
+        }
+    }
+
     fn observe<F: CountFamily + ?Sized>(&mut self, family: &F, sink: &dyn AsyncInstrument<u64>) {
         let Attributes {
             key,
             shown,
             members,
+            values,
+            seen,
         } = self;
-        let mut at = 0;
+        values.clear();
+        seen.clear();
         // Members from the first one out of place on, by label: filled only
         // when the order changed.
         let mut moved: Option<HashMap<Arc<str>, KeyValue>> = None;
         family.read_each(|label, value| {
             shown.clear();
-            // A `Display` that fails leaves what it wrote: the attribute is
-            // that text, as `to_string` would panic instead.
-            let _ = write!(shown, "{label}");
+            // A `Display` that fails is left out: not the part it wrote.
+            if write!(shown, "{label}").is_err() {
+                return;
+            }
+            // Members shown alike are one data point, their sum (the SDK
+            // would keep only the last one observed).
+            if let Some(&i) = seen.get(shown.as_str()) {
+                values[i] = values[i].wrapping_add(value);
+                return;
+            }
+            let at = values.len();
             let in_place = moved.is_none() && members.get(at).is_some_and(|(s, _)| **s == **shown);
             if !in_place {
                 let moved = moved.get_or_insert_with(|| members.drain(at..).collect());
@@ -410,11 +450,14 @@ impl Attributes {
                 };
                 members.push(member);
             }
-            sink.observe(value, std::slice::from_ref(&members[at].1));
-            at += 1;
+            seen.insert(members[at].0.clone(), at);
+            values.push(value);
         });
         // Members gone since the last visit.
-        members.truncate(at);
+        members.truncate(values.len());
+        for (value, (_, attribute)) in values.iter().zip(members.iter()) {
+            sink.observe(*value, std::slice::from_ref(attribute));
+        }
     }
 }
 
@@ -453,11 +496,7 @@ mod tests {
     /// member keeps its attribute (the same `Arc`, not a new one).
     #[test]
     fn attributes_follow_members() {
-        let mut attrs = Attributes {
-            key: Key::from_static_str("m"),
-            shown: String::new(),
-            members: Vec::new(),
-        };
+        let mut attrs = Attributes::new(Key::from_static_str("m"));
         let rounds = [
             vec![("a", 1), ("b", 2), ("c", 3)],
             vec![("a", 1), ("b", 2), ("c", 3)],

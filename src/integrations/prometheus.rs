@@ -21,7 +21,14 @@
 //! The name is used as given: this crate's `prometheus` writes no `_total`
 //! suffix, so a counter's name should end in `_total` by convention.
 //! Values are sent as `f64`, as the `prometheus` data model has them: exact
-//! up to 2<sup>53</sup>.
+//! up to 2<sup>53</sup>. A gauge is its read, unset too: a `MaxCounter`'s
+//! 0, a `MinCounter`'s `u64::MAX` (as an `f64`), as every integration
+//! exports them.
+//!
+//! A family's members whose labels show alike (two keys with one
+//! `Display`) are one sample, their sum, as the
+//! [`Exporter`](crate::export::Exporter) ships them; a member whose
+//! label's `Display` returns an error is left out of the scrape.
 //!
 //! ```
 //! use prometheus::{Registry, TextEncoder};
@@ -93,7 +100,8 @@ use crate::contract::{CountFamily, Kind};
 use ::prometheus::core::{Collector, Desc, Describer, Opts};
 use ::prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 use ::prometheus::{Error, Result};
-use std::fmt;
+use std::collections::BTreeMap;
+use std::fmt::{self, Write};
 use std::ops::Deref;
 
 /// A counter or family of this crate as a `prometheus` `Collector`: each
@@ -231,17 +239,33 @@ where
         vec![&self.desc]
     }
 
-    /// One metric family: one sample for a single count, one per member
-    /// for a family, each its exact read as of the member's visit.
+    /// One metric family: one sample for a single count, one per label
+    /// for a family (see [the module docs](self)), each its exact read as
+    /// of the member's visit.
     fn collect(&self) -> Vec<MetricFamily> {
         let kind = <P::Target as CountFamily>::MEMBER_KIND;
-        let mut metrics = Vec::new();
+        // Each member by its label as shown: members shown alike are one
+        // sample, their sum (two samples with one label set are invalid),
+        // and a member whose label's `Display` fails is left out.
+        let mut members: BTreeMap<String, u64> = BTreeMap::new();
+        let mut shown = String::new();
         self.counter.read_each(|label, value| {
+            shown.clear();
+            if self.label.is_some() && write!(shown, "{label}").is_err() {
+                return;
+            }
+            match members.get_mut(shown.as_str()) {
+                Some(sum) => *sum = sum.wrapping_add(value),
+                None => _ = members.insert(shown.clone(), value),
+            }
+        });
+        let mut metrics = Vec::with_capacity(members.len());
+        for (label, value) in members {
             let mut labels = self.desc.const_label_pairs.clone();
             if let Some(name) = &self.label {
                 let mut pair = LabelPair::default();
                 pair.set_name(name.clone());
-                pair.set_value(label.to_string());
+                pair.set_value(label);
                 labels.push(pair);
                 labels.sort_by(|a, b| a.name().cmp(b.name()));
             }
@@ -261,7 +285,7 @@ where
                 }
             }
             metrics.push(metric);
-        });
+        }
         let mut family = MetricFamily::default();
         family.set_name(self.desc.fq_name.clone());
         family.set_help(self.desc.help.clone());

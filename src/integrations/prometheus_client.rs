@@ -16,6 +16,12 @@
 //!   [`CounterMap`](crate::CounterMap)) as one metric with one sample per
 //!   member, labelled `index="3"` or `key="/about"`
 //!   ([`CountFamily::LABEL_NAME`], the value shown with `Display`).
+//!   Members whose labels show alike are one sample, their sum, as the
+//!   [`Exporter`](crate::export::Exporter) ships them; a member whose
+//!   label's `Display` returns an error is left out.
+//!
+//! A gauge is its read, unset too: a `MaxCounter`'s 0, a `MinCounter`'s
+//! `u64::MAX`, as every integration exports them.
 //!
 //! For labels of your own, put `Shared<Counter>` in prometheus-client's
 //! `Family<Labels, Shared<Counter>>`: it builds members with `Default`.
@@ -117,6 +123,7 @@ use ::prometheus_client::encoding::{
     EncodeLabelValue, EncodeMetric, LabelValueEncoder, MetricEncoder, NoLabelSet,
 };
 use ::prometheus_client::metrics::{MetricType, TypedMetric};
+use std::collections::BTreeMap;
 use std::fmt::{self, Write};
 use std::ops::Deref;
 
@@ -248,14 +255,26 @@ impl<C: CountFamily> EncodeMetric for Shared<C> {
             None => self.0.read_each(|_, value| {
                 result = encode_value::<C>(&mut encoder, value);
             }),
-            Some(name) => self.0.read_each(|label, value| {
-                if result.is_ok() {
-                    let labels = [(name, Label(label))];
-                    result = encoder
+            Some(name) => {
+                // Each member by its label as shown: members shown alike
+                // are one sample, their sum (two samples with one label set
+                // are invalid), and a member whose label's `Display` fails
+                // is left out (not the whole encoding).
+                let mut members: BTreeMap<String, u64> = BTreeMap::new();
+                self.0.read_each(|label, value| {
+                    let mut shown = String::new();
+                    if write!(shown, "{label}").is_ok() {
+                        let sum = members.entry(shown).or_insert(0);
+                        *sum = sum.wrapping_add(value);
+                    }
+                });
+                for (label, value) in &members {
+                    let labels = [(name, Label(label.as_str()))];
+                    encoder
                         .encode_family(&labels)
-                        .and_then(|mut sample| encode_value::<C>(&mut sample, value));
+                        .and_then(|mut sample| encode_value::<C>(&mut sample, *value))?;
                 }
-            }),
+            }
         }
         result
     }

@@ -29,9 +29,12 @@
 //!   text: labels that are integers (a set's indices) first, by value,
 //!   then the rest by their text;
 //! * an empty family has `"values":{}`;
-//! * two keys of a `CounterMap` whose `Display` is the same text are two
-//!   entries with the same name (JSON readers keep one); give keys distinct
-//!   `Display`s.
+//! * members whose labels show alike (two keys of a `CounterMap` with one
+//!   `Display` text) are one entry, their sum, as the
+//!   [`Exporter`](crate::export::Exporter) ships them;
+//! * a member whose label's `Display` returns an error is left out;
+//! * a gauge is its read, unset too: a `MaxCounter`'s 0, a `MinCounter`'s
+//!   `u64::MAX`, as every integration exports them.
 //!
 //! The fields are in the order above. The shape is part of the crate's
 //! API: a change to it is a breaking change.
@@ -74,6 +77,7 @@
 use crate::contract::Count;
 use crate::contract::{CountFamily, Kind};
 use ::serde::ser::{Serialize, SerializeMap, SerializeStruct, Serializer};
+use std::fmt::Write;
 
 /// The value of a counter or family, read once (each member with its
 /// type's exact read, one after another), ready to serialize in [the
@@ -112,10 +116,24 @@ impl Snapshot {
     /// ```
     pub fn of<F: CountFamily + ?Sized>(counter: &F) -> Snapshot {
         let mut values = Vec::new();
-        counter.read_each(|label, value| values.push((label.to_string(), value)));
+        counter.read_each(|label, value| {
+            let mut shown = String::new();
+            // `to_string` would panic on a `Display` error: leave it out.
+            if write!(shown, "{label}").is_ok() {
+                values.push((shown, value));
+            }
+        });
         // Integers (a set's indices) by value first, then the rest by text:
         // a total order, so the text is the same for equal families.
         values.sort_by(|(a, _), (b, _)| order(a).cmp(&order(b)));
+        // Labels shown alike are now side by side: one entry, their sum.
+        values.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 = kept.1.wrapping_add(later.1);
+            }
+            same
+        });
         Snapshot {
             kind: F::MEMBER_KIND,
             label: F::LABEL_NAME,

@@ -175,6 +175,31 @@ mod tests {
         }
     }
 
+    /// A table grown while a take is in progress has its shards swapped by
+    /// that take, but its epoch starts at 0, and the take ends on the tag
+    /// or table it began on: a sampled add on the new table reads the
+    /// take's swap as another adder (a strike; counts are unaffected).
+    #[test]
+    #[ignore = "protocol gap: a take must also count itself in progress on every newer table \
+                whose words it swaps (Take::swap_shards and CounterSet's take loops); reported"]
+    fn a_table_grown_during_a_take_shows_the_take_in_progress() {
+        for grown in [false, true] {
+            let t = ShardTable::new(Some(4));
+            if grown {
+                t.grow(t.load(), 1);
+            }
+            let take = t.take();
+            let head = t.grow(t.load(), 1);
+            assert!(t.table(head).is_some());
+            take.swap_shards(|_| {});
+            assert!(
+                t.epoch_before(head).is_none(),
+                "the take, swapping the new table's shards, is not in progress there (grown: {grown})"
+            );
+            drop(take);
+        }
+    }
+
     #[test]
     fn swap_empties_each_word_and_returns_what_it_held() {
         let t = ShardTable::new(None);
