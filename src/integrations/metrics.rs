@@ -304,12 +304,17 @@ impl ShardedLayer {
         }
     }
 
-    /// Backs each key with a [`RoughCounter`] instead of a [`Counter`]:
-    /// an increment is then a store to the thread's own slot, with no locked
-    /// instruction, for the hottest counters. The price is memory: a
-    /// 128-byte slot per thread that has used the key (a `Counter` is 16
-    /// bytes until threads contend on it), and a fold reads every slot.
-    /// Exactness after a flush is the same.
+    /// Backs each key with a [`RoughCounter`] instead of a [`Counter`].
+    ///
+    /// A thread increments the handles it registered itself in a word of
+    /// its own either way; the backing counts the rest: increments through
+    /// handles sent to other threads (and [`ShardedRecorder`]'s handles
+    /// once their thread has exited). With a `RoughCounter` those are a
+    /// store to the sending thread's own slot, with no locked instruction,
+    /// for handles shared by many threads. The price is memory: a 128-byte
+    /// slot per thread that has used the key (a `Counter` is 16 bytes until
+    /// threads contend on it), and a fold reads every slot. Exactness after
+    /// a flush is the same.
     ///
     /// ```
     /// use metrics_util::layers::Layer;
