@@ -401,3 +401,66 @@ fn counter_fn_for_every_counter_type() {
     counter_fn_through_the_contract::<Counter>();
     counter_fn_through_the_contract::<RoughCounter>();
 }
+
+/// A handle a thread registered (and so owns) but sent to other threads:
+/// their increments go through the key's shared counter, the owner's
+/// through its own word, and the exporter gets both, exactly.
+#[test]
+fn a_handle_sent_to_other_threads_counts_every_increment() {
+    for layer in layers(false) {
+        let (recorder, render) = layered_with(layer);
+        let owned = metrics::with_local_recorder(&recorder, || metrics::counter!("sent"));
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                let h = owned.clone();
+                s.spawn(move || (0..PER_THREAD).for_each(|_| h.increment(1)));
+            }
+            (0..PER_THREAD).for_each(|_| owned.increment(2));
+        });
+        recorder.flush();
+        assert_eq!(count(&render.render(), "sent"), 5 * PER_THREAD);
+    }
+}
+
+/// Keys looked up every call with the same labels in another order, with
+/// label values built at run time (so their strings have new addresses on
+/// every call), and more keys than a thread's fast table has slots: each
+/// series is counted exactly, once.
+#[test]
+fn runtime_labels_any_order_and_many_keys_are_exact() {
+    const KEYS: usize = 200;
+    let (recorder, render) = layered(Duration::from_millis(1));
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let recorder = &recorder;
+            s.spawn(move || {
+                metrics::with_local_recorder(recorder, || {
+                    for round in 0..50 {
+                        for k in 0..KEYS {
+                            let v = format!("k{k}");
+                            if (round + t) % 2 == 0 {
+                                metrics::counter!("many", "key" => v, "side" => "a").increment(1);
+                            } else {
+                                metrics::counter!("many", "side" => "a", "key" => v).increment(1);
+                            }
+                        }
+                    }
+                });
+            });
+        }
+    });
+    recorder.flush();
+    let text = render.render();
+    let samples = samples(&text);
+    let series: Vec<_> = samples.keys().filter(|k| k.starts_with("many{")).collect();
+    assert_eq!(series.len(), KEYS, "{text}");
+    for k in 0..KEYS {
+        let total: f64 = samples
+            .iter()
+            .filter(|(name, _)| name.starts_with("many{") && name.contains(&format!("\"k{k}\"")))
+            .map(|(_, v)| v)
+            .sum();
+        assert_eq!(total, 100.0, "key k{k}:\n{text}");
+    }
+    assert_eq!(recorder.keys(), KEYS);
+}

@@ -20,12 +20,20 @@
 //! * each counter key gets one shardcount [`Counter`] (or, with
 //!   [`ShardedLayer::rough`], a [`RoughCounter`]), registered in the inner
 //!   recorder once, with the labels unchanged;
-//! * `increment` adds to that counter (a `Counter` shards once threads
+//! * each thread keeps a handle of its own per key, found again on every
+//!   `counter!` call without a lock or a write to any line another thread
+//!   writes, and the key's hash computed by `counter!` is the only one.
+//!   Its `increment` is a load and a store to a word of that handle (no
+//!   locked instruction); increments through a handle sent to another
+//!   thread add to the key's counter (a `Counter` shards once threads
 //!   contend; a `RoughCounter` adds to the thread's own slot);
 //! * a background thread moves each key's delta into the inner recorder's
 //!   counter every interval, so nothing is lost or counted twice: a
 //!   `Counter`'s delta is what [`Counter::take`] returns; a `RoughCounter`'s
-//!   is its exact [`sum`](RoughCounter::sum) minus the sum folded last time.
+//!   is its exact [`sum`](RoughCounter::sum) minus the sum folded last time;
+//!   each thread's handle adds its word's growth since the last fold. A
+//!   thread's handles are let go of at its exit, after one more fold, so
+//!   memory follows the threads alive (128 bytes per thread and key);
 //!   [`ShardedRecorder::flush`] (or a [`FlushHandle`]) does the same on
 //!   demand and so does dropping the recorder. After a flush that follows
 //!   every increment, the exporter's counts are exact;
@@ -69,16 +77,30 @@
 // * The background thread is a `worker::Worker` (src/worker.rs): it owns
 //   the stop flag, the wait and the join.
 // * Each thread keeps a cache (a thread-local) from key to a handle of its
-//   own, so `counter!` on a known key takes no lock and clones only a
-//   reference count that no other thread touches. A cache belongs to one
-//   recorder, identified by a `Weak` reference to its shared state (the
+//   own (`Local`), so `counter!` on a known key takes no lock and clones
+//   only a reference count that no other thread touches. A cache belongs to
+//   one recorder, identified by a `Weak` reference to its shared state (the
 //   allocation cannot be reused while the `Weak` lives); caches of dropped
 //   recorders are cleared at the thread's next miss.
+// * A `Local` has `owner` (the id of the thread whose cache holds it, from
+//   a process-wide sequence, never reused; 0 once retired) and `own`, which
+//   only the owner writes, with a Relaxed load and store. An increment
+//   from any other thread (the handle was sent) adds to the entry's
+//   counter. The entry lists its cached `Local`s in its fold state with the
+//   word each had at the last fold; a fold adds every word's growth.
+// * Retiring: when the owner's cache is dropped (thread exit, or its
+//   recorder is gone) it stores 0 in `owner` with Release, after its last
+//   store to `own` (same thread). A fold that reads 0 with Acquire therefore
+//   reads the final word, folds its growth and drops the `Local` from the
+//   list. Later increments, by anyone, go to the entry.
+// * Entry and Local point at each other; dropping the recorder clears the
+//   lists after its last flush, so both are freed.
 // * `absolute` on a bare counter takes one of 64 process-wide locks, picked
 //   by the counter's address (see `raise_to`).
 
 use crate::contract::{Count, Kind};
 use crate::primitive::const_thread_local;
+use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::primitive::sync::{lock, Arc, Mutex, Weak};
 use crate::worker::{self, Worker};
 use crate::{Counter, RoughCounter};
@@ -88,7 +110,7 @@ use ::metrics::{
 use crossbeam_utils::CachePadded;
 use metrics_util::layers::Layer;
 use metrics_util::KeyHasher;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasherDefault;
@@ -282,12 +304,17 @@ impl ShardedLayer {
         }
     }
 
-    /// Backs each key with a [`RoughCounter`] instead of a [`Counter`]:
-    /// an increment is then a store to the thread's own slot, with no locked
-    /// instruction, for the hottest counters. The price is memory: a
-    /// 128-byte slot per thread that has used the key (a `Counter` is 16
-    /// bytes until threads contend on it), and a fold reads every slot.
-    /// Exactness after a flush is the same.
+    /// Backs each key with a [`RoughCounter`] instead of a [`Counter`].
+    ///
+    /// A thread increments the handles it registered itself in a word of
+    /// its own either way; the backing counts the rest: increments through
+    /// handles sent to other threads (and [`ShardedRecorder`]'s handles
+    /// once their thread has exited). With a `RoughCounter` those are a
+    /// store to the sending thread's own slot, with no locked instruction,
+    /// for handles shared by many threads. The price is memory: a 128-byte
+    /// slot per thread that has used the key (a `Counter` is 16 bytes until
+    /// threads contend on it), and a fold reads every slot. Exactness after
+    /// a flush is the same.
     ///
     /// ```
     /// use metrics_util::layers::Layer;
@@ -382,13 +409,23 @@ enum Backing {
     Rough(RoughCounter),
 }
 
-/// One counter key: its shardcount counter and the inner recorder's handle.
+/// One counter key: its shardcount counter, the words of the threads that
+/// count it in a handle of their own, and the inner recorder's handle.
 struct Entry {
     counter: Backing,
     inner: ::metrics::Counter,
-    /// Held while a delta moves from `counter` to `inner`; the sum folded so
-    /// far, for a `RoughCounter` (protocol notes at the top).
-    fold: Mutex<u64>,
+    /// Held while a delta moves to `inner` (protocol notes at the top).
+    fold: Mutex<Folded>,
+}
+
+/// What an entry has folded so far.
+#[derive(Default)]
+struct Folded {
+    /// The `RoughCounter`'s sum at the last fold.
+    rough: u64,
+    /// The owned handles (see [`Local`]) and each one's word at the last
+    /// fold. A retired handle is folded once more, then dropped from here.
+    locals: Vec<(Arc<Local>, u64)>,
 }
 
 impl Entry {
@@ -402,17 +439,28 @@ impl Entry {
 
     /// Moves the key's delta into the inner counter; returns with the fold
     /// lock held, for `absolute`.
-    fn fold(&self) -> crate::primitive::sync::MutexGuard<'_, u64> {
+    fn fold(&self) -> crate::primitive::sync::MutexGuard<'_, Folded> {
         let mut folded = lock(&self.fold);
-        let delta = match &self.counter {
+        let mut delta = match &self.counter {
             Backing::Exact(c) => c.take(),
             Backing::Rough(c) => {
                 let sum = c.sum();
-                let delta = sum.wrapping_sub(*folded);
-                *folded = sum;
+                let delta = sum.wrapping_sub(folded.rough);
+                folded.rough = sum;
                 delta
             }
         };
+        folded.locals.retain_mut(|(local, seen)| {
+            // Acquire: pairs with `retire`'s Release, so a retired handle's
+            // word is read with its owner's last store.
+            let retired = local.0.owner.load(Ordering::Acquire) == 0;
+            // Relaxed: only the owner writes the word; a fold that
+            // happens-after an increment reads it (or a later value).
+            let word = local.0.own.load(Ordering::Relaxed);
+            delta = delta.wrapping_add(word.wrapping_sub(*seen));
+            *seen = word;
+            !retired
+        });
         if delta != 0 {
             self.inner.increment(delta);
         }
@@ -435,19 +483,85 @@ impl CounterFn for Entry {
     }
 }
 
-/// A thread's own handle to an entry: cloning it (in `counter!`) touches a
-/// reference count no other thread does. Padded, so that the reference
-/// counts of two threads' handles never share a cache line.
-struct Local(CachePadded<Arc<Entry>>);
+const_thread_local! {
+    /// The calling thread's id for owned handles: 0 until it first owns
+    /// one, then unique in the process (never reused, unlike the addresses
+    /// and indexes of exited threads). No destructor: readable while the
+    /// thread's other thread-locals are being destroyed.
+    static THREAD_ID: Cell<u64> = Cell::new(0);
+}
+
+/// The calling thread's id, taking one on first use.
+fn own_thread_id() -> u64 {
+    THREAD_ID.with(|id| {
+        if id.get() == 0 {
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+            // Relaxed: only uniqueness matters.
+            id.set(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        }
+        id.get()
+    })
+}
+
+/// A thread's own handle to an entry, cached by that thread and cloned by
+/// each of its `counter!` calls.
+///
+/// Its owner counts in `own` with a load and a store (no locked
+/// instruction: no other thread writes the word); any other thread the
+/// handle was sent to adds to the entry's counter. Padded, so the
+/// handle's reference count and word share a line with no other thread's.
+struct Local(CachePadded<Owned>);
+
+struct Owned {
+    /// The owner's [`own_thread_id`]; 0 once the owner's cache is gone
+    /// (`retire`): from then on every increment goes to the entry.
+    owner: AtomicU64,
+    /// What the owner counted: written by the owner only, read by folds.
+    own: AtomicU64,
+    entry: Arc<Entry>,
+}
+
+impl Local {
+    /// A handle owned by the calling thread.
+    fn owned(entry: Arc<Entry>) -> Self {
+        Local(CachePadded::new(Owned {
+            owner: AtomicU64::new(own_thread_id()),
+            own: AtomicU64::new(0),
+            entry,
+        }))
+    }
+
+    /// Sends this handle's later increments to the entry. Called by the
+    /// owner only, after its last increment to `own`.
+    fn retire(&self) {
+        // Release: a fold that reads 0 also reads the owner's last store
+        // to `own`, and folds it once more before letting the handle go.
+        self.0.owner.store(0, Ordering::Release);
+    }
+}
 
 impl CounterFn for Local {
     #[inline]
     fn increment(&self, value: u64) {
-        self.0.add(value);
+        let me = THREAD_ID.with(Cell::get);
+        // Relaxed: only the owner ever stores its own id here or replaces
+        // it, so the owner reads its latest store; another thread never
+        // reads its own id (ids are never reused).
+        if me != 0 && self.0.owner.load(Ordering::Relaxed) == me {
+            // Relaxed: the owner is the only writer; folds that must see
+            // this increment happen-after it.
+            let own = &self.0.own;
+            own.store(
+                own.load(Ordering::Relaxed).wrapping_add(value),
+                Ordering::Relaxed,
+            );
+        } else {
+            self.0.entry.add(value);
+        }
     }
 
     fn absolute(&self, value: u64) {
-        self.0.absolute(value);
+        self.0.entry.absolute(value);
     }
 }
 
@@ -468,9 +582,92 @@ impl Shared {
 }
 
 /// One thread's handles for one recorder.
+///
+/// A hit is usually decided in `front`, a small direct-mapped table indexed
+/// by the hash the key carries (computed once, by `Key`'s constructor) and
+/// confirmed by [`same_key`], which compares the key's strings by address
+/// first: a `counter!` call site builds its key from the same `'static`
+/// strings every time, so a hit compares no bytes. Every handle is also in
+/// `handles`, where keys that lost their `front` slot to another are found.
 struct Cache {
     owner: Weak<Shared>,
+    front: Box<[Option<Cached>; FRONT]>,
     handles: KeyMap<Arc<Local>>,
+}
+
+/// A key and this thread's handle for it.
+type Cached = (Key, Arc<Local>);
+
+/// Slots in a [`Cache`]'s `front` (a power of two).
+const FRONT: usize = 32;
+
+impl Cache {
+    fn new(owner: Weak<Shared>) -> Self {
+        Cache {
+            owner,
+            front: Box::new([const { None }; FRONT]),
+            handles: KeyMap::default(),
+        }
+    }
+
+    #[inline]
+    fn slot(key: &Key) -> usize {
+        // The high bits: the map below indexes with the low ones.
+        (key.get_hash() >> (64 - FRONT.trailing_zeros())) as usize
+    }
+
+    #[inline]
+    fn get(&self, key: &Key) -> Option<&Arc<Local>> {
+        match &self.front[Self::slot(key)] {
+            Some((k, local)) if same_key(k, key) => Some(local),
+            _ => self.handles.get(key),
+        }
+    }
+
+    /// Caches `local` for `key`; false if the key has a handle already
+    /// (which stays).
+    fn insert(&mut self, key: &Key, local: &Arc<Local>) -> bool {
+        use std::collections::hash_map::Entry as Slot;
+        match self.handles.entry(key.clone()) {
+            Slot::Occupied(_) => return false,
+            Slot::Vacant(v) => v.insert(Arc::clone(local)),
+        };
+        // The first key to a slot keeps it: no key evicts another on
+        // every call.
+        let front = &mut self.front[Self::slot(key)];
+        if front.is_none() {
+            *front = Some((key.clone(), Arc::clone(local)));
+        }
+        true
+    }
+}
+
+impl Drop for Cache {
+    /// The thread is exiting or the recorder is gone: the thread's handles
+    /// stop counting in their own words.
+    fn drop(&mut self) {
+        for local in self.handles.values() {
+            local.retire();
+        }
+    }
+}
+
+/// `a == b`, deciding most equal keys from their strings' addresses and
+/// lengths alone, and otherwise by `Key`'s own comparison (which also
+/// accepts the same labels in another order).
+#[inline]
+fn same_key(a: &Key, b: &Key) -> bool {
+    #[inline]
+    fn same_place(a: &str, b: &str) -> bool {
+        std::ptr::eq(a, b)
+    }
+    let fast = a.get_hash() == b.get_hash()
+        && same_place(a.name(), b.name())
+        && a.labels().len() == b.labels().len()
+        && a.labels()
+            .zip(b.labels())
+            .all(|(x, y)| same_place(x.key(), y.key()) && same_place(x.value(), y.value()));
+    fast || a == b
 }
 
 const_thread_local! {
@@ -647,7 +844,7 @@ impl<R: Recorder> ShardedRecorder<R> {
                     Backing::Exact(Counter::new())
                 },
                 inner,
-                fold: Mutex::new(0),
+                fold: Mutex::new(Folded::default()),
             })
         });
         Arc::clone(e)
@@ -660,27 +857,31 @@ impl<R: Recorder> ShardedRecorder<R> {
     fn register_slow(&self, key: &Key, metadata: &Metadata<'_>) -> ::metrics::Counter {
         let entry = self.entry(key, metadata);
         let me = Arc::as_ptr(&self.shared);
-        let local = Arc::new(Local(CachePadded::new(entry)));
+        let local = Arc::new(Local::owned(Arc::clone(&entry)));
         // Not cached when the thread-local is gone (thread exit) or already
         // borrowed (a registration from inside one): the handle still
-        // counts, it is only not reused.
-        let _ = CACHES.try_with(|caches| {
-            let Ok(mut caches) = caches.try_borrow_mut() else {
-                return;
-            };
-            caches.retain(|c| c.owner.strong_count() > 0);
-            let i = match caches.iter().position(|c| c.owner.as_ptr() == me) {
-                Some(i) => i,
-                None => {
-                    caches.push(Cache {
-                        owner: Arc::downgrade(&self.shared),
-                        handles: KeyMap::default(),
-                    });
-                    caches.len() - 1
-                }
-            };
-            caches[i].handles.insert(key.clone(), Arc::clone(&local));
-        });
+        // counts, through the entry, as a retired one.
+        let cached = CACHES
+            .try_with(|caches| {
+                let Ok(mut caches) = caches.try_borrow_mut() else {
+                    return false;
+                };
+                caches.retain(|c| c.owner.strong_count() > 0);
+                let i = match caches.iter().position(|c| c.owner.as_ptr() == me) {
+                    Some(i) => i,
+                    None => {
+                        caches.push(Cache::new(Arc::downgrade(&self.shared)));
+                        caches.len() - 1
+                    }
+                };
+                caches[i].insert(key, &local)
+            })
+            .unwrap_or(false);
+        if cached {
+            lock(&entry.fold).locals.push((Arc::clone(&local), 0));
+        } else {
+            local.retire();
+        }
         ::metrics::Counter::from_arc(local)
     }
 }
@@ -708,7 +909,7 @@ impl<R: Recorder> Recorder for ShardedRecorder<R> {
             .try_with(|caches| {
                 let caches = caches.try_borrow().ok()?;
                 let cache = caches.iter().find(|c| c.owner.as_ptr() == me)?;
-                cache.handles.get(key).cloned()
+                cache.get(key).cloned()
             })
             .ok()
             .flatten();
@@ -732,6 +933,11 @@ impl<R> Drop for ShardedRecorder<R> {
     fn drop(&mut self) {
         self.worker.stop();
         self.shared.flush();
+        // An entry holds its owned handles and each handle its entry: let
+        // go of the handles, so both are freed with the threads' caches.
+        for e in lock(&self.shared.entries).values() {
+            lock(&e.fold).locals.clear();
+        }
     }
 }
 
@@ -800,5 +1006,100 @@ impl fmt::Debug for FlushHandle {
         f.debug_struct("FlushHandle")
             .field("keys", &lock(&self.shared.entries).len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tally inner recorder: every key's counter is one shared word.
+    #[derive(Default)]
+    struct Tally(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+    impl Recorder for Tally {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> ::metrics::Counter {
+            ::metrics::Counter::from_arc(std::sync::Arc::clone(&self.0))
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+
+    fn owned_handles(r: &ShardedRecorder<Tally>) -> usize {
+        lock(&r.shared.entries)
+            .values()
+            .map(|e| lock(&e.fold).locals.len())
+            .sum()
+    }
+
+    /// Threads that come and go leave no owned handle behind once a fold
+    /// has taken their last counts: memory follows the live threads.
+    #[test]
+    fn exited_threads_owned_handles_are_folded_then_dropped() {
+        let inner = Tally::default();
+        let total = std::sync::Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner);
+        for _ in 0..20 {
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| {
+                        ::metrics::with_local_recorder(&r, || {
+                            for _ in 0..100 {
+                                ::metrics::counter!("churn", "k" => "v").increment(1);
+                            }
+                        });
+                    });
+                }
+            });
+        }
+        // A scope's join can return before the threads' caches are gone;
+        // the caches go with the thread-local destructors, just after.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            r.flush();
+            if owned_handles(&r) == 0 || std::time::Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(owned_handles(&r), 0, "handles of exited threads kept");
+        assert_eq!(total.load(std::sync::atomic::Ordering::Relaxed), 4000);
+    }
+
+    /// The owner counts in its handle's own word (no locked add), and a fold
+    /// moves that word's growth, once.
+    #[test]
+    fn the_owner_counts_in_its_own_word_and_folds_move_it_once() {
+        let inner = Tally::default();
+        let total = std::sync::Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner);
+        let meta = Metadata::new("t", ::metrics::Level::INFO, None);
+        let key = Key::from_name("own");
+        let h = r.register_counter(&key, &meta);
+        h.increment(5);
+        let word = {
+            let entries = lock(&r.shared.entries);
+            let e = entries.get(&key).expect("registered");
+            let folded = lock(&e.fold);
+            folded.locals[0].0 .0.own.load(Ordering::Relaxed)
+        };
+        assert_eq!(word, 5, "the owner's increment is in its own word");
+        r.flush();
+        r.flush();
+        assert_eq!(total.load(std::sync::atomic::Ordering::Relaxed), 5);
+        h.increment(2);
+        r.flush();
+        assert_eq!(total.load(std::sync::atomic::Ordering::Relaxed), 7);
     }
 }
