@@ -551,6 +551,11 @@ impl Inner {
             if self.local.try_sub(n).is_ok() {
                 return Ok(());
             }
+            // A take whose reply was lost: its grant, resent, may suffice.
+            if link.unresolved.is_some() {
+                self.settle(&mut link)?;
+                continue;
+            }
             let want = self.config.chunk.max(n);
             let r = self.run(&mut link, Kind::Take, want)?;
             if r.amount < want && r.stock <= 0 {
