@@ -117,7 +117,12 @@ fn spawn(server: &Server, chunk: u64, pace: u64, n: usize) -> Proc {
 /// What a child printed: token, and sold if it finished.
 fn outcome(mut p: Proc) -> (String, Option<u64>, bool) {
     let mut out = String::new();
-    p.child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    p.child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let ok = p.child.wait().unwrap().success();
     let field = |k: &str| {
         out.lines()
@@ -216,7 +221,9 @@ fn a_worker_killed_mid_run_strands_at_most_its_lease() {
     let chunk = 200;
     let server = Server::started("everysec");
     stock_init(&server);
-    let mut procs: Vec<Proc> = (0..PROCESSES).map(|n| spawn(&server, chunk, 10, n)).collect();
+    let mut procs: Vec<Proc> = (0..PROCESSES)
+        .map(|n| spawn(&server, chunk, 10, n))
+        .collect();
     wait_below(&server, (INITIAL * 8 / 10) as i64);
     let mut victim = procs.remove(0);
     victim.child.kill().unwrap();

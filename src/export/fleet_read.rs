@@ -458,7 +458,8 @@ impl FleetKeys {
             }
         }
         // Release: publishes the values and stamp stored above.
-        self.due.store(now.saturating_add(ttl).max(1), Ordering::Release);
+        self.due
+            .store(now.saturating_add(ttl).max(1), Ordering::Release);
     }
 
     fn query(&self, r: &mut Refresh) -> Result<Vec<(String, i64)>, redis::RedisError> {

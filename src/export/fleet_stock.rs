@@ -793,7 +793,9 @@ mod tests {
 
     #[test]
     fn waitaof_needs_7_2_and_aof() {
-        let info = |v: &str, aof: u8| format!("# Server\r\nredis_version:{v}\r\n# Persistence\r\naof_enabled:{aof}\r\n");
+        let info = |v: &str, aof: u8| {
+            format!("# Server\r\nredis_version:{v}\r\n# Persistence\r\naof_enabled:{aof}\r\n")
+        };
         assert!(!has_waitaof(&info("7.0.15", 1)));
         assert!(has_waitaof(&info("7.2.4", 1)));
         assert!(has_waitaof(&info("8.0.0", 1)));

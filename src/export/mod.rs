@@ -110,14 +110,14 @@ pub mod redis;
 mod register;
 
 pub use exporter::{ExportConfig, ExportStats, Exporter, FlushError, FlushReport};
-pub use memory::MemorySink;
-pub use register::CountRef;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use fleet_read::{FleetKeys, FleetReadError, FleetReader, Reading};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use fleet_stock::{FleetError, FleetStock, FleetStockConfig, FleetStockStats, LEASE_SCRIPT};
+pub use memory::MemorySink;
+pub use register::CountRef;
 
 use std::error::Error;
 use std::fmt;

@@ -110,9 +110,7 @@ impl Server {
         let head = format!("cmdstat_{command}:calls=");
         info.lines()
             .find_map(|l| l.strip_prefix(&head))
-            .map_or(0, |rest| {
-                rest.split(',').next().unwrap().parse().unwrap()
-            })
+            .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
     }
 }
 
