@@ -478,6 +478,17 @@ fn cached_reads_make_one_round_trip_and_match_the_exporter() {
         .arg("RESETSTAT")
         .query(&mut server.conn())
         .unwrap();
+    // Four threads race for the first read: one fetches, the others wait
+    // for it (the set was never read), and nobody fetches again.
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..1000 {
+                    assert_eq!(two.total().unwrap().value, 12);
+                }
+            });
+        }
+    });
     for _ in 0..1000 {
         assert_eq!(one.total().unwrap().value, 5);
         assert_eq!(two.get(1).unwrap().unwrap().value, 7);
@@ -512,10 +523,19 @@ fn redis_down_reads_return_the_last_values_with_their_age() {
         .with_timeout(Duration::from_millis(200));
     let k = reader.key("k");
     assert_eq!(k.total().unwrap().value, 42);
+    // Past the TTL, the next read fetches again.
+    let _: () = redis::cmd("SET")
+        .arg("r:k")
+        .arg(43)
+        .query(&mut server.conn())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(k.total().unwrap().value, 43);
+    assert_eq!(reader.round_trips(), 2);
     server.kill();
     std::thread::sleep(Duration::from_millis(50));
     let r = k.total().unwrap();
-    assert_eq!(r.value, 42);
+    assert_eq!(r.value, 43);
     assert!(r.age >= Duration::from_millis(50), "{:?}", r.age);
     // Never read: a clear error.
     let never = reader.key("other").total().unwrap_err();

@@ -259,8 +259,9 @@ struct Refresh {
 /// use std::time::Duration;
 /// let reader = FleetReader::new("redis://127.0.0.1:6379", "fleet:", Duration::from_secs(1)).unwrap();
 /// let set = reader.keys(["a", "b"]);
-/// let (a, b, sum) = (set.get(0).unwrap(), set.get(1).unwrap(), set.total().unwrap());
-/// assert_eq!(a.value + b.value, sum.value);
+/// let (a, b) = (set.get(0).unwrap().unwrap(), set.get(1).unwrap().unwrap());
+/// let sum = set.total().unwrap();
+/// println!("{} + {} = {}", a.value, b.value, sum.value); // within one refresh
 /// ```
 pub struct FleetKeys {
     shared: Arc<Shared>,
@@ -398,7 +399,10 @@ impl FleetKeys {
         if now < self.due.load(Ordering::Acquire) {
             // Relaxed: written before `due`, ordered by the load above.
             let stamp = self.stamp.load(Ordering::Relaxed);
-            return Ok(Duration::from_nanos(now.saturating_sub(stamp - 1)));
+            // 0: never read (the first fetch failed): the slow path says why.
+            if stamp != 0 {
+                return Ok(Duration::from_nanos(now.saturating_sub(stamp - 1)));
+            }
         }
         self.refresh_due()
     }
