@@ -105,7 +105,10 @@ const MAX_AMOUNT: u64 = 1 << 53;
 #[derive(Clone, Debug)]
 pub struct FleetStockConfig {
     /// Units a refill asks for (at least the `n` of the `try_sub` that
-    /// needs it). Also the bound on what one process can strand.
+    /// needs it). With `n_max` the largest `n` asked, a process's lease
+    /// never exceeds `max(chunk, n_max) + n_max − 1` (`chunk` for
+    /// `try_sub(1)`), nor does what a crash of it strands (see
+    /// [`FleetStock`]).
     pub chunk: u64,
     /// A lease that has not changed (no sale, no refill) for this long goes
     /// back to Redis. Checked every quarter of it, by a background worker;
@@ -250,17 +253,20 @@ struct Inner {
 /// * **Clean failures:** `try_sub(n)` fails with
 ///   [`FleetError::Insufficient`] only when this lease cannot cover `n` and
 ///   a take found Redis short (it takes what was left). At that moment
-///   other live processes' leases may hold units: each at most
-///   `chunk + n_max − 1` (`n_max` the largest `n` any process asks for; for
-///   `try_sub(1)`, `chunk`), so at most `(processes − 1) × (chunk + n_max −
-///   1)` units, which come back as those processes sell, flush or idle.
+///   other live processes' leases may hold units: each at most `L =
+///   max(chunk, n_max) + n_max − 1` (`n_max` the largest `n` any process
+///   asks for; for `try_sub(1)`, `L = chunk`), so at most `(processes − 1)
+///   × L` units, which come back as those processes sell, flush or idle.
 ///
 /// # What a crash costs
 ///
 /// * **A process killed (`kill -9`):** its lease is lost, never reclaimed
 ///   (reclaiming a lease from a process that is only slow would oversell).
-///   Stranded: at most its lease, `chunk + n_max − 1` units, plus a return
-///   it had in flight (at most that again). The leases hash records each
+///   Stranded: at most `L` units (above; for `try_sub(1)`, one chunk): its
+///   lease, or a return in flight (the lease is empty then: no
+///   take is sent until the return is confirmed), or a take whose reply
+///   it never read plus what the lease held (less than `n_max`) when it
+///   asked. The leases hash records each
 ///   token's net take (`"<seq> <amount> <net>"`), so an operator can see
 ///   which tokens hold units.
 /// * **Redis restarts:** with `appendonly yes` and `appendfsync always`,
