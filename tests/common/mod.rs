@@ -100,6 +100,13 @@ impl Server {
             .unwrap()
     }
 
+    /// The values of `keys` (absent keys read as 0).
+    pub fn values(&self, keys: &[String]) -> Vec<i64> {
+        let mut c = self.conn();
+        let got: Vec<Option<i64>> = redis::cmd("MGET").arg(keys).query(&mut c).unwrap();
+        got.into_iter().map(|v| v.unwrap_or(0)).collect()
+    }
+
     /// How many times `command` ran since the last `CONFIG RESETSTAT`
     /// (from `INFO commandstats`).
     pub fn calls(&self, command: &str) -> u64 {
