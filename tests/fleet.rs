@@ -227,9 +227,9 @@ fn a_worker_killed_mid_run_strands_at_most_its_lease() {
     wait_below(&server, (INITIAL * 8 / 10) as i64);
     let mut victim = procs.remove(0);
     victim.child.kill().unwrap();
+    assert!(remaining(&server) > 0, "killed after the run: not mid-run");
     let record = victim.record.clone();
     let (token, sold, _) = outcome(victim);
-    assert!(remaining(&server) > 0, "killed after the run: not mid-run");
     assert_eq!(sold, None, "killed before it finished");
     let mut survivors_sold = 0;
     let done: Vec<_> = procs.into_iter().map(outcome).collect();
@@ -407,6 +407,12 @@ fn insufficient_only_when_lease_and_redis_are_both_short() {
         a.try_sub(1).unwrap();
     }
     assert!(matches!(a.try_sub(1), Err(FleetError::Insufficient(_))));
+    // A take above the chunk asks for all of it at once.
+    b.add(20).unwrap();
+    b.try_sub(12).unwrap();
+    assert_eq!((b.lease(), remaining(&server)), (0, 8));
+    assert_eq!(b.flush().unwrap(), 0);
+    b.try_sub(8).unwrap();
     // A restock is seen at once.
     assert_eq!(b.add(3).unwrap(), 3);
     b.try_sub(3).unwrap();
