@@ -223,7 +223,8 @@ impl FleetReader {
         FleetKeys::new(Arc::clone(&self.shared), None)
     }
 
-    /// Redis round trips made by this reader's key sets so far.
+    /// Redis round trips made by this reader's key sets so far (attempts:
+    /// a failed connect counts too).
     ///
     /// ```
     /// # use shardcount::export::FleetReader;

@@ -144,8 +144,10 @@ pub enum FleetError {
     /// Redis could not be reached or did not answer in time. The pending
     /// operation is sent again, unchanged, by the next call.
     Redis(String),
-    /// A key under the prefix holds something else than the stock's layout;
-    /// nothing was changed.
+    /// A key under the prefix holds something else than the stock's layout,
+    /// or another writer changed this process's record; nothing was
+    /// changed (the pending operation is kept and sent again by the next
+    /// call).
     Corrupt(String),
 }
 
@@ -380,7 +382,7 @@ impl FleetStock {
     ///
     /// # Panics
     ///
-    /// If `n` exceeds 2<sup>53</sup>.
+    /// If `n` exceeds 2<sup>53</sup> and the lease cannot cover it.
     ///
     /// ```no_run
     /// # use shardcount::export::{FleetStock, FleetStockConfig};
@@ -715,6 +717,11 @@ impl Inner {
                     stock: *stock,
                 })
             }
+            Some([-2, last]) => Err(FleetError::Corrupt(format!(
+                "{}: this token's record is at operation {last}, past {}: \
+                 another writer changed it; nothing was applied",
+                self.leases_key, op.seq
+            ))),
             Some([-1]) => Err(FleetError::Corrupt(format!(
                 "{} or {} does not hold a stock's layout",
                 self.stock_key, self.leases_key
