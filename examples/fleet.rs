@@ -10,10 +10,19 @@
 //! everysec), spawns the worker processes (this binary with `--worker`),
 //! prints the fleet totals next to each process's counts with an OK/FAIL
 //! verdict, and stops the server. Exits non-zero on FAIL.
+//!
+//! Inventory mode: the processes sell from one `FleetStock` in Redis until
+//! it is gone, each thread taking one unit at a time through the process's
+//! lease; prints what each process sold, the Redis remainder and the
+//! verdict (sold == initial − remaining, never negative).
+//!
+//! ```sh
+//! cargo run --release --example fleet --features redis -- --inventory 100000 --chunk 100
+//! ```
 
 use clap::Parser;
 use shardcount::export::redis::RedisSink;
-use shardcount::export::{ExportConfig, Exporter};
+use shardcount::export::{ExportConfig, Exporter, FleetError, FleetStock, FleetStockConfig};
 use shardcount::RoughCounter;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -46,15 +55,23 @@ struct Args {
     /// Internal: the worker's seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Inventory mode: the units in the shared stock (0: counting mode).
+    #[arg(long, default_value_t = 0)]
+    inventory: u64,
+    /// Inventory mode: units a lease refill takes from Redis.
+    #[arg(long, default_value_t = 100)]
+    chunk: u64,
 }
 
 const PREFIX: &str = "fleet:";
 
 fn main() {
     let args = Args::parse();
-    match &args.worker {
-        Some(url) => worker(&args, url),
-        None => std::process::exit(coordinator(&args)),
+    match (&args.worker, args.inventory) {
+        (Some(url), 0) => worker(&args, url),
+        (Some(url), _) => seller(&args, url),
+        (None, 0) => std::process::exit(coordinator(&args)),
+        (None, _) => std::process::exit(inventory(&args)),
     }
 }
 
@@ -252,6 +269,126 @@ fn coordinator(args: &Args) -> i32 {
         if verdict { "OK" } else { "FAIL" },
         args.keys - bad,
         args.keys
+    );
+    if verdict {
+        0
+    } else {
+        1
+    }
+}
+
+const STOCK: &str = "stock";
+
+/// One selling process: `threads` threads take one unit at a time until
+/// the fleet stock is gone (retrying while Redis is unreachable), then
+/// the lease is flushed; prints `sold N`.
+fn seller(args: &Args, url: &str) {
+    let config = FleetStockConfig {
+        chunk: args.chunk,
+        ..FleetStockConfig::default()
+    };
+    let stock = FleetStock::new(url, PREFIX, STOCK, config).expect("redis url");
+    let sold: u64 = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..args.threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut sold = 0u64;
+                    loop {
+                        match stock.try_sub(1) {
+                            Ok(()) => sold += 1,
+                            Err(FleetError::Insufficient(_)) => return sold,
+                            Err(e) => {
+                                eprintln!("worker {}: {e}; retrying", args.seed);
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).sum()
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = stock.flush() {
+        if Instant::now() > deadline {
+            eprintln!("worker {}: lease not returned: {e}", args.seed);
+            std::process::exit(2);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = stock.stats();
+    println!(
+        "# round trips {} granted {} returned {}",
+        s.round_trips, s.granted, s.returned
+    );
+    println!("sold {sold}");
+}
+
+/// Inventory mode's coordinator: stocks Redis, runs the sellers, checks
+/// sold == initial − remaining (never negative).
+fn inventory(args: &Args) -> i32 {
+    let (server, url) = start_server();
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let key = format!("{PREFIX}{STOCK}");
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg(args.inventory)
+        .query(&mut conn)
+        .unwrap();
+    println!(
+        "redis-server at {url}; {} processes x {} threads selling {} units (chunk {})",
+        args.processes, args.threads, args.inventory, args.chunk
+    );
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<Child> = (0..args.processes)
+        .map(|p| {
+            Command::new(&exe)
+                .args(["--worker", &url, "--seed", &(p + 1).to_string()])
+                .args(["--inventory", &args.inventory.to_string()])
+                .args(["--chunk", &args.chunk.to_string()])
+                .args(["--threads", &args.threads.to_string()])
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn worker")
+        })
+        .collect();
+    let mut ok = true;
+    let mut total = 0u64;
+    for (p, mut child) in children.into_iter().enumerate() {
+        let mut sold = None;
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if let Some(note) = line.strip_prefix("# ") {
+                println!("process {p}: {note}");
+            } else if let Some(n) = line.strip_prefix("sold ") {
+                sold = n.parse::<u64>().ok();
+            }
+        }
+        if !child.wait().unwrap().success() || sold.is_none() {
+            println!("process {p} failed");
+            ok = false;
+        }
+        let sold = sold.unwrap_or(0);
+        println!("process {p}: sold {sold}");
+        total += sold;
+    }
+    let remaining: Option<i64> = redis::cmd("GET").arg(&key).query(&mut conn).unwrap();
+    let remaining = remaining.unwrap_or(0);
+    drop(server);
+    let exact =
+        remaining >= 0 && i128::from(total) == i128::from(args.inventory) - i128::from(remaining);
+    println!(
+        "sold {total} in all; {remaining} left in Redis; initial {}",
+        args.inventory
+    );
+    let verdict = ok && exact;
+    println!(
+        "verdict: {} (sold == initial - remaining{}, remaining never negative)",
+        if verdict { "OK" } else { "FAIL" },
+        if exact { "" } else { " does NOT hold" }
     );
     if verdict {
         0

@@ -4,112 +4,16 @@
 //! install it with `.ci/install-redis`.
 #![cfg(all(feature = "redis", not(shardcount_loom)))]
 
+mod common;
+
+use common::Server;
+
 use shardcount::export::redis::RedisSink;
 use shardcount::export::{Batch, ExportConfig, Exporter, Outcome, Sink, WriterId};
 use shardcount::RoughCounter;
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A redis-server of our own, killed (SIGKILL) on drop.
-struct Server {
-    port: u16,
-    dir: PathBuf,
-    child: Option<Child>,
-}
-
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-    l.local_addr().unwrap().port()
-}
-
-impl Server {
-    /// A server on a free port (not started yet).
-    fn new() -> Server {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "shardcount-redis-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Server {
-            port: free_port(),
-            dir,
-            child: None,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// Starts (or restarts) the server on its port and directory, and
-    /// waits until it answers PING.
-    fn start(&mut self) {
-        assert!(self.child.is_none());
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .args(["--appendonly", "yes", "--appendfsync", "everysec"])
-            .args(["--save", ""])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot start redis-server ({e}): these tests need it on the PATH; \
-                     install it with .ci/install-redis (apt-get install -y redis-server)"
-                )
-            });
-        self.child = Some(child);
-        let client = redis::Client::open(self.url()).unwrap();
-        let until = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return;
-                }
-            }
-            assert!(Instant::now() < until, "redis-server did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGKILL, and reap it.
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn conn(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .unwrap()
-    }
-
-    /// The values of `keys` (absent keys read as 0).
-    fn values(&self, keys: &[String]) -> Vec<i64> {
-        let mut c = self.conn();
-        let got: Vec<Option<i64>> = redis::cmd("MGET").arg(keys).query(&mut c).unwrap();
-        got.into_iter().map(|v| v.unwrap_or(0)).collect()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 fn sink(server: &Server, prefix: &str) -> RedisSink {
     RedisSink::new(&server.url(), prefix)
@@ -216,7 +120,7 @@ const KEYS: usize = 1000;
 
 #[test]
 fn two_exporters_four_threads_each_totals_exact() {
-    let mut server = Server::new();
+    let mut server = Server::new("everysec");
     server.start();
     let a = Worker::new(sink(&server, "t:"), KEYS);
     let b = Worker::new(sink(&server, "t:"), KEYS);
@@ -249,7 +153,7 @@ fn two_exporters_four_threads_each_totals_exact() {
 
 #[test]
 fn redis_killed_mid_run_and_restarted_totals_exact() {
-    let mut server = Server::new();
+    let mut server = Server::new("everysec");
     server.start();
     let a = Worker::new(sink(&server, "t:"), KEYS);
     let b = Worker::new(sink(&server, "t:"), KEYS);
@@ -293,7 +197,7 @@ fn redis_killed_mid_run_and_restarted_totals_exact() {
 
 #[test]
 fn resent_batch_after_lost_reply_applied_once() {
-    let mut server = Server::new();
+    let mut server = Server::new("everysec");
     server.start();
     let mut s = sink(&server, "r:");
     let w = WriterId::random();
@@ -322,7 +226,7 @@ fn resent_batch_after_lost_reply_applied_once() {
 
 #[test]
 fn gap_rejected_keys_and_flushed_script_cache() {
-    let mut server = Server::new();
+    let mut server = Server::new("everysec");
     server.start();
     let mut s = sink(&server, "g:");
     let w = WriterId::random();
@@ -376,7 +280,7 @@ fn gap_rejected_keys_and_flushed_script_cache() {
 /// it fails half-way with the keys before them already incremented.
 #[test]
 fn non_canonical_integers_rejected_before_any_write() {
-    let mut server = Server::new();
+    let mut server = Server::new("everysec");
     server.start();
     let mut s = sink(&server, "z:");
     let mut c = server.conn();
@@ -418,7 +322,7 @@ fn non_canonical_integers_rejected_before_any_write() {
 
 #[test]
 fn exporter_rejected_keys_dropped_rest_delivered() {
-    let mut server = Server::new();
+    let mut server = Server::new("everysec");
     server.start();
     let mut c = server.conn();
     let _: () = redis::cmd("SET")
@@ -441,7 +345,7 @@ fn exporter_rejected_keys_dropped_rest_delivered() {
 
 #[test]
 fn redis_unreachable_at_start_adds_never_block_delivery_completes() {
-    let mut server = Server::new(); // not started: nothing listens on its port
+    let mut server = Server::new("everysec"); // not started: nothing listens on its port
     let keys = 100;
     let w = Worker::new(sink(&server, "u:"), keys);
     let stop = Arc::new(AtomicBool::new(true)); // each thread adds 20,000 times
@@ -489,7 +393,7 @@ fn key_type(server: &Server, key: &str) -> String {
 /// write, and the rest applies exactly once.
 #[test]
 fn a_counter_key_naming_the_writers_hash_is_rejected_before_any_write() {
-    let mut server = Server::new();
+    let mut server = Server::new("everysec");
     server.start();
     let mut s = sink(&server, "w:");
     let w = WriterId::random();
@@ -521,7 +425,7 @@ fn a_counter_key_naming_the_writers_hash_is_rejected_before_any_write() {
 /// applies exactly once.
 #[test]
 fn a_writers_key_of_another_type_fails_the_batch_and_writes_nothing() {
-    let mut server = Server::new();
+    let mut server = Server::new("everysec");
     server.start();
     let mut s = sink(&server, "x:");
     let mut c = server.conn();
@@ -557,7 +461,7 @@ fn every_counter_type_registers_and_exports_exactly() {
     use shardcount::{CounterMap, CounterSet};
     const THREADS: u64 = 4;
     const ADDS: u64 = 20_000;
-    let mut server = Server::new();
+    let mut server = Server::new("everysec");
     server.start();
     let set = Arc::new(CounterSet::new(5));
     let map: Arc<CounterMap<String>> = Arc::new(CounterMap::new());
@@ -609,7 +513,7 @@ fn every_counter_type_registers_and_exports_exactly() {
 /// overflow half-way through, after earlier keys were written.
 #[test]
 fn a_key_repeated_in_one_batch_is_rejected_before_any_write() {
-    let mut server = Server::new();
+    let mut server = Server::new("everysec");
     server.start();
     let mut s = sink(&server, "d:");
     let _: () = redis::cmd("SET")

@@ -99,6 +99,10 @@
 //! ```
 
 mod exporter;
+#[cfg(feature = "redis")]
+mod fleet_read;
+#[cfg(feature = "redis")]
+mod fleet_stock;
 mod memory;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -106,6 +110,12 @@ pub mod redis;
 mod register;
 
 pub use exporter::{ExportConfig, ExportStats, Exporter, FlushError, FlushReport};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use fleet_read::{FleetKeys, FleetReadError, FleetReader, Reading};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use fleet_stock::{FleetError, FleetStock, FleetStockConfig, FleetStockStats, LEASE_SCRIPT};
 pub use memory::MemorySink;
 pub use register::CountRef;
 

@@ -1,0 +1,549 @@
+//! The fleet, both ways, against a real `redis-server` (each test starts
+//! its own, see tests/common): `FleetStock` drained by several processes
+//! (this test binary, re-run as children), through a Redis restart and a
+//! worker killed mid-run; retried script calls; and `FleetReader`'s cache.
+#![cfg(all(feature = "redis", not(shardcount_loom)))]
+
+mod common;
+
+use common::Server;
+use shardcount::export::redis::RedisSink;
+use shardcount::export::{
+    Exporter, FleetError, FleetReader, FleetStock, FleetStockConfig, LEASE_SCRIPT,
+};
+use shardcount::{Counter, RoughCounter};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PREFIX: &str = "inv:";
+const NAME: &str = "sku";
+const INITIAL: u64 = 100_000;
+const PROCESSES: usize = 3;
+const THREADS: usize = 4;
+/// Only a hang detector.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+fn config(chunk: u64) -> FleetStockConfig {
+    FleetStockConfig {
+        chunk,
+        // No idle return during a run: the kill test's bound is one lease.
+        idle: Duration::from_secs(600),
+        timeout: Duration::from_millis(500),
+    }
+}
+
+/// The child side: runs only when the parent set `FLEET_CHILD_URL`. Sells
+/// one unit at a time on `FLEET_THREADS` threads until `Insufficient`,
+/// retrying while Redis is unreachable; records each thread's sales in
+/// `FLEET_RECORD` (one u64 per thread, written after each sale, so a
+/// `kill -9` loses at most one per thread); flushes; prints its token and
+/// total.
+#[test]
+fn child() {
+    let Ok(url) = std::env::var("FLEET_CHILD_URL") else {
+        return;
+    };
+    let var = |k: &str| std::env::var(k).unwrap().parse::<u64>().unwrap();
+    let (threads, chunk, pace) = (var("FLEET_THREADS"), var("FLEET_CHUNK"), var("FLEET_PACE"));
+    let record = std::fs::File::create(std::env::var("FLEET_RECORD").unwrap()).unwrap();
+    record.set_len(8 * threads).unwrap();
+    let stock = FleetStock::new(&url, PREFIX, NAME, config(chunk)).unwrap();
+    println!("\nFLEET token {}", stock.token());
+    std::io::stdout().flush().unwrap();
+    let sold: u64 = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (stock, record) = (&stock, &record);
+                s.spawn(move || {
+                    let start = Instant::now();
+                    let mut sold = 0u64;
+                    loop {
+                        match stock.try_sub(1) {
+                            Ok(()) => {
+                                sold += 1;
+                                record.write_at(&sold.to_le_bytes(), 8 * t).unwrap();
+                                if pace > 0 && sold % pace == 0 {
+                                    std::thread::sleep(Duration::from_millis(1));
+                                }
+                            }
+                            Err(FleetError::Insufficient(_)) => return sold,
+                            Err(e) => {
+                                assert!(start.elapsed() < PATIENCE, "{e}");
+                                std::thread::sleep(Duration::from_millis(5));
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    let start = Instant::now();
+    while let Err(e) = stock.flush() {
+        assert!(start.elapsed() < PATIENCE, "{e}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    println!("FLEET sold {sold}");
+    println!("FLEET trips {}", stock.stats().round_trips);
+}
+
+struct Proc {
+    child: Child,
+    record: PathBuf,
+}
+
+fn spawn(server: &Server, chunk: u64, pace: u64, n: usize) -> Proc {
+    let record = server.dir.join(format!("record-{n}"));
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args(["child", "--exact", "--nocapture", "--test-threads=1"])
+        .env("FLEET_CHILD_URL", server.url())
+        .env("FLEET_THREADS", THREADS.to_string())
+        .env("FLEET_CHUNK", chunk.to_string())
+        .env("FLEET_PACE", pace.to_string())
+        .env("FLEET_RECORD", &record)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    Proc { child, record }
+}
+
+/// What a child printed: token, and sold if it finished.
+fn outcome(mut p: Proc) -> (String, Option<u64>, bool) {
+    let mut out = String::new();
+    p.child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let ok = p.child.wait().unwrap().success();
+    let field = |k: &str| {
+        out.lines()
+            .find_map(|l| Some(l.split_once(&format!("FLEET {k} "))?.1.trim().to_owned()))
+    };
+    let token = field("token").expect("the child printed its token");
+    (token, field("sold").map(|s| s.parse().unwrap()), ok)
+}
+
+/// Sales the child recorded (each thread's last record).
+fn recorded(path: &Path) -> u64 {
+    let bytes = std::fs::read(path).unwrap();
+    bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .sum()
+}
+
+fn remaining(server: &Server) -> i64 {
+    let v: Option<i64> = redis::cmd("GET")
+        .arg(format!("{PREFIX}{NAME}"))
+        .query(&mut server.conn())
+        .unwrap();
+    v.unwrap_or(0)
+}
+
+/// Each token's net take (granted − returned) from the leases hash.
+fn nets(server: &Server) -> HashMap<String, i64> {
+    let h: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(format!("{PREFIX}__leases:{NAME}"))
+        .query(&mut server.conn())
+        .unwrap();
+    h.into_iter()
+        .map(|(k, v)| (k, v.split(' ').nth(2).unwrap().parse().unwrap()))
+        .collect()
+}
+
+fn stock_init(server: &Server) {
+    let _: () = redis::cmd("SET")
+        .arg(format!("{PREFIX}{NAME}"))
+        .arg(INITIAL)
+        .query(&mut server.conn())
+        .unwrap();
+}
+
+/// Waits until Redis holds less than `below` (the run is under way).
+fn wait_below(server: &Server, below: i64) {
+    let start = Instant::now();
+    while remaining(server) >= below {
+        assert!(start.elapsed() < PATIENCE, "the children sold nothing");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Every process finished: sold == initial exactly, Redis at zero, and
+/// each process's net take in Redis equals its sales.
+fn check_exact(server: &Server, procs: Vec<Proc>) {
+    let mut total = 0;
+    let done: Vec<_> = procs.into_iter().map(outcome).collect();
+    let nets = nets(server);
+    for (token, sold, ok) in done {
+        assert!(ok, "a child failed");
+        let sold = sold.unwrap();
+        assert_eq!(nets[&token], sold as i64, "net take of {token}");
+        total += sold;
+    }
+    assert_eq!(remaining(server), 0);
+    assert_eq!(total, INITIAL, "sold");
+}
+
+#[test]
+fn three_processes_drain_to_exactly_zero() {
+    let server = Server::started("everysec");
+    stock_init(&server);
+    let procs: Vec<Proc> = (0..PROCESSES).map(|n| spawn(&server, 100, 0, n)).collect();
+    check_exact(&server, procs);
+}
+
+/// `appendfsync always`: what FleetStock's docs say Redis before 7.2
+/// needs for a restart to lose no confirmed take.
+#[test]
+fn redis_killed_and_restarted_mid_run_never_oversold() {
+    let mut server = Server::started("always");
+    stock_init(&server);
+    let procs: Vec<Proc> = (0..PROCESSES).map(|n| spawn(&server, 50, 10, n)).collect();
+    wait_below(&server, (INITIAL * 9 / 10) as i64);
+    server.kill();
+    std::thread::sleep(Duration::from_millis(300));
+    server.start();
+    assert!(remaining(&server) > 0, "killed after the run: not mid-run");
+    check_exact(&server, procs);
+}
+
+#[test]
+fn a_worker_killed_mid_run_strands_at_most_its_lease() {
+    let chunk = 200;
+    let server = Server::started("everysec");
+    stock_init(&server);
+    let mut procs: Vec<Proc> = (0..PROCESSES)
+        .map(|n| spawn(&server, chunk, 10, n))
+        .collect();
+    wait_below(&server, (INITIAL * 8 / 10) as i64);
+    let mut victim = procs.remove(0);
+    victim.child.kill().unwrap();
+    assert!(remaining(&server) > 0, "killed after the run: not mid-run");
+    let record = victim.record.clone();
+    let (token, sold, _) = outcome(victim);
+    assert_eq!(sold, None, "killed before it finished");
+    let mut survivors_sold = 0;
+    let done: Vec<_> = procs.into_iter().map(outcome).collect();
+    let nets = nets(&server);
+    for (t, sold, ok) in done {
+        assert!(ok);
+        assert_eq!(nets[&t], sold.unwrap() as i64);
+        survivors_sold += sold.unwrap();
+    }
+    // Redis's accounting is exact: every unit is in Redis (now none) or
+    // in some process's net take, so nothing was granted twice.
+    assert_eq!(remaining(&server), 0);
+    let victim_net = nets[&token];
+    assert_eq!(survivors_sold as i64 + victim_net, INITIAL as i64);
+    // The victim sold at most what it took (a local `Stock`), and at
+    // least what it recorded; the rest is stranded: at most its lease
+    // (one chunk for try_sub(1)), plus up to one sale per thread made and
+    // not yet recorded when it died.
+    let victim_recorded = recorded(&record) as i64;
+    let stranded = victim_net - victim_recorded;
+    assert!(stranded >= 0, "the victim sold more than it took");
+    assert!(
+        stranded <= (chunk + THREADS as u64) as i64,
+        "stranded {stranded} > chunk {chunk} + {THREADS}"
+    );
+}
+
+fn eval(server: &Server, token: &str, seq: u64, kind: &str, n: u64) -> Vec<i64> {
+    redis::cmd("EVAL")
+        .arg(LEASE_SCRIPT)
+        .arg(2)
+        .arg(format!("{PREFIX}{NAME}"))
+        .arg(format!("{PREFIX}__leases:{NAME}"))
+        .arg(token)
+        .arg(seq)
+        .arg(kind)
+        .arg(n)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+#[test]
+fn a_repeated_script_call_grants_and_returns_once() {
+    let server = Server::started("everysec");
+    let _: () = redis::cmd("SET")
+        .arg(format!("{PREFIX}{NAME}"))
+        .arg(25)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(eval(&server, "t1", 1, "t", 10), [1, 10, 15, 0]);
+    // The same take again (its reply was lost): same grant, nothing taken.
+    assert_eq!(eval(&server, "t1", 1, "t", 10), [0, 10, 15, 0]);
+    assert_eq!(remaining(&server), 15);
+    // A take never goes below zero: it grants what is left.
+    assert_eq!(eval(&server, "t2", 1, "t", 40), [1, 15, 0, 0]);
+    assert_eq!(eval(&server, "t2", 1, "t", 40), [0, 15, 0, 0]);
+    // A repeated return adds once.
+    assert_eq!(eval(&server, "t1", 2, "r", 4), [1, 4, 4, 0]);
+    assert_eq!(eval(&server, "t1", 2, "r", 4), [0, 4, 4, 0]);
+    assert_eq!(remaining(&server), 4);
+    // An older number changes nothing.
+    assert_eq!(eval(&server, "t1", 1, "t", 10), [-2, 2]);
+    // A skipped number (an op Redis confirmed and lost) is reported.
+    assert_eq!(eval(&server, "t1", 5, "t", 1), [1, 1, 3, 2]);
+    let n = nets(&server);
+    assert_eq!((n["t1"], n["t2"]), (10 - 4 + 1, 15));
+    // A key of another type: nothing is changed.
+    let _: () = redis::cmd("SET")
+        .arg(format!("{PREFIX}{NAME}"))
+        .arg("x")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(eval(&server, "t1", 6, "t", 1), [-1]);
+}
+
+/// A proxy to `to` that, once, forwards an EVALSHA and drops its reply
+/// (closing the connection): the script ran, the client never heard.
+fn reply_dropping_proxy(to: u16) -> (u16, Arc<AtomicBool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&dropped);
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let server = TcpStream::connect(("127.0.0.1", to)).unwrap();
+            let armed = Arc::new(AtomicBool::new(false));
+            let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let arm = Arc::clone(&armed);
+            let once = Arc::clone(&flag);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                while let Ok(n @ 1..) = c_in.read(&mut buf) {
+                    let text = String::from_utf8_lossy(&buf[..n]);
+                    if text.contains("EVALSHA") && !once.load(Ordering::SeqCst) {
+                        arm.store(true, Ordering::SeqCst);
+                    }
+                    if s_out.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+            let (mut s_in, mut c_out) = (server, client);
+            let once = Arc::clone(&flag);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                while let Ok(n @ 1..) = s_in.read(&mut buf) {
+                    if armed.load(Ordering::SeqCst) && !once.swap(true, Ordering::SeqCst) {
+                        let _ = c_out.shutdown(std::net::Shutdown::Both);
+                        let _ = s_in.shutdown(std::net::Shutdown::Both);
+                        return;
+                    }
+                    if c_out.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, dropped)
+}
+
+#[test]
+fn a_lost_take_reply_never_doubles_the_lease() {
+    let server = Server::started("everysec");
+    let _: () = redis::cmd("SET")
+        .arg(format!("{PREFIX}{NAME}"))
+        .arg(1000)
+        .query(&mut server.conn())
+        .unwrap();
+    let (port, dropped) = reply_dropping_proxy(server.port);
+    let stock = FleetStock::new(
+        &format!("redis://127.0.0.1:{port}"),
+        PREFIX,
+        NAME,
+        config(100),
+    )
+    .unwrap();
+    // The take runs in Redis, its reply is lost: an error, nothing leased.
+    let e = stock.try_sub(1).unwrap_err();
+    assert!(matches!(e, FleetError::Redis(_)), "{e}");
+    assert!(dropped.load(Ordering::SeqCst));
+    assert_eq!(stock.lease(), 0);
+    assert_eq!(remaining(&server), 900);
+    // The retry resends the same take and gets the same grant, once.
+    stock.try_sub(1).unwrap();
+    assert_eq!(stock.lease(), 99);
+    assert_eq!(remaining(&server), 900);
+    let s = stock.stats();
+    assert_eq!((s.granted, s.round_trips), (100, 2)); // lost, resent, none more
+    assert_eq!(stock.flush().unwrap(), 99);
+    assert_eq!(remaining(&server), 999);
+    assert_eq!(nets(&server)[&stock.token()], 1);
+}
+
+#[test]
+fn insufficient_only_when_lease_and_redis_are_both_short() {
+    let server = Server::started("everysec");
+    let _: () = redis::cmd("SET")
+        .arg(format!("{PREFIX}{NAME}"))
+        .arg(7)
+        .query(&mut server.conn())
+        .unwrap();
+    let a = FleetStock::new(&server.url(), PREFIX, NAME, config(5)).unwrap();
+    let b = FleetStock::new(&server.url(), PREFIX, NAME, config(5)).unwrap();
+    a.try_sub(1).unwrap(); // a leases 5, keeps 4
+    b.try_sub(2).unwrap(); // b leases the last 2
+    let e = b.try_sub(1).unwrap_err();
+    let FleetError::Insufficient(i) = e else {
+        panic!("{e}")
+    };
+    assert_eq!((i.requested(), i.available()), (1, 0));
+    // a's lease (at most one chunk) still sells.
+    for _ in 0..4 {
+        a.try_sub(1).unwrap();
+    }
+    assert!(matches!(a.try_sub(1), Err(FleetError::Insufficient(_))));
+    // A take above the chunk asks for all of it at once.
+    b.add(20).unwrap();
+    b.try_sub(12).unwrap();
+    assert_eq!((b.lease(), remaining(&server)), (0, 8));
+    assert_eq!(b.flush().unwrap(), 0);
+    b.try_sub(8).unwrap();
+    // A restock is seen at once.
+    assert_eq!(b.add(3).unwrap(), 3);
+    b.try_sub(3).unwrap();
+    assert_eq!(remaining(&server), 0);
+}
+
+#[test]
+fn idle_leases_and_dropped_stocks_go_back() {
+    let server = Server::started("everysec");
+    let idle = FleetStock::new(
+        &server.url(),
+        PREFIX,
+        NAME,
+        FleetStockConfig {
+            idle: Duration::from_millis(20),
+            ..config(10)
+        },
+    )
+    .unwrap();
+    idle.add(100).unwrap();
+    idle.try_sub(1).unwrap();
+    let start = Instant::now();
+    while idle.lease() != 0 {
+        assert!(start.elapsed() < PATIENCE, "the idle lease never went back");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(remaining(&server), 99);
+    let dropped = FleetStock::new(&server.url(), PREFIX, NAME, config(10)).unwrap();
+    dropped.try_sub(3).unwrap();
+    assert_eq!(remaining(&server), 89);
+    drop(dropped);
+    assert_eq!(remaining(&server), 96);
+}
+
+#[test]
+fn redis_down_fails_cleanly_and_the_lease_keeps_selling() {
+    let mut server = Server::started("always");
+    let s = FleetStock::new(&server.url(), PREFIX, NAME, config(10)).unwrap();
+    s.add(100).unwrap();
+    s.try_sub(1).unwrap();
+    server.kill();
+    for _ in 0..9 {
+        s.try_sub(1).unwrap();
+    }
+    assert!(matches!(s.try_sub(1), Err(FleetError::Redis(_))));
+    server.start();
+    s.try_sub(1).unwrap();
+    assert_eq!(remaining(&server), 80);
+}
+
+#[test]
+fn cached_reads_make_one_round_trip_and_match_the_exporter() {
+    let server = Server::started("everysec");
+    let (a, b) = (Arc::new(Counter::new()), Arc::new(RoughCounter::new()));
+    let sink = RedisSink::new(&server.url(), "r:").unwrap();
+    let exporter = Exporter::new(sink, Duration::from_secs(60));
+    exporter.register("a", Arc::clone(&a));
+    exporter.register("b", Arc::clone(&b));
+    a.add(5);
+    b.add(7);
+    exporter
+        .flush(Instant::now() + Duration::from_secs(10))
+        .unwrap();
+    let reader = FleetReader::new(&server.url(), "r:", Duration::from_secs(600)).unwrap();
+    let one = reader.key("a");
+    let two = reader.keys(["a", "b", "absent"]);
+    let all = reader.all();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut server.conn())
+        .unwrap();
+    // Four threads race for the first read: one fetches, the others wait
+    // for it (the set was never read), and nobody fetches again.
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..1000 {
+                    assert_eq!(two.total().unwrap().value, 12);
+                }
+            });
+        }
+    });
+    for _ in 0..1000 {
+        assert_eq!(one.total().unwrap().value, 5);
+        assert_eq!(two.get(1).unwrap().unwrap().value, 7);
+        assert_eq!(two.total().unwrap().value, 12);
+        assert_eq!(all.total().unwrap().value, 12);
+    }
+    assert_eq!(server.calls("mget"), 2, "one MGET per key set");
+    assert_eq!(server.calls("eval"), 1, "one script run for every key");
+    assert_eq!(reader.round_trips(), 3);
+    let (values, _) = all.values().unwrap();
+    assert_eq!(values, [("a".to_owned(), 5), ("b".to_owned(), 7)]);
+    assert_eq!(two.get(2).unwrap().unwrap().value, 0);
+    assert_eq!(two.get(3).unwrap(), None);
+    // Within the TTL, a new export is not seen; the cache is the point.
+    a.add(1);
+    exporter
+        .flush(Instant::now() + Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(one.total().unwrap().value, 5);
+}
+
+#[test]
+fn redis_down_reads_return_the_last_values_with_their_age() {
+    let mut server = Server::started("everysec");
+    let _: () = redis::cmd("SET")
+        .arg("r:k")
+        .arg(42)
+        .query(&mut server.conn())
+        .unwrap();
+    let reader = FleetReader::new(&server.url(), "r:", Duration::from_millis(10))
+        .unwrap()
+        .with_timeout(Duration::from_millis(200));
+    let k = reader.key("k");
+    assert_eq!(k.total().unwrap().value, 42);
+    // Past the TTL, the next read fetches again.
+    let _: () = redis::cmd("SET")
+        .arg("r:k")
+        .arg(43)
+        .query(&mut server.conn())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(k.total().unwrap().value, 43);
+    assert_eq!(reader.round_trips(), 2);
+    server.kill();
+    std::thread::sleep(Duration::from_millis(50));
+    let r = k.total().unwrap();
+    assert_eq!(r.value, 43);
+    assert!(r.age >= Duration::from_millis(50), "{:?}", r.age);
+    // Never read: a clear error.
+    let never = reader.key("other").total().unwrap_err();
+    assert!(never.to_string().starts_with("fleet read: never read: "));
+}
