@@ -16,6 +16,9 @@
 //!   load that lags, `sum()` is exact.
 //! * [`CounterSet`], [`CounterMap`] (with [`CounterHandle`]): many exact
 //!   counters updated by the same threads.
+//! * [`LabelledCounter<L>`](LabelledCounter) with [`Label`] (and
+//!   `#[derive(Label)]`): a `const` family indexed by a label type (an
+//!   enum, or a struct or tuple of them), as fast as a [`CounterSet`] add.
 //! * [`MaxCounter`] / [`MinCounter`]: a running maximum / minimum.
 //! * [`Stock`]: a quantity that never goes below zero; `try_sub` fails with
 //!   [`Insufficient`] only when the whole stock is short.
@@ -136,6 +139,7 @@ pub mod export;
     )))
 )]
 pub mod integrations;
+mod labels;
 mod local;
 mod map;
 mod rough;
@@ -150,8 +154,13 @@ mod miri_tests;
 pub use accumulator::{MaxCounter, MinCounter};
 pub use contract::{Count, CountFamily};
 pub use counter::Counter;
+pub use labels::{Label, LabelledCounter};
 pub use local::LocalCounter;
 pub use map::{CounterHandle, CounterMap};
+/// `#[derive(Label)]`: see the [`Label`](trait@Label) trait.
+#[cfg(feature = "derive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
+pub use shardcount_derive::Label;
 // The folder's thread sleeps on a real clock, which loom cannot model; its
 // folding is the same `flush_all` the rough models check.
 #[cfg(not(shardcount_loom))]
