@@ -370,7 +370,10 @@ impl Exporter {
     /// * a [`CounterMap`](crate::CounterMap) has one per key, shown with
     ///   `Display`: `register("route:", map)` exports `route:/about`, ...;
     ///   keys created later are exported from their first read on. Its
-    ///   overflow counter is not exported.
+    ///   overflow counter is not exported;
+    /// * a [`LabelledCounter`](crate::LabelledCounter) has one per label
+    ///   value, its texts comma-separated: `register("req:", family)` of a
+    ///   `(Method, Status)` family exports `req:get,ok`, `req:post,ok`, ...
     ///
     /// A member's key is built in one buffer kept with the registration,
     /// so reading a member seen before allocates nothing.

@@ -5,7 +5,6 @@
 use super::Source;
 use crate::contract::CountFamily;
 use crate::primitive::sync::{lock, Mutex};
-use std::fmt::Write;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
@@ -82,7 +81,7 @@ impl<T: CountFamily + 'static> sealed::Held for Arc<T> {
 }
 
 /// A registered counter: each member exported under `key` followed by its
-/// label.
+/// label (a member of several labels: their texts, comma-separated).
 pub(super) struct Registered<H> {
     held: H,
     /// Starts with the key; a member's label is written after it, so the
@@ -97,7 +96,7 @@ impl<H: CountRef> Registered<H> {
     /// If a member's key could start with `__` (see `Exporter::register`).
     #[track_caller]
     pub(super) fn new(key: &str, held: H) -> Self {
-        let family = <H::Target as CountFamily>::LABEL_NAME.is_some();
+        let family = !<H::Target as CountFamily>::LABEL_NAMES.is_empty();
         assert!(
             !key.starts_with(super::RESERVED_PREFIX) && !(family && (key.is_empty() || key == "_")),
             "shardcount: Exporter::register({key:?}): keys starting with `__` are reserved \
@@ -115,11 +114,15 @@ impl<H: CountRef> Registered<H> {
 impl<H: CountRef> Source for Registered<H> {
     fn read(&self, f: &mut dyn FnMut(&str, u64)) {
         let mut name = lock(&self.name);
-        self.held.target().read_each(|label, value| {
+        // A member of several labels: its texts, comma-separated.
+        self.held.target().read_each_labels(|texts, value| {
             name.truncate(self.key_len);
-            // Writing to a `String` cannot fail; a `Display` that reports
-            // an error leaves what it wrote.
-            let _ = write!(name, "{label}");
+            for (i, text) in texts.iter().enumerate() {
+                if i > 0 {
+                    name.push(',');
+                }
+                name.push_str(text);
+            }
             f(&name, value);
         });
     }

@@ -21,7 +21,10 @@
 //!   point per member, whose one attribute is the member's label: named by
 //!   [`CountFamily::LABEL_NAME`] (`index`, `key`) or
 //!   [`Observe::with_label_name`], its value the label shown with `Display`
-//!   (a string).
+//!   (a string);
+//! * a [`LabelledCounter`](crate::LabelledCounter) likewise, with one
+//!   attribute per name of its label type
+//!   ([`CountFamily::LABEL_NAMES`]), each value the label's text.
 //!
 //! ```
 //! use opentelemetry::metrics::MeterProvider;
@@ -99,7 +102,7 @@ use ::opentelemetry::metrics::{AsyncInstrument, Meter, ObservableCounter, Observ
 use ::opentelemetry::{Key, KeyValue, Value};
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt::{self, Write};
+use std::fmt;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -195,7 +198,8 @@ pub struct Observe<P> {
     name: Cow<'static, str>,
     description: Option<Cow<'static, str>>,
     unit: Option<Cow<'static, str>>,
-    label: Option<Key>,
+    /// One key per label name; none for a single count.
+    labels: Vec<Key>,
     counter: P,
 }
 
@@ -206,7 +210,7 @@ where
 {
     /// An instrument named `name` observing `counter`, with no description
     /// or unit, and a family's members labelled by
-    /// [`LABEL_NAME`](CountFamily::LABEL_NAME).
+    /// [`LABEL_NAMES`](CountFamily::LABEL_NAMES).
     ///
     /// ```
     /// use shardcount::integrations::opentelemetry::Observe;
@@ -219,7 +223,10 @@ where
             name: name.into(),
             description: None,
             unit: None,
-            label: P::Target::LABEL_NAME.map(Key::from_static_str),
+            labels: P::Target::LABEL_NAMES
+                .iter()
+                .map(|n| Key::from_static_str(n))
+                .collect(),
             counter,
         }
     }
@@ -256,7 +263,8 @@ where
     /// # Panics
     ///
     /// If the counter is a single count, whose one data point has no
-    /// attribute to name (the message names the instrument and `name`).
+    /// attribute to name, or a family of several labels (the message names
+    /// the instrument and `name`).
     ///
     /// ```
     /// use shardcount::integrations::opentelemetry::Observe;
@@ -274,13 +282,14 @@ where
     pub fn with_label_name(mut self, name: impl Into<String>) -> Self {
         let name = name.into();
         assert!(
-            P::Target::LABEL_NAME.is_some(),
-            "{} is a single count: it has no member attribute to name {name:?}",
-            self.name
+            P::Target::LABEL_NAMES.len() == 1,
+            "{} has {} labels, not one: it has no single member attribute to name {name:?}",
+            self.name,
+            P::Target::LABEL_NAMES.len()
         );
         // Shared, so that cloning the key into each member's attribute
         // does not copy the name.
-        self.label = Some(Key::from(Arc::<str>::from(name)));
+        self.labels = vec![Key::from(Arc::<str>::from(name))];
         self
     }
 
@@ -312,12 +321,12 @@ where
             name,
             description,
             unit,
-            label,
+            labels,
             counter,
         } = self;
-        let labels = label.map(|key| {
+        let labels = (!labels.is_empty()).then(|| {
             Mutex::new(Attributes {
-                key,
+                keys: labels,
                 shown: String::new(),
                 members: Vec::new(),
             })
@@ -366,7 +375,7 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Observe")
             .field("name", &self.name)
-            .field("label", &self.label.as_ref().map(Key::as_str))
+            .field("label", &self.labels.first().map(Key::as_str))
             .field("counter", &&*self.counter)
             .finish()
     }
@@ -374,43 +383,52 @@ where
 
 /// A family's member attributes, kept from one collection to the next.
 struct Attributes {
-    key: Key,
-    /// The label being observed, shown (reused, so it stops allocating).
+    /// One per label name.
+    keys: Vec<Key>,
+    /// The label texts being observed, joined by a unit separator (reused,
+    /// so it stops allocating).
     shown: String,
-    /// Each member's label and attribute, in the order of the last visit.
-    members: Vec<(Arc<str>, KeyValue)>,
+    /// Each member's joined texts and attributes, in the order of the last
+    /// visit.
+    members: Vec<(Arc<str>, Box<[KeyValue]>)>,
 }
 
 impl Attributes {
     fn observe<F: CountFamily + ?Sized>(&mut self, family: &F, sink: &dyn AsyncInstrument<u64>) {
         let Attributes {
-            key,
+            keys,
             shown,
             members,
         } = self;
         let mut at = 0;
         // Members from the first one out of place on, by label: filled only
         // when the order changed.
-        let mut moved: Option<HashMap<Arc<str>, KeyValue>> = None;
-        family.read_each(|label, value| {
+        let mut moved: Option<HashMap<Arc<str>, Box<[KeyValue]>>> = None;
+        family.read_each_labels(|texts, value| {
             shown.clear();
-            // A `Display` that fails leaves what it wrote: the attribute is
-            // that text, as `to_string` would panic instead.
-            let _ = write!(shown, "{label}");
+            for (i, text) in texts.iter().enumerate() {
+                if i > 0 {
+                    shown.push('\u{1f}');
+                }
+                shown.push_str(text);
+            }
             let in_place = moved.is_none() && members.get(at).is_some_and(|(s, _)| **s == **shown);
             if !in_place {
                 let moved = moved.get_or_insert_with(|| members.drain(at..).collect());
                 let member = match moved.remove_entry(shown.as_str()) {
                     Some(member) => member,
                     None => {
-                        let text = Arc::<str>::from(shown.as_str());
-                        let attribute = KeyValue::new(key.clone(), Value::from(text.clone()));
-                        (text, attribute)
+                        let attributes = keys
+                            .iter()
+                            .zip(texts)
+                            .map(|(k, t)| KeyValue::new(k.clone(), Value::from(t.to_string())))
+                            .collect();
+                        (Arc::<str>::from(shown.as_str()), attributes)
                     }
                 };
                 members.push(member);
             }
-            sink.observe(value, std::slice::from_ref(&members[at].1));
+            sink.observe(value, &members[at].1);
             at += 1;
         });
         // Members gone since the last visit.

@@ -16,7 +16,9 @@
 //!   [`CounterMap`](crate::CounterMap)) as one metric family with one
 //!   sample per member, labelled `index="3"` or `key="/about"`
 //!   ([`CountFamily::LABEL_NAME`], the value shown with `Display`), or with
-//!   a label name of your own ([`Collected::with_opts`]).
+//!   a label name of your own ([`Collected::with_opts`]); a
+//!   [`LabelledCounter`](crate::LabelledCounter) with one label per name
+//!   of its label type ([`CountFamily::LABEL_NAMES`]).
 //!
 //! The name is used as given: this crate's `prometheus` writes no `_total`
 //! suffix, so a counter's name should end in `_total` by convention.
@@ -119,8 +121,8 @@ use std::ops::Deref;
 pub struct Collected<P> {
     counter: P,
     desc: Desc,
-    /// The label name of a family's members; `None` for a single count.
-    label: Option<String>,
+    /// The label names of a family's members; none for a single count.
+    labels: Vec<String>,
 }
 
 impl<P> Collected<P>
@@ -130,7 +132,7 @@ where
 {
     /// A collector of `counter` named `name`, with `help` as its help text
     /// and a family's members labelled by
-    /// [`LABEL_NAME`](CountFamily::LABEL_NAME).
+    /// [`LABEL_NAMES`](CountFamily::LABEL_NAMES).
     ///
     /// # Errors
     ///
@@ -151,15 +153,16 @@ where
     }
 
     /// A collector from `prometheus`'s [`Opts`]: a namespace, subsystem and
-    /// constant labels as for its own metrics, and for a family at most one
-    /// variable label, the name its members' label takes instead of
-    /// [`LABEL_NAME`](CountFamily::LABEL_NAME).
+    /// constant labels as for its own metrics, and for a family either no
+    /// variable label or one per name in
+    /// [`LABEL_NAMES`](CountFamily::LABEL_NAMES), in that order, the names
+    /// its members' labels take instead.
     ///
     /// # Errors
     ///
     /// As [`new`](Self::new), `prometheus`'s own errors for invalid names,
     /// and an error naming the labels if `opts` has a variable label for a
-    /// single count or more than one for a family.
+    /// single count, or another number of them than the family's labels.
     ///
     /// ```
     /// use prometheus::{Opts, Registry, TextEncoder};
@@ -183,28 +186,24 @@ where
     /// # Ok::<(), prometheus::Error>(())
     /// ```
     pub fn with_opts(mut opts: Opts, counter: P) -> Result<Self> {
-        let label = match (P::Target::LABEL_NAME, opts.variable_labels.as_slice()) {
-            (None, []) => None,
-            (Some(default), []) => Some(default.to_string()),
-            (Some(_), [own]) => Some(own.clone()),
-            (_, labels) => {
+        let defaults = P::Target::LABEL_NAMES;
+        let labels: Vec<String> = match opts.variable_labels.as_slice() {
+            [] => defaults.iter().map(|n| n.to_string()).collect(),
+            own if own.len() == defaults.len() => own.to_vec(),
+            own => {
                 return Err(Error::Msg(format!(
-                    "{} takes {} variable label, not {labels:?}",
+                    "{} takes no variable label or {} (one per label: {defaults:?}), not {own:?}",
                     opts.fq_name(),
-                    if P::Target::LABEL_NAME.is_some() {
-                        "at most one"
-                    } else {
-                        "no"
-                    },
+                    defaults.len(),
                 )))
             }
         };
-        opts.variable_labels = label.iter().cloned().collect();
+        opts.variable_labels = labels.clone();
         let desc = opts.describe()?;
         Ok(Collected {
             counter,
             desc,
-            label,
+            labels,
         })
     }
 
@@ -236,13 +235,15 @@ where
     fn collect(&self) -> Vec<MetricFamily> {
         let kind = <P::Target as CountFamily>::MEMBER_KIND;
         let mut metrics = Vec::new();
-        self.counter.read_each(|label, value| {
+        self.counter.read_each_labels(|texts, value| {
             let mut labels = self.desc.const_label_pairs.clone();
-            if let Some(name) = &self.label {
-                let mut pair = LabelPair::default();
-                pair.set_name(name.clone());
-                pair.set_value(label.to_string());
-                labels.push(pair);
+            if !self.labels.is_empty() {
+                for (name, text) in self.labels.iter().zip(texts) {
+                    let mut pair = LabelPair::default();
+                    pair.set_name(name.clone());
+                    pair.set_value(text.to_string());
+                    labels.push(pair);
+                }
                 labels.sort_by(|a, b| a.name().cmp(b.name()));
             }
             let mut metric = proto::Metric::default();
@@ -292,7 +293,7 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Collected")
             .field("name", &self.desc.fq_name)
-            .field("label", &self.label)
+            .field("label", &self.labels.first())
             .field("counter", &&*self.counter)
             .finish()
     }

@@ -15,9 +15,13 @@
 //! * a family ([`CounterSet`](crate::CounterSet),
 //!   [`CounterMap`](crate::CounterMap)) as one metric with one sample per
 //!   member, labelled `index="3"` or `key="/about"`
-//!   ([`CountFamily::LABEL_NAME`], the value shown with `Display`).
+//!   ([`CountFamily::LABEL_NAME`], the value shown with `Display`);
+//!   a [`LabelledCounter`](crate::LabelledCounter) with one label per
+//!   name of its label type, `method="get",status="ok"`
+//!   ([`CountFamily::LABEL_NAMES`]).
 //!
-//! For labels of your own, put `Shared<Counter>` in prometheus-client's
+//! For labels of your own, a [`LabelledCounter`](crate::LabelledCounter)
+//! needs no lock or hashing on an add; for labels only known at run time, put `Shared<Counter>` in prometheus-client's
 //! `Family<Labels, Shared<Counter>>`: it builds members with `Default`.
 //!
 //! # Why not `prometheus_client`'s own `Counter<u64, A>`
@@ -114,7 +118,8 @@ use crate::primitive::sync::Arc;
 #[cfg(doc)]
 use crate::Count;
 use ::prometheus_client::encoding::{
-    EncodeLabelValue, EncodeMetric, LabelValueEncoder, MetricEncoder, NoLabelSet,
+    EncodeLabel, EncodeLabelSet, EncodeLabelValue, EncodeMetric, LabelSetEncoder,
+    LabelValueEncoder, MetricEncoder, NoLabelSet,
 };
 use ::prometheus_client::metrics::{MetricType, TypedMetric};
 use std::fmt::{self, Write};
@@ -244,15 +249,22 @@ impl<C: CountFamily> TypedMetric for Shared<C> {
 impl<C: CountFamily> EncodeMetric for Shared<C> {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
         let mut result = Ok(());
-        match C::LABEL_NAME {
-            None => self.0.read_each(|_, value| {
+        match C::LABEL_NAMES {
+            [] => self.0.read_each(|_, value| {
                 result = encode_value::<C>(&mut encoder, value);
             }),
-            Some(name) => self.0.read_each(|label, value| {
+            [name] => self.0.read_each(|label, value| {
                 if result.is_ok() {
-                    let labels = [(name, Label(label))];
+                    let labels = [(*name, Label(label))];
                     result = encoder
                         .encode_family(&labels)
+                        .and_then(|mut sample| encode_value::<C>(&mut sample, value));
+                }
+            }),
+            names => self.0.read_each_labels(|texts, value| {
+                if result.is_ok() {
+                    result = encoder
+                        .encode_family(&Pairs { names, texts })
                         .and_then(|mut sample| encode_value::<C>(&mut sample, value));
                 }
             }),
@@ -280,5 +292,20 @@ struct Label<'a, L: ?Sized>(&'a L);
 impl<L: fmt::Display + ?Sized> EncodeLabelValue for Label<'_, L> {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), fmt::Error> {
         write!(encoder, "{}", self.0)
+    }
+}
+
+/// A member's labels when there are several: each name with its text.
+struct Pairs<'a> {
+    names: &'static [&'static str],
+    texts: &'a [&'a str],
+}
+
+impl EncodeLabelSet for Pairs<'_> {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), fmt::Error> {
+        for (name, text) in self.names.iter().zip(self.texts) {
+            (*name, Label(*text)).encode(encoder.encode_label())?;
+        }
+        Ok(())
     }
 }
