@@ -191,11 +191,15 @@ where
             [] => defaults.iter().map(|n| n.to_string()).collect(),
             own if own.len() == defaults.len() => own.to_vec(),
             own => {
+                let takes = match defaults.len() {
+                    0 => "no variable label".to_string(),
+                    1 => "at most one variable label".to_string(),
+                    n => format!("no variable label or {n} (one per label: {defaults:?})"),
+                };
                 return Err(Error::Msg(format!(
-                    "{} takes no variable label or {} (one per label: {defaults:?}), not {own:?}",
-                    opts.fq_name(),
-                    defaults.len(),
-                )))
+                    "{} takes {takes}, not {own:?}",
+                    opts.fq_name()
+                )));
             }
         };
         opts.variable_labels = labels.clone();
