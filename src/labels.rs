@@ -103,10 +103,26 @@ use std::sync::OnceLock;
 /// must invert it (`None` past `COUNT`, or for `dim >= NAMES.len()`).
 pub trait Label: Sized {
     /// How many values there are: indices are `0..COUNT`.
+    ///
+    /// ```
+    /// #[derive(shardcount::Label)]
+    /// enum Tier { Free, Paid, Team }
+    /// use shardcount::Label;
+    /// assert_eq!((Tier::COUNT, <(Tier, Tier)>::COUNT), (3, 9));
+    /// ```
     const COUNT: usize;
 
     /// The labels' names, one per dimension (one for an enum, one per
     /// field for a struct or tuple).
+    ///
+    /// ```
+    /// #[derive(shardcount::Label)]
+    /// enum PlanTier { Free, Paid }
+    /// #[derive(shardcount::Label)]
+    /// struct Account { #[label(name = "plan")] tier: PlanTier }
+    /// use shardcount::Label;
+    /// assert_eq!((PlanTier::NAMES, Account::NAMES), (&["plan_tier"][..], &["plan"][..]));
+    /// ```
     const NAMES: &'static [&'static str];
 
     /// This value's index, below [`COUNT`](Self::COUNT).

@@ -158,6 +158,15 @@ pub use labels::{Label, LabelledCounter};
 pub use local::LocalCounter;
 pub use map::{CounterHandle, CounterMap};
 /// `#[derive(Label)]`: see the [`Label`](trait@Label) trait.
+///
+/// ```
+/// #[derive(Clone, Copy, shardcount::Label)]
+/// #[label(name = "route")]
+/// enum Page { Home, #[label(rename = "cart")] Basket }
+///
+/// use shardcount::Label;
+/// assert_eq!((Page::NAMES, Page::text(1, 0)), (&["route"][..], Some("cart")));
+/// ```
 #[cfg(feature = "derive")]
 #[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
 pub use shardcount_derive::Label;

@@ -472,7 +472,7 @@ mod tests {
     #[test]
     fn attributes_follow_members() {
         let mut attrs = Attributes {
-            key: Key::from_static_str("m"),
+            keys: vec![Key::from_static_str("m")],
             shown: String::new(),
             members: Vec::new(),
         };
