@@ -14,7 +14,9 @@
 //! `tl-limit`, `tl-atomic`, `fast-counter`, `contatori`, `mutex`); the
 //! reads, takes and family adds below are listed by hand.
 
-use shardcount::{Counter, CounterMap, CounterSet, MaxCounter, RoughCounter, Stock};
+use shardcount::{
+    Counter, CounterMap, CounterSet, Label, LabelledCounter, MaxCounter, RoughCounter, Stock,
+};
 use shardcount_harness::measure::{escape, opaque};
 use shardcount_harness::subjects::{self, Subject, Visit};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -142,6 +144,46 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             s.snapshot().iter().sum()
         }
+        "labels-inc" => {
+            // One label: walks an enum's 8 values, as `set-inc` walks
+            // indices (the label read from a table, as a caller holds it).
+            static ROUTES: LabelledCounter<Route> = LabelledCounter::new();
+            let c = escape(&ROUTES);
+            for i in 0..n {
+                c.inc(Route::ALL[(i & 7) as usize]);
+                opaque();
+            }
+            c.sum()
+        }
+        "labels-inc2" => {
+            // Two labels, a derived struct: walks its 4 x 8 values, read
+            // from a table as `labels-inc` reads its enum's.
+            let all: [Request; 32] =
+                std::array::from_fn(|i| Request::from_index(i).expect("32 values"));
+            let all = escape(&all);
+            let c: LabelledCounter<Request> = LabelledCounter::new();
+            let c = escape(&c);
+            for i in 0..n {
+                c.inc(all[(i & 31) as usize]);
+                opaque();
+            }
+            c.sum()
+        }
+        "set-inc2" => {
+            // `labels-inc2`'s walk with the index computed by hand, as a
+            // caller of a plain set would: the same table, the same radix.
+            let all: [Request; 32] =
+                std::array::from_fn(|i| Request::from_index(i).expect("32 values"));
+            let all = escape(&all);
+            let s = CounterSet::new(32);
+            let s = escape(&s);
+            for i in 0..n {
+                let r = all[(i & 31) as usize];
+                s.inc(r.method as usize * 8 + r.status as usize);
+                opaque();
+            }
+            s.snapshot().iter().sum()
+        }
         "handle-inc" => {
             let m: CounterMap<u64> = CounterMap::new();
             let h = m.handle(&7);
@@ -174,8 +216,50 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
         }
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
-             cas-take, stock-take, set-inc, handle-inc, map-inc, max-record",
+             cas-take, stock-take, set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, max-record",
             add_keys.join(", ")
         ),
     }
+}
+
+/// A one-label type for `labels-inc`.
+#[derive(Clone, Copy, Label)]
+enum Route {
+    Home,
+    Search,
+    Product,
+    Cart,
+    Checkout,
+    Login,
+    Logout,
+    Account,
+}
+
+impl Route {
+    const ALL: [Route; 8] = [
+        Route::Home,
+        Route::Search,
+        Route::Product,
+        Route::Cart,
+        Route::Checkout,
+        Route::Login,
+        Route::Logout,
+        Route::Account,
+    ];
+}
+
+/// The first label of `labels-inc2`'s struct.
+#[derive(Clone, Copy, Label)]
+enum Method {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+/// A two-label type for `labels-inc2`.
+#[derive(Clone, Copy, Label)]
+struct Request {
+    method: Method,
+    status: Route,
 }

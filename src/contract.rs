@@ -17,6 +17,7 @@
 //! | [`Stock`](crate::Stock) | [`Count`] | gauge | `sum()` | |
 //! | [`CounterSet`](crate::CounterSet) | [`CountFamily`] | counter | `get(i)` | the index `i` |
 //! | [`CounterMap<K>`](crate::CounterMap) | [`CountFamily`] | counter | `get(&key)` | the key (`K: Display`) |
+//! | [`LabelledCounter<L>`](crate::LabelledCounter) | [`CountFamily`] | counter | `get(label)` | one text per label name of `L` |
 //!
 //! Nothing here is on an add path: a read is the type's own read method.
 //!
@@ -36,7 +37,7 @@
 //! assert_eq!(members, [(0, 0), (1, 5)]);
 //! ```
 
-use std::fmt;
+use std::fmt::{self, Write};
 
 /// What a value means to a monitoring system.
 ///
@@ -130,16 +131,68 @@ pub trait CountFamily: Send + Sync {
 
     /// The name of the label that tells members apart, where labels have
     /// names (`"index"` for a set, `"key"` for a map); `None` for a single
-    /// [`Count`], whose one member is not labelled.
+    /// [`Count`], whose one member is not labelled. A family of several
+    /// labels names its first here and all in
+    /// [`LABEL_NAMES`](Self::LABEL_NAMES).
     const LABEL_NAME: Option<&'static str>;
 
-    /// A member's label, as it is shown.
+    /// The names of the labels that tell members apart, one per
+    /// dimension: empty for a single [`Count`], one name for a set or map
+    /// (by default, [`LABEL_NAME`](Self::LABEL_NAME) as a slice), several
+    /// for a [`LabelledCounter`](crate::LabelledCounter) of a struct or
+    /// tuple of labels, whose [`LABEL_NAME`](Self::LABEL_NAME) is the
+    /// first of them. Integrations label members with these.
+    ///
+    /// ```
+    /// use shardcount::contract::CountFamily;
+    /// use shardcount::{Counter, CounterSet};
+    /// assert_eq!(CounterSet::LABEL_NAMES, ["index"]);
+    /// assert!(Counter::LABEL_NAMES.is_empty());
+    /// ```
+    const LABEL_NAMES: &'static [&'static str] = match &Self::LABEL_NAME {
+        Some(name) => std::slice::from_ref(name),
+        None => &[],
+    };
+
+    /// A member's label, as it is shown (for a family of several labels,
+    /// their texts, comma-separated).
     type Label: fmt::Display + ?Sized;
 
     /// Calls `f` with each member's label and value. Members that exist
     /// when the call starts are all visited, once each; members created
     /// meanwhile may or may not be.
     fn read_each(&self, f: impl FnMut(&Self::Label, u64));
+
+    /// [`read_each`](Self::read_each) with each member's label values
+    /// apart: one text per name in [`LABEL_NAMES`](Self::LABEL_NAMES), in
+    /// that order (none for a single [`Count`]). By default the one label
+    /// is shown with its `Display`, and a member whose `Display` returns an
+    /// error is left out (never shown as the part it wrote).
+    ///
+    /// ```
+    /// use shardcount::contract::CountFamily;
+    /// use shardcount::{Counter, CounterMap};
+    ///
+    /// let routes: CounterMap<&str> = CounterMap::new();
+    /// routes.add(&"/", 2);
+    /// routes.read_each_labels(|texts, v| assert_eq!((texts, v), (&["/"][..], 2)));
+    /// Counter::from(1).read_each_labels(|texts, v| assert_eq!((texts.len(), v), (0, 1)));
+    /// ```
+    fn read_each_labels(&self, mut f: impl FnMut(&[&str], u64)) {
+        if Self::LABEL_NAMES.is_empty() {
+            self.read_each(|_, value| f(&[], value));
+            return;
+        }
+        let mut text = String::new();
+        self.read_each(|label, value| {
+            text.clear();
+            // Writing to a `String` fails only when the label's `Display`
+            // does, part-way.
+            if write!(text, "{label}").is_ok() {
+                f(&[text.as_str()], value);
+            }
+        });
+    }
 }
 
 impl<C: Count> CountFamily for C {

@@ -16,6 +16,9 @@
 //!   load that lags, `sum()` is exact.
 //! * [`CounterSet`], [`CounterMap`] (with [`CounterHandle`]): many exact
 //!   counters updated by the same threads.
+//! * [`LabelledCounter<L>`](LabelledCounter) with [`Label`] (and
+//!   `#[derive(Label)]`): a `const` family indexed by a label type (an
+//!   enum, or a struct or tuple of them), as fast as a [`CounterSet`] add.
 //! * [`MaxCounter`] / [`MinCounter`]: a running maximum / minimum.
 //! * [`Stock`]: a quantity that never goes below zero; `try_sub` fails with
 //!   [`Insufficient`] only when the whole stock is short.
@@ -136,6 +139,7 @@ pub mod export;
     )))
 )]
 pub mod integrations;
+mod labels;
 mod local;
 mod map;
 mod rough;
@@ -152,8 +156,22 @@ mod take_race_tests;
 pub use accumulator::{MaxCounter, MinCounter};
 pub use contract::{Count, CountFamily};
 pub use counter::Counter;
+pub use labels::{Label, LabelledCounter};
 pub use local::LocalCounter;
 pub use map::{CounterHandle, CounterMap};
+/// `#[derive(Label)]`: see the [`Label`](trait@Label) trait.
+///
+/// ```
+/// #[derive(Clone, Copy, shardcount::Label)]
+/// #[label(name = "route")]
+/// enum Page { Home, #[label(rename = "cart")] Basket }
+///
+/// use shardcount::Label;
+/// assert_eq!((Page::NAMES, Page::text(1, 0)), (&["route"][..], Some("cart")));
+/// ```
+#[cfg(feature = "derive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
+pub use shardcount_derive::Label;
 // The folder's thread sleeps on a real clock, which loom cannot model; its
 // folding is the same `flush_all` the rough models check.
 #[cfg(not(shardcount_loom))]

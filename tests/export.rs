@@ -533,3 +533,52 @@ fn unset_gauges_export_their_read() {
     exporter.flush(soon()).unwrap();
     assert_eq!((sink.get("peak"), sink.get("fastest")), (0, -1));
 }
+
+/// A two-label family exports each member under the key followed by its
+/// two texts, every add from several threads counted exactly once across
+/// lost replies.
+#[test]
+fn labelled_counter_exports_each_member_with_both_texts() {
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Method {
+        Get,
+        Post,
+    }
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Status {
+        Ok,
+        Failed,
+    }
+    static REQUESTS: shardcount::LabelledCounter<(Method, Status)> =
+        shardcount::LabelledCounter::new();
+    const THREADS: u64 = 4;
+    const ADDS: u64 = 20_000;
+    let sink = Flaky {
+        inner: Arc::new(Mutex::new(MemorySink::new())),
+        calls: Arc::new(AtomicU64::new(0)),
+        nth: 3,
+        forget_at: Arc::new(Mutex::new(None)),
+    };
+    let exporter = Exporter::with_config(sink.clone(), fast());
+    exporter.register("req:", &REQUESTS);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            s.spawn(move || {
+                let status = if t % 2 == 0 {
+                    Status::Ok
+                } else {
+                    Status::Failed
+                };
+                (0..ADDS).for_each(|_| REQUESTS.inc((Method::Post, status)));
+                REQUESTS.add((Method::Get, Status::Ok), t);
+            });
+        }
+    });
+    exporter.flush(soon()).unwrap();
+    let totals = sink.inner.lock().unwrap().totals();
+    let half = (THREADS / 2 * ADDS) as i64;
+    assert_eq!(totals["req:post,ok"], half);
+    assert_eq!(totals["req:post,failed"], half);
+    assert_eq!(totals["req:get,ok"], (0..THREADS as i64).sum::<i64>());
+    assert_eq!(totals.get("req:get,failed").copied().unwrap_or(0), 0);
+}

@@ -464,3 +464,64 @@ fn runtime_labels_any_order_and_many_keys_are_exact() {
     }
     assert_eq!(recorder.keys(), KEYS);
 }
+
+/// `publish` hands a two-label family to the recorder: one series per
+/// member with both labels, at its total after adds from several threads;
+/// publishing again after more adds moves the totals on.
+#[test]
+fn publish_renders_both_labels_of_a_labelled_counter() {
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Method {
+        Get,
+        Post,
+    }
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Status {
+        Ok,
+        Failed,
+    }
+    let family = shardcount::LabelledCounter::<(Method, Status)>::new();
+    let prometheus = PrometheusBuilder::new().build_recorder();
+    let render = prometheus.handle();
+    let add = || {
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let family = &family;
+                s.spawn(move || {
+                    let status = if t % 2 == 0 {
+                        Status::Ok
+                    } else {
+                        Status::Failed
+                    };
+                    (0..10_000).for_each(|_| family.inc((Method::Post, status)));
+                });
+            }
+        });
+    };
+    add();
+    metrics::with_local_recorder(&prometheus, || {
+        shardcount::integrations::metrics::publish("requests", &family)
+    });
+    let text = render.render();
+    assert_eq!(
+        count(&text, r#"requests{method="post",status="ok"}"#),
+        20_000
+    );
+    assert_eq!(
+        count(&text, r#"requests{method="post",status="failed"}"#),
+        20_000
+    );
+    assert!(
+        text.contains(r#"requests{method="get",status="ok"} 0"#),
+        "{text}"
+    );
+    add();
+    metrics::with_local_recorder(&prometheus, || {
+        shardcount::integrations::metrics::publish("requests", &family)
+    });
+    let text = render.render();
+    assert_eq!(
+        count(&text, r#"requests{method="post",status="failed"}"#),
+        40_000
+    );
+}

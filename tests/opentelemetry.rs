@@ -315,3 +315,53 @@ fn delta_temporality_with_a_take_between_collections() {
         Point::Sum(4, Temporality::Delta)
     );
 }
+
+/// A two-label family is one instrument whose data points each carry both
+/// attributes, at every add from several threads, over two collections.
+#[test]
+fn labelled_counter_points_carry_both_attributes() {
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Method {
+        Get,
+        Post,
+    }
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Status {
+        Ok,
+        Failed,
+    }
+    static FAMILY: shardcount::LabelledCounter<(Method, Status)> =
+        shardcount::LabelledCounter::new();
+    let (provider, exporter) = provider(Temporality::Cumulative);
+    let _handle = observe(&provider.meter("test"), "calls", &FAMILY);
+    let add = || {
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                s.spawn(move || {
+                    let status = if t % 2 == 0 {
+                        Status::Ok
+                    } else {
+                        Status::Failed
+                    };
+                    (0..ADDS).for_each(|_| FAMILY.inc((Method::Post, status)));
+                });
+            }
+        });
+    };
+    let key = |m: &str, s: &str| {
+        (
+            "calls".to_string(),
+            vec![format!("method={m}"), format!("status={s}")],
+        )
+    };
+    let half = THREADS / 2 * ADDS;
+    for round in 1..=2 {
+        add();
+        let points = collect(&provider, &exporter);
+        let sum = |v| Point::Sum(v, Temporality::Cumulative);
+        assert_eq!(points[&key("post", "ok")], sum(round * half));
+        assert_eq!(points[&key("post", "failed")], sum(round * half));
+        assert_eq!(points[&key("get", "ok")], sum(0));
+        assert_eq!(points.len(), 4, "{points:?}");
+    }
+}

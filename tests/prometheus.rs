@@ -297,3 +297,72 @@ fn unset_gauges_export_their_read() {
     assert_eq!(value(&peak), 0.0);
     assert_eq!(value(&fastest), u64::MAX as f64);
 }
+
+/// A two-label family is one metric family with both label pairs on each
+/// sample (after the constant ones, sorted by name), under default or
+/// given names; a wrong number of variable labels is refused.
+#[test]
+fn labelled_counter_collects_both_label_pairs() {
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Method {
+        Get,
+        Post,
+    }
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Status {
+        Ok,
+        Failed,
+    }
+    let family = Arc::new(shardcount::LabelledCounter::<(Method, Status)>::new());
+    let registry = Registry::new();
+    registry
+        .register(Box::new(
+            Collected::new("requests_total", "Requests", family.clone()).unwrap(),
+        ))
+        .unwrap();
+    let renamed = Opts::new("renamed_total", "Requests")
+        .const_label("zone", "a")
+        .variable_labels(vec!["verb".into(), "outcome".into()]);
+    registry
+        .register(Box::new(
+            Collected::with_opts(renamed, family.clone()).unwrap(),
+        ))
+        .unwrap();
+    on_threads(|t, _| {
+        family.inc((
+            Method::Post,
+            if t % 2 == 0 {
+                Status::Ok
+            } else {
+                Status::Failed
+            },
+        ))
+    });
+    let text = text(&registry);
+    let half = THREADS / 2 * PER_THREAD;
+    assert!(
+        text.contains(&format!(
+            "requests_total{{method=\"post\",status=\"ok\"}} {half}\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "requests_total{{method=\"post\",status=\"failed\"}} {half}\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("requests_total{method=\"get\",status=\"ok\"} 0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "renamed_total{{outcome=\"ok\",verb=\"post\",zone=\"a\"}} {half}\n"
+        )),
+        "{text}"
+    );
+    let one = Opts::new("x_total", "x").variable_label("verb");
+    let err = msg(Collected::with_opts(one, family).unwrap_err());
+    assert!(err.contains("[\"method\", \"status\"]"), "{err}");
+}

@@ -261,3 +261,44 @@ fn members_whose_labels_fail_or_print_alike() {
         "{text}"
     );
 }
+
+/// A two-label family encodes one sample per member with both label
+/// pairs, counting every add made from several threads.
+#[test]
+fn labelled_counter_encodes_both_label_pairs() {
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Method {
+        Get,
+        Post,
+    }
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Status {
+        Ok,
+        #[label(rename = "5xx")]
+        ServerError,
+    }
+    let requests = Shared::new(shardcount::LabelledCounter::<(Method, Status)>::new());
+    let mut registry = Registry::default();
+    registry.register("requests", "Requests", requests.clone());
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| {
+                for _ in 0..PER_THREAD {
+                    requests.inc((Method::Post, Status::ServerError));
+                }
+                requests.add((Method::Get, Status::Ok), 2);
+            });
+        }
+    });
+    let got = samples(&encoded(&registry));
+    assert_eq!(
+        got[r#"requests_total{method="post",status="5xx"}"#],
+        THREADS * PER_THREAD
+    );
+    assert_eq!(
+        got[r#"requests_total{method="get",status="ok"}"#],
+        THREADS * 2
+    );
+    assert_eq!(got[r#"requests_total{method="get",status="5xx"}"#], 0);
+    assert_eq!(got.len(), 4, "{got:?}");
+}

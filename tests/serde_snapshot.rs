@@ -186,3 +186,46 @@ fn members_whose_labels_fail_or_print_alike() {
         r#"{"kind":"counter","label":"key","values":{"a":2,"alias":7}}"#
     );
 }
+
+/// A two-label family lists both label names and keys each member by its
+/// two texts, with every add from several threads counted.
+#[test]
+fn labelled_counter_snapshot_has_both_labels() {
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Method {
+        Get,
+        Post,
+    }
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Status {
+        Ok,
+        Failed,
+    }
+    let family = shardcount::LabelledCounter::<(Method, Status)>::new();
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| (0..PER_THREAD).for_each(|_| family.inc((Method::Get, Status::Failed))));
+        }
+    });
+    family.add((Method::Post, Status::Ok), 3);
+    let n = THREADS * PER_THREAD;
+    assert_eq!(
+        json(&family),
+        format!(
+            r#"{{"kind":"counter","labels":["method","status"],"values":{{"get,failed":{n},"get,ok":0,"post,failed":0,"post,ok":3}}}}"#
+        )
+    );
+    let snap = Snapshot::of(&family);
+    assert_eq!(snap.label_names(), ["method", "status"]);
+    // One label: the shape of any other family.
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Tier {
+        Free,
+    }
+    let one = shardcount::LabelledCounter::<Tier>::new();
+    one.inc(Tier::Free);
+    assert_eq!(
+        json(&one),
+        r#"{"kind":"counter","label":"tier","values":{"free":1}}"#
+    );
+}

@@ -374,7 +374,10 @@ impl Exporter {
     ///   keys created later are exported from their first read on. Its
     ///   overflow counter is not exported. A key whose `Display` returns
     ///   an error is not exported (not even the part it wrote): its counts
-    ///   go to [`ExportStats::rejected`].
+    ///   go to [`ExportStats::rejected`];
+    /// * a [`LabelledCounter`](crate::LabelledCounter) has one per label
+    ///   value, its texts comma-separated: `register("req:", family)` of a
+    ///   `(Method, Status)` family exports `req:get,ok`, `req:post,ok`, ...
     ///
     /// A member's key is built in one buffer kept with the registration,
     /// so reading a member seen before allocates nothing.

@@ -5,7 +5,7 @@
 use super::Source;
 use crate::contract::CountFamily;
 use crate::primitive::sync::{lock, Mutex};
-use std::fmt::Write;
+use std::fmt::Write as _;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
@@ -86,7 +86,7 @@ impl<T: CountFamily + 'static> sealed::Held for Arc<T> {
 const UNPRINTABLE: &str = "__unprintable_label";
 
 /// A registered counter: each member exported under `key` followed by its
-/// label.
+/// label (a member of several labels: their texts, comma-separated).
 pub(super) struct Registered<H> {
     held: H,
     /// Starts with the key; a member's label is written after it, so the
@@ -101,7 +101,7 @@ impl<H: CountRef> Registered<H> {
     /// If a member's key could start with `__` (see `Exporter::register`).
     #[track_caller]
     pub(super) fn new(key: &str, held: H) -> Self {
-        let family = <H::Target as CountFamily>::LABEL_NAME.is_some();
+        let family = !<H::Target as CountFamily>::LABEL_NAMES.is_empty();
         assert!(
             !key.starts_with(super::RESERVED_PREFIX) && !(family && (key.is_empty() || key == "_")),
             "shardcount: Exporter::register({key:?}): keys starting with `__` are reserved \
@@ -119,14 +119,32 @@ impl<H: CountRef> Registered<H> {
 impl<H: CountRef> Source for Registered<H> {
     fn read(&self, f: &mut dyn FnMut(&str, u64)) {
         let mut name = lock(&self.name);
-        self.held.target().read_each(|label, value| {
+        let family = self.held.target();
+        let several = <H::Target as CountFamily>::LABEL_NAMES.len() > 1;
+        if !several {
+            family.read_each(|label, value| {
+                name.truncate(self.key_len);
+                // Writing to a `String` fails only when the label's
+                // `Display` does, part-way: never export under that
+                // partial key.
+                match write!(name, "{label}") {
+                    Ok(()) => f(&name, value),
+                    Err(_) => f(UNPRINTABLE, value),
+                }
+            });
+            return;
+        }
+        // A member of several labels (a `Label` type's texts, which cannot
+        // fail): its texts, comma-separated.
+        family.read_each_labels(|texts, value| {
             name.truncate(self.key_len);
-            // Writing to a `String` fails only when the label's `Display`
-            // does, part-way: never export under that partial key.
-            match write!(name, "{label}") {
-                Ok(()) => f(&name, value),
-                Err(_) => f(UNPRINTABLE, value),
+            for (i, text) in texts.iter().enumerate() {
+                if i > 0 {
+                    name.push(',');
+                }
+                name.push_str(text);
             }
+            f(&name, value);
         });
     }
 

@@ -7,7 +7,8 @@
 //! * `metrics` (feature `metrics`): `metrics::CounterFn` for
 //!   [`Counter`](crate::Counter) and [`RoughCounter`](crate::RoughCounter),
 //!   and `ShardedLayer`, which gives a program's existing `metrics` recorder
-//!   (its exporter, its `counter!` calls) sharded increments.
+//!   (its exporter, its `counter!` calls) sharded increments; `publish`
+//!   hands any family's members, labels and all, to the recorder.
 //! * `prometheus_client` (feature `prometheus-client`): `Shared`, a
 //!   clonable handle to any counter type that a
 //!   `prometheus_client::registry::Registry` can encode (gauges as gauges,

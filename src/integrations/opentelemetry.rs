@@ -21,9 +21,14 @@
 //!   point per member, whose one attribute is the member's label: named by
 //!   [`CountFamily::LABEL_NAME`] (`index`, `key`) or
 //!   [`Observe::with_label_name`], its value the label shown with `Display`
-//!   (a string). Members whose labels show alike are one data point,
-//!   their sum, as the [`Exporter`](crate::export::Exporter) ships them;
-//!   a member whose label's `Display` returns an error is left out.
+//!   (a string);
+//! * a [`LabelledCounter`](crate::LabelledCounter) likewise, with one
+//!   attribute per name of its label type
+//!   ([`CountFamily::LABEL_NAMES`]), each value the label's text.
+//!
+//! Members whose labels show alike are one data point, their sum, as the
+//! [`Exporter`](crate::export::Exporter) ships them; a member whose label's
+//! `Display` returns an error is left out.
 //!
 //! Observe each counter under its own name: two instruments of one name
 //! are one to the SDK, which keeps the last value observed for each
@@ -119,7 +124,7 @@ use ::opentelemetry::metrics::{AsyncInstrument, Meter, ObservableCounter, Observ
 use ::opentelemetry::{Key, KeyValue, Value};
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt::{self, Write};
+use std::fmt;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -215,7 +220,8 @@ pub struct Observe<P> {
     name: Cow<'static, str>,
     description: Option<Cow<'static, str>>,
     unit: Option<Cow<'static, str>>,
-    label: Option<Key>,
+    /// One key per label name; none for a single count.
+    labels: Vec<Key>,
     counter: P,
 }
 
@@ -226,7 +232,7 @@ where
 {
     /// An instrument named `name` observing `counter`, with no description
     /// or unit, and a family's members labelled by
-    /// [`LABEL_NAME`](CountFamily::LABEL_NAME).
+    /// [`LABEL_NAMES`](CountFamily::LABEL_NAMES).
     ///
     /// ```
     /// use shardcount::integrations::opentelemetry::Observe;
@@ -239,7 +245,10 @@ where
             name: name.into(),
             description: None,
             unit: None,
-            label: P::Target::LABEL_NAME.map(Key::from_static_str),
+            labels: P::Target::LABEL_NAMES
+                .iter()
+                .map(|n| Key::from_static_str(n))
+                .collect(),
             counter,
         }
     }
@@ -276,7 +285,8 @@ where
     /// # Panics
     ///
     /// If the counter is a single count, whose one data point has no
-    /// attribute to name (the message names the instrument and `name`).
+    /// attribute to name, or a family of several labels (the message names
+    /// the instrument and `name`).
     ///
     /// ```
     /// use shardcount::integrations::opentelemetry::Observe;
@@ -294,13 +304,14 @@ where
     pub fn with_label_name(mut self, name: impl Into<String>) -> Self {
         let name = name.into();
         assert!(
-            P::Target::LABEL_NAME.is_some(),
-            "{} is a single count: it has no member attribute to name {name:?}",
-            self.name
+            P::Target::LABEL_NAMES.len() == 1,
+            "{} has {} labels, not one: it has no single member attribute to name {name:?}",
+            self.name,
+            P::Target::LABEL_NAMES.len()
         );
         // Shared, so that cloning the key into each member's attribute
         // does not copy the name.
-        self.label = Some(Key::from(Arc::<str>::from(name)));
+        self.labels = vec![Key::from(Arc::<str>::from(name))];
         self
     }
 
@@ -332,10 +343,10 @@ where
             name,
             description,
             unit,
-            label,
+            labels,
             counter,
         } = self;
-        let labels = label.map(|key| Mutex::new(Attributes::new(key)));
+        let labels = (!labels.is_empty()).then(|| Mutex::new(Attributes::new(labels)));
         let callback = move |sink: &dyn AsyncInstrument<u64>| match &labels {
             None => counter.read_each(|_, value| sink.observe(value, &[])),
             Some(labels) => {
@@ -380,7 +391,7 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Observe")
             .field("name", &self.name)
-            .field("label", &self.label.as_ref().map(Key::as_str))
+            .field("label", &self.labels.first().map(Key::as_str))
             .field("counter", &&*self.counter)
             .finish()
     }
@@ -388,22 +399,25 @@ where
 
 /// A family's member attributes, kept from one collection to the next.
 struct Attributes {
-    key: Key,
-    /// The label being observed, shown (reused, so it stops allocating).
+    /// One per label name.
+    keys: Vec<Key>,
+    /// The label texts being observed, joined by a unit separator (reused,
+    /// so it stops allocating).
     shown: String,
-    /// Each member's label and attribute, in the order of the last visit
-    /// (one per label shown: members shown alike share one).
-    members: Vec<(Arc<str>, KeyValue)>,
+    /// Each member's joined texts and attributes, in the order of the last
+    /// visit (one per label set shown: members shown alike share one).
+    members: Vec<(Arc<str>, Box<[KeyValue]>)>,
     /// This visit's value of each of `members` (reused).
     values: Vec<u64>,
-    /// This visit's labels so far, to their place in `members` (reused).
+    /// This visit's label sets so far, to their place in `members`
+    /// (reused).
     seen: HashMap<Arc<str>, usize>,
 }
 
 impl Attributes {
-    fn new(key: Key) -> Self {
+    fn new(keys: Vec<Key>) -> Self {
         Attributes {
-            key,
+            keys,
             shown: String::new(),
             members: Vec::new(),
             values: Vec::new(),
@@ -413,7 +427,7 @@ impl Attributes {
 
     fn observe<F: CountFamily + ?Sized>(&mut self, family: &F, sink: &dyn AsyncInstrument<u64>) {
         let Attributes {
-            key,
+            keys,
             shown,
             members,
             values,
@@ -423,15 +437,18 @@ impl Attributes {
         seen.clear();
         // Members from the first one out of place on, by label: filled only
         // when the order changed.
-        let mut moved: Option<HashMap<Arc<str>, KeyValue>> = None;
-        family.read_each(|label, value| {
+        let mut moved: Option<HashMap<Arc<str>, Box<[KeyValue]>>> = None;
+        family.read_each_labels(|texts, value| {
             shown.clear();
-            // A `Display` that fails is left out: not the part it wrote.
-            if write!(shown, "{label}").is_err() {
-                return;
+            for (i, text) in texts.iter().enumerate() {
+                if i > 0 {
+                    shown.push('\u{1f}');
+                }
+                shown.push_str(text);
             }
             // Members shown alike are one data point, their sum (the SDK
-            // would keep only the last one observed).
+            // would keep only the last one observed). A member whose
+            // `Display` fails never gets here (`read_each_labels`).
             if let Some(&i) = seen.get(shown.as_str()) {
                 values[i] = values[i].wrapping_add(value);
                 return;
@@ -443,9 +460,12 @@ impl Attributes {
                 let member = match moved.remove_entry(shown.as_str()) {
                     Some(member) => member,
                     None => {
-                        let text = Arc::<str>::from(shown.as_str());
-                        let attribute = KeyValue::new(key.clone(), Value::from(text.clone()));
-                        (text, attribute)
+                        let attributes = keys
+                            .iter()
+                            .zip(texts)
+                            .map(|(k, t)| KeyValue::new(k.clone(), Value::from(t.to_string())))
+                            .collect();
+                        (Arc::<str>::from(shown.as_str()), attributes)
                     }
                 };
                 members.push(member);
@@ -455,8 +475,8 @@ impl Attributes {
         });
         // Members gone since the last visit.
         members.truncate(values.len());
-        for (value, (_, attribute)) in values.iter().zip(members.iter()) {
-            sink.observe(*value, std::slice::from_ref(attribute));
+        for (value, (_, attributes)) in values.iter().zip(members.iter()) {
+            sink.observe(*value, attributes);
         }
     }
 }
@@ -496,7 +516,7 @@ mod tests {
     /// member keeps its attribute (the same `Arc`, not a new one).
     #[test]
     fn attributes_follow_members() {
-        let mut attrs = Attributes::new(Key::from_static_str("m"));
+        let mut attrs = Attributes::new(vec![Key::from_static_str("m")]);
         let rounds = [
             vec![("a", 1), ("b", 2), ("c", 3)],
             vec![("a", 1), ("b", 2), ("c", 3)],

@@ -16,7 +16,9 @@
 //!   [`CounterMap`](crate::CounterMap)) as one metric family with one
 //!   sample per member, labelled `index="3"` or `key="/about"`
 //!   ([`CountFamily::LABEL_NAME`], the value shown with `Display`), or with
-//!   a label name of your own ([`Collected::with_opts`]).
+//!   a label name of your own ([`Collected::with_opts`]); a
+//!   [`LabelledCounter`](crate::LabelledCounter) with one label per name
+//!   of its label type ([`CountFamily::LABEL_NAMES`]).
 //!
 //! The name is used as given: this crate's `prometheus` writes no `_total`
 //! suffix, so a counter's name should end in `_total` by convention.
@@ -101,7 +103,7 @@ use ::prometheus::core::{Collector, Desc, Describer, Opts};
 use ::prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 use ::prometheus::{Error, Result};
 use std::collections::BTreeMap;
-use std::fmt::{self, Write};
+use std::fmt;
 use std::ops::Deref;
 
 /// A counter or family of this crate as a `prometheus` `Collector`: each
@@ -127,8 +129,8 @@ use std::ops::Deref;
 pub struct Collected<P> {
     counter: P,
     desc: Desc,
-    /// The label name of a family's members; `None` for a single count.
-    label: Option<String>,
+    /// The label names of a family's members; none for a single count.
+    labels: Vec<String>,
 }
 
 impl<P> Collected<P>
@@ -138,7 +140,7 @@ where
 {
     /// A collector of `counter` named `name`, with `help` as its help text
     /// and a family's members labelled by
-    /// [`LABEL_NAME`](CountFamily::LABEL_NAME).
+    /// [`LABEL_NAMES`](CountFamily::LABEL_NAMES).
     ///
     /// # Errors
     ///
@@ -159,15 +161,16 @@ where
     }
 
     /// A collector from `prometheus`'s [`Opts`]: a namespace, subsystem and
-    /// constant labels as for its own metrics, and for a family at most one
-    /// variable label, the name its members' label takes instead of
-    /// [`LABEL_NAME`](CountFamily::LABEL_NAME).
+    /// constant labels as for its own metrics, and for a family either no
+    /// variable label or one per name in
+    /// [`LABEL_NAMES`](CountFamily::LABEL_NAMES), in that order, the names
+    /// its members' labels take instead.
     ///
     /// # Errors
     ///
     /// As [`new`](Self::new), `prometheus`'s own errors for invalid names,
     /// and an error naming the labels if `opts` has a variable label for a
-    /// single count or more than one for a family.
+    /// single count, or another number of them than the family's labels.
     ///
     /// ```
     /// use prometheus::{Opts, Registry, TextEncoder};
@@ -191,28 +194,28 @@ where
     /// # Ok::<(), prometheus::Error>(())
     /// ```
     pub fn with_opts(mut opts: Opts, counter: P) -> Result<Self> {
-        let label = match (P::Target::LABEL_NAME, opts.variable_labels.as_slice()) {
-            (None, []) => None,
-            (Some(default), []) => Some(default.to_string()),
-            (Some(_), [own]) => Some(own.clone()),
-            (_, labels) => {
+        let defaults = P::Target::LABEL_NAMES;
+        let labels: Vec<String> = match opts.variable_labels.as_slice() {
+            [] => defaults.iter().map(|n| n.to_string()).collect(),
+            own if own.len() == defaults.len() => own.to_vec(),
+            own => {
+                let takes = match defaults.len() {
+                    0 => "no variable label".to_string(),
+                    1 => "at most one variable label".to_string(),
+                    n => format!("no variable label or {n} (one per label: {defaults:?})"),
+                };
                 return Err(Error::Msg(format!(
-                    "{} takes {} variable label, not {labels:?}",
-                    opts.fq_name(),
-                    if P::Target::LABEL_NAME.is_some() {
-                        "at most one"
-                    } else {
-                        "no"
-                    },
-                )))
+                    "{} takes {takes}, not {own:?}",
+                    opts.fq_name()
+                )));
             }
         };
-        opts.variable_labels = label.iter().cloned().collect();
+        opts.variable_labels = labels.clone();
         let desc = opts.describe()?;
         Ok(Collected {
             counter,
             desc,
-            label,
+            labels,
         })
     }
 
@@ -244,29 +247,26 @@ where
     /// of the member's visit.
     fn collect(&self) -> Vec<MetricFamily> {
         let kind = <P::Target as CountFamily>::MEMBER_KIND;
-        // Each member by its label as shown: members shown alike are one
+        // Each member by its labels as shown: members shown alike are one
         // sample, their sum (two samples with one label set are invalid),
-        // and a member whose label's `Display` fails is left out.
-        let mut members: BTreeMap<String, u64> = BTreeMap::new();
-        let mut shown = String::new();
-        self.counter.read_each(|label, value| {
-            shown.clear();
-            if self.label.is_some() && write!(shown, "{label}").is_err() {
-                return;
-            }
-            match members.get_mut(shown.as_str()) {
-                Some(sum) => *sum = sum.wrapping_add(value),
-                None => _ = members.insert(shown.clone(), value),
-            }
+        // and a member whose label's `Display` fails is left out (see
+        // `CountFamily::read_each_labels`).
+        let mut members: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+        self.counter.read_each_labels(|texts, value| {
+            let shown: Vec<String> = texts.iter().map(|t| (*t).to_owned()).collect();
+            let sum = members.entry(shown).or_insert(0);
+            *sum = sum.wrapping_add(value);
         });
         let mut metrics = Vec::with_capacity(members.len());
-        for (label, value) in members {
+        for (texts, value) in members {
             let mut labels = self.desc.const_label_pairs.clone();
-            if let Some(name) = &self.label {
-                let mut pair = LabelPair::default();
-                pair.set_name(name.clone());
-                pair.set_value(label);
-                labels.push(pair);
+            if !self.labels.is_empty() {
+                for (name, text) in self.labels.iter().zip(texts) {
+                    let mut pair = LabelPair::default();
+                    pair.set_name(name.clone());
+                    pair.set_value(text);
+                    labels.push(pair);
+                }
                 labels.sort_by(|a, b| a.name().cmp(b.name()));
             }
             let mut metric = proto::Metric::default();
@@ -316,7 +316,7 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Collected")
             .field("name", &self.desc.fq_name)
-            .field("label", &self.label)
+            .field("label", &self.labels.first())
             .field("counter", &&*self.counter)
             .finish()
     }

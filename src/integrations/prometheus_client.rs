@@ -15,15 +15,19 @@
 //! * a family ([`CounterSet`](crate::CounterSet),
 //!   [`CounterMap`](crate::CounterMap)) as one metric with one sample per
 //!   member, labelled `index="3"` or `key="/about"`
-//!   ([`CountFamily::LABEL_NAME`], the value shown with `Display`).
-//!   Members whose labels show alike are one sample, their sum, as the
-//!   [`Exporter`](crate::export::Exporter) ships them; a member whose
-//!   label's `Display` returns an error is left out.
+//!   ([`CountFamily::LABEL_NAME`], the value shown with `Display`);
+//!   a [`LabelledCounter`](crate::LabelledCounter) with one label per
+//!   name of its label type, `method="get",status="ok"`
+//!   ([`CountFamily::LABEL_NAMES`]). Members whose labels show alike are
+//!   one sample, their sum, as the [`Exporter`](crate::export::Exporter)
+//!   ships them; a member whose label's `Display` returns an error is left
+//!   out.
 //!
 //! A gauge is its read, unset too: a `MaxCounter`'s 0, a `MinCounter`'s
 //! `u64::MAX`, as every integration exports them.
 //!
-//! For labels of your own, put `Shared<Counter>` in prometheus-client's
+//! For labels of your own, a [`LabelledCounter`](crate::LabelledCounter)
+//! needs no lock or hashing on an add; for labels only known at run time, put `Shared<Counter>` in prometheus-client's
 //! `Family<Labels, Shared<Counter>>`: it builds members with `Default`.
 //!
 //! # Why not `prometheus_client`'s own `Counter<u64, A>`
@@ -120,7 +124,8 @@ use crate::primitive::sync::Arc;
 #[cfg(doc)]
 use crate::Count;
 use ::prometheus_client::encoding::{
-    EncodeLabelValue, EncodeMetric, LabelValueEncoder, MetricEncoder, NoLabelSet,
+    EncodeLabel, EncodeLabelSet, EncodeLabelValue, EncodeMetric, LabelSetEncoder,
+    LabelValueEncoder, MetricEncoder, NoLabelSet,
 };
 use ::prometheus_client::metrics::{MetricType, TypedMetric};
 use std::collections::BTreeMap;
@@ -251,27 +256,29 @@ impl<C: CountFamily> TypedMetric for Shared<C> {
 impl<C: CountFamily> EncodeMetric for Shared<C> {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
         let mut result = Ok(());
-        match C::LABEL_NAME {
-            None => self.0.read_each(|_, value| {
+        match C::LABEL_NAMES {
+            [] => self.0.read_each(|_, value| {
                 result = encode_value::<C>(&mut encoder, value);
             }),
-            Some(name) => {
-                // Each member by its label as shown: members shown alike
+            names => {
+                // Each member by its labels as shown: members shown alike
                 // are one sample, their sum (two samples with one label set
                 // are invalid), and a member whose label's `Display` fails
-                // is left out (not the whole encoding).
-                let mut members: BTreeMap<String, u64> = BTreeMap::new();
-                self.0.read_each(|label, value| {
-                    let mut shown = String::new();
-                    if write!(shown, "{label}").is_ok() {
-                        let sum = members.entry(shown).or_insert(0);
-                        *sum = sum.wrapping_add(value);
-                    }
+                // is left out (not the whole encoding; see
+                // `CountFamily::read_each_labels`).
+                let mut members: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+                self.0.read_each_labels(|texts, value| {
+                    let shown = texts.iter().map(|t| (*t).to_owned()).collect();
+                    let sum = members.entry(shown).or_insert(0);
+                    *sum = sum.wrapping_add(value);
                 });
-                for (label, value) in &members {
-                    let labels = [(name, Label(label.as_str()))];
+                for (texts, value) in &members {
+                    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
                     encoder
-                        .encode_family(&labels)
+                        .encode_family(&Pairs {
+                            names,
+                            texts: &texts,
+                        })
                         .and_then(|mut sample| encode_value::<C>(&mut sample, *value))?;
                 }
             }
@@ -299,5 +306,20 @@ struct Label<'a, L: ?Sized>(&'a L);
 impl<L: fmt::Display + ?Sized> EncodeLabelValue for Label<'_, L> {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), fmt::Error> {
         write!(encoder, "{}", self.0)
+    }
+}
+
+/// A member's labels when there are several: each name with its text.
+struct Pairs<'a> {
+    names: &'static [&'static str],
+    texts: &'a [&'a str],
+}
+
+impl EncodeLabelSet for Pairs<'_> {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), fmt::Error> {
+        for (name, text) in self.names.iter().zip(self.texts) {
+            (*name, Label(*text)).encode(encoder.encode_label())?;
+        }
+        Ok(())
     }
 }

@@ -36,6 +36,16 @@
 //! * a gauge is its read, unset too: a `MaxCounter`'s 0, a `MinCounter`'s
 //!   `u64::MAX`, as every integration exports them.
 //!
+//! A family of several labels (a [`LabelledCounter`](crate::LabelledCounter)
+//! of a struct or tuple of labels) has `"labels"`, the list of their
+//! names ([`CountFamily::LABEL_NAMES`]), in place of `"label"`, and each
+//! member's entry is its texts, comma-separated; a one-label family has the
+//! shape above:
+//!
+//! ```text
+//! {"kind":"counter","labels":["method","status"],"values":{"get,ok":3,"post,ok":1}}
+//! ```
+//!
 //! The fields are in the order above. The shape is part of the crate's
 //! API: a change to it is a breaking change.
 //!
@@ -77,7 +87,6 @@
 use crate::contract::Count;
 use crate::contract::{CountFamily, Kind};
 use ::serde::ser::{Serialize, SerializeMap, SerializeStruct, Serializer};
-use std::fmt::Write;
 
 /// The value of a counter or family, read once (each member with its
 /// type's exact read, one after another), ready to serialize in [the
@@ -98,6 +107,8 @@ pub struct Snapshot {
     kind: Kind,
     /// `None` for a single count.
     label: Option<&'static str>,
+    /// Empty for a single count.
+    labels: &'static [&'static str],
     /// In the documented order; one member labelled `""` for a single
     /// count.
     values: Vec<(String, u64)>,
@@ -116,13 +127,9 @@ impl Snapshot {
     /// ```
     pub fn of<F: CountFamily + ?Sized>(counter: &F) -> Snapshot {
         let mut values = Vec::new();
-        counter.read_each(|label, value| {
-            let mut shown = String::new();
-            // `to_string` would panic on a `Display` error: leave it out.
-            if write!(shown, "{label}").is_ok() {
-                values.push((shown, value));
-            }
-        });
+        // A member whose label's `Display` fails is left out (see
+        // `CountFamily::read_each_labels`).
+        counter.read_each_labels(|texts, value| values.push((texts.join(","), value)));
         // Integers (a set's indices) by value first, then the rest by text:
         // a total order, so the text is the same for equal families.
         values.sort_by(|(a, _), (b, _)| order(a).cmp(&order(b)));
@@ -137,6 +144,7 @@ impl Snapshot {
         Snapshot {
             kind: F::MEMBER_KIND,
             label: F::LABEL_NAME,
+            labels: F::LABEL_NAMES,
             values,
         }
     }
@@ -163,6 +171,24 @@ impl Snapshot {
     #[must_use]
     pub fn label_name(&self) -> Option<&'static str> {
         self.label
+    }
+
+    /// The label names of a family's members, one per label (empty for a
+    /// single count; one for a set or map).
+    ///
+    /// ```
+    /// use shardcount::integrations::serde::Snapshot;
+    /// #[derive(shardcount::Label)]
+    /// enum Method { Get, Post }
+    /// #[derive(shardcount::Label)]
+    /// enum Status { Ok, Failed }
+    /// let family = shardcount::LabelledCounter::<(Method, Status)>::new();
+    /// assert_eq!(Snapshot::of(&family).label_names(), ["method", "status"]);
+    /// assert_eq!(Snapshot::of(&shardcount::CounterSet::new(1)).label_names(), ["index"]);
+    /// ```
+    #[must_use]
+    pub fn label_names(&self) -> &'static [&'static str] {
+        self.labels
     }
 
     /// A single count's value; `None` for a family.
@@ -220,7 +246,11 @@ impl Serialize for Snapshot {
             Some(label) => {
                 let mut s = serializer.serialize_struct("Snapshot", 3)?;
                 s.serialize_field("kind", kind)?;
-                s.serialize_field("label", label)?;
+                if self.labels.len() > 1 {
+                    s.serialize_field("labels", self.labels)?;
+                } else {
+                    s.serialize_field("label", label)?;
+                }
                 s.serialize_field("values", &Members(&self.values))?;
                 s.end()
             }

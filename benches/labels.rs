@@ -1,0 +1,125 @@
+//! Typed labels: `LabelledCounter::inc(label)` against `CounterSet::inc(i)`
+//! over the same number of counters, at 1 and 2 threads. A paired section
+//! only (see `shardcount_harness::measure::Session`): every subject runs in
+//! the same repetitions as the reference, and medians of the ratios are
+//! printed. `SHARDCOUNT_REPS` sets the repetitions (default 9),
+//! `SHARDCOUNT_ONLY=<substring>` picks figures by title.
+//!
+//! Each thread walks every value in turn (8 for the one-label enum, 32
+//! for the two-label struct), the labels read from a table as a caller
+//! holds them; the sets walk the same indices. The goal (issue 21): the
+//! labelled add at 2 threads ≥ 0.95 of `CounterSet::inc`'s throughput.
+
+use shardcount::{CounterSet, Label, LabelledCounter};
+use shardcount_harness::measure::{
+    bench_main, escape, opaque, run_threads, Figure, Ratio, Session,
+};
+use std::time::Duration;
+
+#[derive(Clone, Copy, Label)]
+enum Route {
+    Home,
+    Search,
+    Product,
+    Cart,
+    Checkout,
+    Login,
+    Logout,
+    Account,
+}
+
+#[derive(Clone, Copy, Label)]
+enum Method {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+/// Two labels: 4 × 8 values.
+#[derive(Clone, Copy, Label)]
+struct Request {
+    method: Method,
+    route: Route,
+}
+
+/// Every value of `L`, in index order (an array, so that a masked index
+/// needs no bounds check).
+fn all<L: Label, const N: usize>() -> [L; N] {
+    assert_eq!(L::COUNT, N);
+    std::array::from_fn(|i| L::from_index(i).expect("in range"))
+}
+
+/// `n` adds of one on each of `threads` threads, the add given the walk's
+/// step; checks the total `total()` reports afterwards.
+fn adds(threads: usize, n: u64, add: impl Fn(usize) + Sync, total: impl Fn() -> u64) -> Duration {
+    let before = total();
+    let t = run_threads(threads, |_| {
+        for i in 0..n {
+            add(i as usize);
+            opaque();
+        }
+    });
+    assert_eq!(total() - before, threads as u64 * n, "lost or extra counts");
+    t
+}
+
+fn figure(s: &mut Session, threads: usize) {
+    let title =
+        format!("{threads} thread(s), typed labels: throughput vs CounterSet::inc over 8 counters");
+    if !s.wants(&title) {
+        return;
+    }
+    // Sizes that are powers of two: the walk is a mask, for all subjects.
+    let routes: [Route; 8] = all();
+    let requests: [Request; 32] = all();
+    s.run(
+        Figure::new(title, threads, Ratio::Throughput)
+            .reference("CounterSet::inc, 8 counters", |n| {
+                let set = CounterSet::new(8);
+                let set = escape(&set);
+                adds(
+                    threads,
+                    n,
+                    |i| set.inc(i & 7),
+                    || set.snapshot().iter().sum(),
+                )
+            })
+            .vs("LabelledCounter<enum of 8>::inc", |n| {
+                let c: LabelledCounter<Route> = LabelledCounter::new();
+                let (c, routes) = (escape(&c), escape(&routes));
+                adds(threads, n, |i| c.inc(routes[i & 7]), || c.sum())
+            })
+            .vs("CounterSet::inc, 32 counters", |n| {
+                let set = CounterSet::new(32);
+                let set = escape(&set);
+                adds(
+                    threads,
+                    n,
+                    |i| set.inc(i & 31),
+                    || set.snapshot().iter().sum(),
+                )
+            })
+            .vs("LabelledCounter<struct of 2 labels, 32>::inc", |n| {
+                let c: LabelledCounter<Request> = LabelledCounter::new();
+                let (c, requests) = (escape(&c), escape(&requests));
+                adds(threads, n, |i| c.inc(requests[i & 31]), || c.sum())
+            })
+            .compare(
+                "LabelledCounter<struct of 2 labels, 32>::inc",
+                "CounterSet::inc, 32 counters",
+            ),
+    );
+}
+
+fn paired_report() {
+    let mut s = Session::new("labels", 9);
+    figure(&mut s, 1);
+    figure(&mut s, 2);
+    s.finish();
+}
+
+fn main() {
+    // No criterion groups: the paired section is the whole bench.
+    bench_main(|| {}, paired_report);
+}

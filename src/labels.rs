@@ -1,0 +1,643 @@
+//! Typed labels: [`Label`], a type whose values map to dense indices
+//! `0..COUNT` with a name per label and a text per value, and
+//! [`LabelledCounter<L>`], a [`CounterSet`] of `L::COUNT` counters
+//! indexed by `L`, constructible in a `static`.
+//!
+//! An add is `CounterSet`'s add at `label.index()`: a derived enum's index
+//! is its discriminant, so there is no hashing and no lock, and the bounds
+//! check folds away. The set is made on the first add (a `static` cannot
+//! allocate); after that, an add checks only that it was made.
+
+use crate::CounterSet;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::OnceLock;
+
+/// A type whose values label counters: each value has a dense index in
+/// `0..COUNT`, and for export, one text per label name.
+///
+/// * One label: a fieldless enum, with `#[derive(Label)]` (feature
+///   `derive`, on by default). Indices follow declaration order; a
+///   variant's text is its name in snake case unless renamed with
+///   `#[label(rename = "...")]`; the label's name is the type's name in
+///   snake case unless set with `#[label(name = "...")]` on the type.
+/// * Several labels: a struct with named fields whose types are one-label
+///   types, with `#[derive(Label)]`: one label per field, named after the
+///   field (or `#[label(name = "...")]` on it); or a tuple `(A, B)` or
+///   `(A, B, C)` of one-label types. The index is the fields' indices in
+///   mixed radix, the first field the most significant, so `COUNT` is the
+///   product of the fields' counts.
+///
+/// ```
+/// use shardcount::Label;
+///
+/// #[derive(Clone, Copy, Debug, PartialEq, Label)]
+/// enum Method { Get, Post }
+///
+/// #[derive(Clone, Copy, Debug, PartialEq, Label)]
+/// #[label(name = "status")]
+/// enum Status { Ok, #[label(rename = "5xx")] ServerError, NotFound }
+///
+/// #[derive(Clone, Copy, Debug, PartialEq, Label)]
+/// struct Request { method: Method, status: Status }
+///
+/// assert_eq!((Method::COUNT, Method::NAMES), (2, &["method"][..]));
+/// assert_eq!(Status::ServerError.index(), 1);
+/// assert_eq!(Status::text(1, 0), Some("5xx"));
+/// assert_eq!(Status::text(2, 0), Some("not_found"));
+///
+/// let r = Request { method: Method::Post, status: Status::NotFound };
+/// assert_eq!((Request::COUNT, r.index()), (6, 5)); // 1 * 3 + 2
+/// assert_eq!(Request::NAMES, ["method", "status"]);
+/// assert_eq!((Request::text(5, 0), Request::text(5, 1)), (Some("post"), Some("not_found")));
+/// assert_eq!(Request::from_index(5), Some(r));
+/// assert_eq!(<(Method, Status)>::from_index(5), Some((Method::Post, Status::NotFound)));
+/// ```
+///
+/// # What the derive refuses
+///
+/// Each of these is a compile error that says why. An enum whose variants
+/// carry data (a label takes one of a fixed set of values):
+///
+/// ```compile_fail
+/// #[derive(shardcount::Label)]
+/// enum Route { Home, User(u64) }
+/// ```
+///
+/// An enum with no variant (no value to count):
+///
+/// ```compile_fail
+/// #[derive(shardcount::Label)]
+/// enum Never {}
+/// ```
+///
+/// A generic type (its values, names and texts must be fixed):
+///
+/// ```compile_fail
+/// #[derive(shardcount::Label)]
+/// enum Either<T> { Left, Right(T) }
+/// ```
+///
+/// ```compile_fail
+/// #[derive(Clone, Copy, shardcount::Label)]
+/// enum Method { Get }
+/// #[derive(shardcount::Label)]
+/// struct Request<M> { method: M }
+/// ```
+///
+/// A struct field that is not a one-label type:
+///
+/// ```compile_fail,E0080
+/// #[derive(Clone, Copy, shardcount::Label)]
+/// enum Method { Get }
+/// #[derive(Clone, Copy, shardcount::Label)]
+/// struct Inner { method: Method, other: Method }
+/// #[derive(shardcount::Label)]
+/// struct Outer { inner: Inner }
+/// ```
+///
+/// # Implementing it by hand
+///
+/// `index` must return less than `COUNT` (a
+/// [`LabelledCounter`]'s add panics otherwise); `from_index` and `text`
+/// must invert it (`None` past `COUNT`, or for `dim >= NAMES.len()`).
+pub trait Label: Sized {
+    /// How many values there are: indices are `0..COUNT`.
+    ///
+    /// ```
+    /// #[derive(shardcount::Label)]
+    /// enum Tier { Free, Paid, Team }
+    /// use shardcount::Label;
+    /// assert_eq!((Tier::COUNT, <(Tier, Tier)>::COUNT), (3, 9));
+    /// ```
+    const COUNT: usize;
+
+    /// The labels' names, one per dimension (one for an enum, one per
+    /// field for a struct or tuple).
+    ///
+    /// ```
+    /// #[derive(shardcount::Label)]
+    /// enum PlanTier { Free, Paid }
+    /// #[derive(shardcount::Label)]
+    /// struct Account { #[label(name = "plan")] tier: PlanTier }
+    /// use shardcount::Label;
+    /// assert_eq!((PlanTier::NAMES, Account::NAMES), (&["plan_tier"][..], &["plan"][..]));
+    /// ```
+    const NAMES: &'static [&'static str];
+
+    /// This value's index, below [`COUNT`](Self::COUNT).
+    ///
+    /// ```
+    /// #[derive(shardcount::Label)]
+    /// enum Tier { Free, Paid }
+    /// use shardcount::Label;
+    /// assert_eq!(Tier::Paid.index(), 1);
+    /// ```
+    fn index(&self) -> usize;
+
+    /// The value whose index is `index`, or `None` past
+    /// [`COUNT`](Self::COUNT).
+    ///
+    /// ```
+    /// #[derive(Debug, PartialEq, shardcount::Label)]
+    /// enum Tier { Free, Paid }
+    /// use shardcount::Label;
+    /// assert_eq!(Tier::from_index(0), Some(Tier::Free));
+    /// assert_eq!(Tier::from_index(2), None);
+    /// ```
+    fn from_index(index: usize) -> Option<Self>;
+
+    /// The text of label `dim` (an index into [`NAMES`](Self::NAMES)) for
+    /// the value whose index is `index`, as exported; `None` past
+    /// [`COUNT`](Self::COUNT) or `NAMES.len()`.
+    ///
+    /// ```
+    /// #[derive(shardcount::Label)]
+    /// enum Tier { Free, #[label(rename = "pro")] Paid }
+    /// use shardcount::Label;
+    /// assert_eq!((Tier::text(0, 0), Tier::text(1, 0)), (Some("free"), Some("pro")));
+    /// assert_eq!((Tier::text(2, 0), Tier::text(0, 1)), (None, None));
+    /// ```
+    fn text(index: usize, dim: usize) -> Option<&'static str>;
+}
+
+/// `a * b`, or a compile-time panic naming the tuple.
+const fn product(a: usize, b: usize) -> usize {
+    match a.checked_mul(b) {
+        Some(n) => n,
+        None => panic!("shardcount: a tuple of labels has more values than a usize counts"),
+    }
+}
+
+/// The one label name of `L`, or a compile-time panic: a tuple's members
+/// are each one label.
+const fn one_name<L: Label>() -> &'static str {
+    match L::NAMES {
+        [name] => name,
+        _ => panic!("shardcount: each member of a tuple of labels must be a one-label type"),
+    }
+}
+
+/// Two labels: `index = a.index() * B::COUNT + b.index()`; the names are
+/// `A`'s then `B`'s.
+///
+/// ```
+/// # #[derive(shardcount::Label)] enum Method { Get, Post }
+/// # #[derive(shardcount::Label)] enum Status { Ok, Err, Slow }
+/// use shardcount::Label;
+/// assert_eq!((Method::Post, Status::Slow).index(), 5);
+/// assert_eq!(<(Method, Status)>::NAMES, ["method", "status"]);
+/// ```
+impl<A: Label, B: Label> Label for (A, B) {
+    const COUNT: usize = product(A::COUNT, B::COUNT);
+    const NAMES: &'static [&'static str] = &[one_name::<A>(), one_name::<B>()];
+
+    #[inline]
+    fn index(&self) -> usize {
+        self.0.index() * B::COUNT + self.1.index()
+    }
+
+    fn from_index(index: usize) -> Option<Self> {
+        if index >= Self::COUNT {
+            return None;
+        }
+        Some((
+            A::from_index(index / B::COUNT)?,
+            B::from_index(index % B::COUNT)?,
+        ))
+    }
+
+    fn text(index: usize, dim: usize) -> Option<&'static str> {
+        if index >= Self::COUNT {
+            return None;
+        }
+        match dim {
+            0 => A::text(index / B::COUNT, 0),
+            1 => B::text(index % B::COUNT, 0),
+            _ => None,
+        }
+    }
+}
+
+/// Three labels: `index = (a.index() * B::COUNT + b.index()) * C::COUNT +
+/// c.index()`.
+///
+/// ```
+/// # #[derive(shardcount::Label)] enum Method { Get, Post }
+/// # #[derive(shardcount::Label)] enum Status { Ok, Err }
+/// # #[derive(shardcount::Label)] enum Region { Eu, Us }
+/// use shardcount::Label;
+/// assert_eq!((Method::Post, Status::Ok, Region::Us).index(), 5);
+/// assert_eq!(<(Method, Status, Region)>::text(5, 2), Some("us"));
+/// ```
+impl<A: Label, B: Label, C: Label> Label for (A, B, C) {
+    const COUNT: usize = product(product(A::COUNT, B::COUNT), C::COUNT);
+    const NAMES: &'static [&'static str] = &[one_name::<A>(), one_name::<B>(), one_name::<C>()];
+
+    #[inline]
+    fn index(&self) -> usize {
+        (self.0.index() * B::COUNT + self.1.index()) * C::COUNT + self.2.index()
+    }
+
+    fn from_index(index: usize) -> Option<Self> {
+        if index >= Self::COUNT {
+            return None;
+        }
+        let bc = B::COUNT * C::COUNT;
+        Some((
+            A::from_index(index / bc)?,
+            B::from_index(index / C::COUNT % B::COUNT)?,
+            C::from_index(index % C::COUNT)?,
+        ))
+    }
+
+    fn text(index: usize, dim: usize) -> Option<&'static str> {
+        if index >= Self::COUNT {
+            return None;
+        }
+        match dim {
+            0 => A::text(index / (B::COUNT * C::COUNT), 0),
+            1 => B::text(index / C::COUNT % B::COUNT, 0),
+            2 => C::text(index % C::COUNT, 0),
+            _ => None,
+        }
+    }
+}
+
+/// A family of exact counters, one per value of the label type `L`:
+/// `inc(label)` is a [`CounterSet`] add at `label.index()`, with no
+/// hashing and no lock. `const`: it can be a `static`.
+///
+/// The counters are a [`CounterSet`] of `L::COUNT` (sharded the same way,
+/// with the same guarantees: exact at quiescence, lossless takes), made
+/// on the first add or take; reads of a family never added to return
+/// zeros without making it.
+///
+/// ```
+/// use shardcount::{Label, LabelledCounter};
+///
+/// #[derive(Clone, Copy, Label)]
+/// enum Route { Home, Checkout }
+///
+/// #[derive(Clone, Copy, Label)]
+/// enum Status { Ok, Failed }
+///
+/// static REQUESTS: LabelledCounter<(Route, Status)> = LabelledCounter::new();
+///
+/// std::thread::scope(|s| {
+///     for _ in 0..2 {
+///         s.spawn(|| {
+///             for _ in 0..1000 {
+///                 REQUESTS.inc((Route::Checkout, Status::Ok));
+///             }
+///             REQUESTS.add((Route::Home, Status::Failed), 3);
+///         });
+///     }
+/// });
+/// assert_eq!(REQUESTS.get((Route::Checkout, Status::Ok)), 2000);
+/// assert_eq!(REQUESTS.sum(), 2006);
+/// assert_eq!(
+///     format!("{REQUESTS:?}"),
+///     "LabelledCounter { labels: [\"route\", \"status\"], totals: \
+///      {\"home,ok\": 0, \"home,failed\": 6, \"checkout,ok\": 2000, \"checkout,failed\": 0} }"
+/// );
+/// ```
+pub struct LabelledCounter<L> {
+    set: OnceLock<CounterSet>,
+    // `fn() -> L`: holds no `L`, so Send and Sync whatever `L` is.
+    _label: PhantomData<fn() -> L>,
+}
+
+impl<L: Label> LabelledCounter<L> {
+    /// A family at zero. Allocates nothing: the counters are made on the
+    /// first add.
+    ///
+    /// ```
+    /// #[derive(shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// static LOOKUPS: shardcount::LabelledCounter<Cache> = shardcount::LabelledCounter::new();
+    /// assert_eq!(LOOKUPS.get(Cache::Miss), 0);
+    /// ```
+    #[must_use]
+    pub const fn new() -> Self {
+        LabelledCounter {
+            set: OnceLock::new(),
+            _label: PhantomData,
+        }
+    }
+
+    /// The counters, made on first use.
+    #[inline(always)]
+    fn set(&self) -> &CounterSet {
+        match self.set.get() {
+            Some(set) => set,
+            None => self.make(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn make(&self) -> &CounterSet {
+        self.set.get_or_init(|| CounterSet::new(L::COUNT))
+    }
+
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn out_of_range(i: usize) -> ! {
+        panic!(
+            "shardcount: LabelledCounter: the label's index() returned {i}, but its COUNT is {}",
+            L::COUNT
+        )
+    }
+
+    /// Adds `n` to `label`'s counter, wrapping at 2<sup>64</sup>.
+    ///
+    /// # Panics
+    ///
+    /// If `label.index() >= L::COUNT` (a hand-written [`Label`] that breaks
+    /// its contract; a derived one never does), naming both.
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// let c = shardcount::LabelledCounter::new();
+    /// c.add(Cache::Hit, 5);
+    /// assert_eq!(c.get(Cache::Hit), 5);
+    /// ```
+    #[inline]
+    #[track_caller]
+    pub fn add(&self, label: L, n: u64) {
+        let i = label.index();
+        let set = self.set();
+        if i < L::COUNT {
+            // SAFETY: the set has `L::COUNT` counters (`make`), and `i` is
+            // below that.
+            unsafe { set.add_unchecked(i, n) }
+        } else {
+            Self::out_of_range(i)
+        }
+    }
+
+    /// Adds one to `label`'s counter.
+    ///
+    /// # Panics
+    ///
+    /// As [`add`](Self::add).
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// let c = shardcount::LabelledCounter::new();
+    /// c.inc(Cache::Miss);
+    /// assert_eq!(c.get(Cache::Miss), 1);
+    /// ```
+    #[inline]
+    #[track_caller]
+    pub fn inc(&self, label: L) {
+        self.add(label, 1);
+    }
+
+    /// `label`'s total, modulo 2<sup>64</sup>; never panics (0 for an
+    /// index past `L::COUNT`). Exact at quiescence, as
+    /// [`CounterSet::get`].
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// let c = shardcount::LabelledCounter::new();
+    /// c.add(Cache::Hit, 2);
+    /// assert_eq!((c.get(Cache::Hit), c.get(Cache::Miss)), (2, 0));
+    /// ```
+    #[must_use]
+    pub fn get(&self, label: L) -> u64 {
+        self.get_index(label.index())
+    }
+
+    fn get_index(&self, i: usize) -> u64 {
+        self.set.get().and_then(|s| s.get(i)).unwrap_or(0)
+    }
+
+    /// Every counter's total, added up (wrapping), read one after another.
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// let c = shardcount::LabelledCounter::new();
+    /// c.add(Cache::Hit, 2);
+    /// c.inc(Cache::Miss);
+    /// assert_eq!(c.sum(), 3);
+    /// ```
+    #[must_use]
+    pub fn sum(&self) -> u64 {
+        self.set.get().map_or(0, |s| {
+            s.snapshot().iter().fold(0, |a, &v| a.wrapping_add(v))
+        })
+    }
+
+    /// Takes `label`'s total, leaving it at zero; lossless, as
+    /// [`CounterSet::take`]. Never panics (0 for an index past
+    /// `L::COUNT`).
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// let c = shardcount::LabelledCounter::new();
+    /// c.add(Cache::Hit, 4);
+    /// assert_eq!(c.take(Cache::Hit), 4);
+    /// assert_eq!(c.get(Cache::Hit), 0);
+    /// ```
+    pub fn take(&self, label: L) -> u64 {
+        let i = label.index();
+        self.set.get().and_then(|s| s.take(i)).unwrap_or(0)
+    }
+
+    /// Every label with its total, in index order.
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, Debug, PartialEq, shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// let c = shardcount::LabelledCounter::new();
+    /// c.add(Cache::Miss, 2);
+    /// assert_eq!(c.snapshot(), [(Cache::Hit, 0), (Cache::Miss, 2)]);
+    /// ```
+    #[must_use]
+    pub fn snapshot(&self) -> Vec<(L, u64)> {
+        let totals = match self.set.get() {
+            Some(s) => s.snapshot(),
+            None => vec![0; L::COUNT],
+        };
+        Self::labelled(totals)
+    }
+
+    /// Every label with its total, in index order, leaving the counters at
+    /// zero; lossless, as [`CounterSet::take_all`].
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, Debug, PartialEq, shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// let c = shardcount::LabelledCounter::new();
+    /// c.add(Cache::Hit, 2);
+    /// assert_eq!(c.take_all(), [(Cache::Hit, 2), (Cache::Miss, 0)]);
+    /// assert_eq!(c.sum(), 0);
+    /// ```
+    #[must_use]
+    pub fn take_all(&self) -> Vec<(L, u64)> {
+        let totals = match self.set.get() {
+            Some(s) => s.take_all(),
+            None => vec![0; L::COUNT],
+        };
+        Self::labelled(totals)
+    }
+
+    fn labelled(totals: Vec<u64>) -> Vec<(L, u64)> {
+        totals
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, v)| Some((L::from_index(i)?, v)))
+            .collect()
+    }
+
+    /// Sets every counter to zero: [`take_all`](Self::take_all) with the
+    /// totals dropped.
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// let c = shardcount::LabelledCounter::new();
+    /// c.add(Cache::Hit, 2);
+    /// c.reset();
+    /// assert_eq!(c.sum(), 0);
+    /// ```
+    pub fn reset(&self) {
+        if let Some(s) = self.set.get() {
+            s.reset();
+        }
+    }
+
+    /// How many rows the counters have grown besides the base row (see
+    /// [`CounterSet::shards`]): 0 until threads contend.
+    ///
+    /// ```
+    /// #[derive(shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// assert_eq!(shardcount::LabelledCounter::<Cache>::new().shards(), 0);
+    /// ```
+    #[must_use]
+    pub fn shards(&self) -> usize {
+        self.set.get().map_or(0, CounterSet::shards)
+    }
+
+    /// Writes the texts of member `i`'s labels into `out`, comma-separated.
+    fn write_texts(i: usize, out: &mut impl fmt::Write) -> fmt::Result {
+        for dim in 0..L::NAMES.len() {
+            if dim > 0 {
+                out.write_char(',')?;
+            }
+            out.write_str(L::text(i, dim).unwrap_or(""))?;
+        }
+        Ok(())
+    }
+}
+
+impl<L: Label> Default for LabelledCounter<L> {
+    /// [`new`](LabelledCounter::new).
+    ///
+    /// ```
+    /// #[derive(shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// let c: shardcount::LabelledCounter<Cache> = Default::default();
+    /// assert_eq!(c.sum(), 0);
+    /// ```
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<L: Label> fmt::Debug for LabelledCounter<L> {
+    /// The label names and up to 16 totals, each under its label texts
+    /// (comma-separated).
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// let c = shardcount::LabelledCounter::new();
+    /// c.inc(Cache::Miss);
+    /// assert_eq!(
+    ///     format!("{c:?}"),
+    ///     "LabelledCounter { labels: [\"cache\"], totals: {\"hit\": 0, \"miss\": 1} }"
+    /// );
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Totals<'a, L>(&'a LabelledCounter<L>);
+        impl<L: Label> fmt::Debug for Totals<'_, L> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let mut m = f.debug_map();
+                let mut text = String::new();
+                for i in 0..L::COUNT.min(16) {
+                    text.clear();
+                    LabelledCounter::<L>::write_texts(i, &mut text)?;
+                    m.entry(&text, &self.0.get_index(i));
+                }
+                if L::COUNT > 16 {
+                    m.finish_non_exhaustive()
+                } else {
+                    m.finish()
+                }
+            }
+        }
+        f.debug_struct("LabelledCounter")
+            .field("labels", &L::NAMES)
+            .field("totals", &Totals(self))
+            .finish()
+    }
+}
+
+/// A family of `L::COUNT` counters with one label per name in `L::NAMES`,
+/// each member's values its texts ([`Label::text`]).
+///
+/// ```
+/// use shardcount::contract::CountFamily;
+/// use shardcount::{Label, LabelledCounter};
+///
+/// #[derive(Clone, Copy, Label)]
+/// enum Method { Get, Post }
+/// #[derive(Clone, Copy, Label)]
+/// enum Status { Ok, Failed }
+///
+/// let c = LabelledCounter::new();
+/// c.add((Method::Post, Status::Ok), 3);
+/// assert_eq!(<LabelledCounter<(Method, Status)>>::LABEL_NAMES, ["method", "status"]);
+/// let mut seen = Vec::new();
+/// c.read_each_labels(|texts, v| seen.push((texts.join("/"), v)));
+/// assert_eq!(seen[2], ("post/ok".to_string(), 3));
+/// ```
+impl<L: Label> crate::contract::CountFamily for LabelledCounter<L> {
+    const MEMBER_KIND: crate::contract::Kind = crate::contract::Kind::Counter;
+    const LABEL_NAME: Option<&'static str> = match L::NAMES {
+        [first, ..] => Some(first),
+        [] => None,
+    };
+    const LABEL_NAMES: &'static [&'static str] = L::NAMES;
+    /// The label texts, comma-separated.
+    type Label = str;
+
+    fn read_each(&self, mut f: impl FnMut(&str, u64)) {
+        let mut text = String::new();
+        for i in 0..L::COUNT {
+            text.clear();
+            // Writing to a `String` cannot fail.
+            let _ = Self::write_texts(i, &mut text);
+            f(&text, self.get_index(i));
+        }
+    }
+
+    fn read_each_labels(&self, mut f: impl FnMut(&[&str], u64)) {
+        let mut texts: Vec<&'static str> = Vec::with_capacity(L::NAMES.len());
+        for i in 0..L::COUNT {
+            texts.clear();
+            texts.extend((0..L::NAMES.len()).map(|dim| L::text(i, dim).unwrap_or("")));
+            f(&texts, self.get_index(i));
+        }
+    }
+}
