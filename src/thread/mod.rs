@@ -1,5 +1,7 @@
 //! Everything per-thread, written once: each thread's identity (its shard
-//! probe), the contention sampler, and the per-thread slot registry.
+//! probe), the contention sampler, the per-thread slot registry (thread
+//! indexes), and the owner ids that give the threads adding to a sharded
+//! table their own rows (`owner`).
 //!
 //! A thread gets a probe once, from a process-wide sequence so the first
 //! threads spread over distinct shards, kept in a `const`-initialised
