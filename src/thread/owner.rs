@@ -4,12 +4,12 @@
 //! the thread holding owner id `id`, while the table has that row. Ids are
 //! leased only to threads that add to a sharded table (one that exists
 //! because threads contended on it), on their first such add, from a pool
-//! of their own, smallest free id first. So a thread that only ever holds
-//! a thread index (`thread::index`, taken by `RoughCounter` or
-//! `local_counter!` slots, or by a thread that touched an unsharded
-//! counter) never pushes a busy thread beyond a table: N threads adding to
-//! sharded tables on N cores hold ids 1..=N and own N distinct rows of any
-//! table that has N rows, whatever other threads exist.
+//! of their own, smallest free id first. So a thread that only holds a
+//! thread index (`thread::index`, which a `RoughCounter` slot takes) or
+//! adds only to unsharded counters never pushes a busy thread beyond a
+//! table: N threads adding to sharded tables on N cores hold ids 1..=N and
+//! own N distinct rows of any table that has N rows, whatever other
+//! threads exist.
 //!
 //! # Protocol
 //!
@@ -31,7 +31,9 @@
 //!
 //! Ids are process-wide, not per table: a thread holds its id from its
 //! first add to any sharded table until it exits, so threads that added to
-//! sharded tables once and now sit idle still hold theirs.
+//! sharded tables once and now sit idle still hold theirs, and a thread
+//! that got an id beyond a table keeps it when smaller ones are given
+//! back (it adds on its probe's row, sampled, as before).
 
 use super::pool::Pool;
 use crate::primitive::sync::{lock, Arc, Mutex};
