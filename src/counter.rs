@@ -22,26 +22,30 @@
 //!
 //! # Owned rows
 //!
-//! Once there is a table, a thread whose index (`thread::index`: small,
-//! dense, unique among live threads) is `i` owns shard `i - 1` while the
-//! table has it. No other thread owns it, so an owner's add is a plain
-//! locked add whose result is not even read: the sampling test after a
-//! `lock xadd` cost a fifth of a 2-thread add where it was measured.
+//! Once there is a table, the thread holding owner id `i`
+//! (`thread::owner`: small, dense, unique among live threads, leased on a
+//! thread's first add to any sharded table and given back at its exit)
+//! owns shard `i - 1` while the table has it. No other thread owns it, so
+//! an owner's add is a plain locked add whose result is not even read: the
+//! sampling test after a `lock xadd` cost a fifth of a 2-thread add where
+//! it was measured. Only threads that add to sharded tables hold ids, so
+//! idle threads (a main thread that touched a `RoughCounter`) do not push
+//! busy ones beyond the table.
 //!
-//! Threads beyond the table (an index above its shard count: indexes are
-//! process-wide, so this happens when the process has more live index
-//! holders than the table has shards, even if they never touch this
-//! counter; or no index yet) add on their probe's shard and sample as on the base: a
-//! change moves the thread to another shard, and when the same counter
-//! shows interference twice in a row the table doubles, up to the cap. So
-//! whenever two threads share a shard, one of them checks it. A `take` in
-//! between gives no verdict (the shard table's take epoch), so takes never
-//! grow a counter.
+//! Threads beyond the table (an id above its shard count: ids are
+//! process-wide, so this happens when more live threads have added to
+//! sharded tables than this table has shards) add on their probe's shard
+//! and sample as on the base: a change moves the thread to another shard,
+//! and when the same counter shows interference twice in a row the table
+//! doubles, up to the cap. So whenever two threads share a shard, one of
+//! them checks it (sharing is a matter of speed only: every add is an
+//! atomic RMW). A `take` in between gives no verdict (the shard table's
+//! take epoch), so takes never grow a counter.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{Check, Head, ShardTable, Table};
 use crate::thread::sampler;
-use crate::thread::{self, slots, MAX_SHARDS};
+use crate::thread::{self, owner, MAX_SHARDS};
 use std::fmt;
 
 /// A sharded `u64` counter: a drop-in for a hot `AtomicU64` counter.
@@ -72,6 +76,16 @@ use std::fmt;
 /// An idle counter is 16 bytes and allocates nothing. Under contention it
 /// allocates at most about twice its shard cap in 128-byte padded shards,
 /// freed when it is dropped.
+///
+/// Shards go to the threads that add to sharded counters and sets (each
+/// leases a small owner id on its first such add, the smallest free, and
+/// gives it back when it exits), not to every thread in the process: an
+/// idle thread (a main thread that touched a `RoughCounter`, a logger)
+/// owns none. So with the default cap, the core count, N threads adding on
+/// N cores each own a shard however many other threads exist. A higher
+/// cap costs 128 bytes per shard (about 256 per unit of cap, with the
+/// smaller tables kept) and only helps when more threads than cores add at
+/// once.
 ///
 /// # Example
 ///
@@ -158,8 +172,9 @@ impl Counter {
     ///
     /// While the counter has no table this is one `fetch_add` on the base
     /// word and a sampling test on the value it returns: no thread-local is
-    /// read. Once sharded, a thread adds to the shard its thread index
-    /// owns, with one thread-local load and no test; a thread beyond the
+    /// read. Once sharded, a thread adds to the shard its owner id owns
+    /// (an id is leased on a thread's first add to a sharded counter or
+    /// set), with one thread-local load and no test; a thread beyond the
     /// table adds to its probe's shard and samples it.
     ///
     /// ```
@@ -192,7 +207,7 @@ impl Counter {
                     });
                 }
             }
-            Some(t) => match t.owned_shard(thread::index()) {
+            Some(t) => match t.owned_shard(owner::owner()) {
                 // A row this thread alone owns: nobody to detect, so the
                 // add's result is not even read (a plain locked add).
                 // Relaxed: as above.
@@ -205,13 +220,13 @@ impl Counter {
     }
 
     /// An add on a sharded counter by a thread that owns no row of `t`,
-    /// the table `head` names: one that has no thread index yet takes one
+    /// the table `head` names: one that has no owner id yet leases one
     /// (and, if `t` has its row, adds there); the others add on their
     /// probe's shard and check it for sharing.
     #[inline(never)]
     fn add_unowned(&self, head: Head, t: &Table, n: u64) {
-        if thread::index() == 0 {
-            if let Some(at) = slots::index_or_take().and_then(|i| t.owned_shard(i)) {
+        if owner::owner() == 0 {
+            if let Some(at) = t.owned_shard(owner::lease()) {
                 // Relaxed: as in `add`.
                 at.fetch_add(n, Ordering::Relaxed);
                 return;
@@ -371,6 +386,22 @@ impl Counter {
     pub(crate) fn grow_once(&self) {
         self.table.grow(self.table.load(), 1);
     }
+
+    /// The base and what each shard of the newest table holds (none
+    /// without a table): for tests of which shard an add landed in.
+    #[cfg(all(test, not(shardcount_loom)))]
+    pub(crate) fn base_and_newest_shards(&self) -> (u64, Vec<u64>) {
+        // Relaxed: tests read at quiescence.
+        let shards = self
+            .table
+            .table(self.table.load())
+            .map_or_else(Vec::new, |t| {
+                (0..t.rows())
+                    .map(|r| t.shard(r as u32).load(Ordering::Relaxed))
+                    .collect()
+            });
+        (self.base.load(Ordering::Relaxed), shards)
+    }
 }
 
 crate::surface::u64_counter_surface!(Counter);
@@ -410,11 +441,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn thread_index_i_owns_shard_i_minus_one_while_the_table_has_it() {
+    fn owner_id_i_owns_shard_i_minus_one_while_the_table_has_it() {
         let c = Counter::with_max_shards(4);
         c.grow_once();
         let t = c.table.table(c.table.load()).expect("grown");
-        assert!(t.owned_shard(0).is_none(), "index 0 means none");
+        assert!(t.owned_shard(0).is_none(), "id 0 means none");
         assert!(std::ptr::eq(t.owned_shard(1).unwrap(), t.shard(0)));
         assert!(std::ptr::eq(t.owned_shard(2).unwrap(), t.shard(1)));
         assert!(t.owned_shard(3).is_none(), "beyond a table of 2");
@@ -427,19 +458,19 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| {
                 c.add(5);
-                // The add took the thread's index (tests running alongside
-                // may hold the low ones).
-                let i = thread::index();
+                // The add leased the thread an owner id (tests running
+                // alongside may hold the low ones).
+                let i = owner::owner();
                 assert_ne!(i, 0);
                 let t = c.table.table(c.table.load()).expect("grown");
-                // Index i owns shard i - 1 of the two; beyond them, the
+                // Id i owns shard i - 1 of the two; beyond them, the
                 // add took the probed path (probe 0 until a collision).
                 let at = if i <= 2 {
                     t.shard(i as u32 - 1)
                 } else {
                     t.shard(thread::probe_or_zero())
                 };
-                assert_eq!(at.load(Ordering::Relaxed), 5, "index {i}");
+                assert_eq!(at.load(Ordering::Relaxed), 5, "id {i}");
                 assert_eq!(c.sum(), 5);
             });
         });

@@ -37,10 +37,11 @@
 //!   mark is per row, not per line: threads on different lines of one row
 //!   count as sharing it.
 //! * **Owned rows** (as `Counter`'s owned shards): once there is a table,
-//!   the thread with index `i` (`thread::index`, unique among live
-//!   threads) owns row `i - 1` while the table has it, and adds there
-//!   without sampling. Only threads beyond the table (indexes are
-//!   process-wide, as for `Counter`) take the probed path above. An owner
+//!   the thread with owner id `i` (`thread::owner`, unique among live
+//!   threads, leased on a thread's first add to a sharded table) owns row
+//!   `i - 1` while the table has it, and adds there without sampling.
+//!   Only threads beyond the table (ids are process-wide, as for
+//!   `Counter`) take the probed path above. An owner
 //!   never marks its row, so one sample in 8 a thread beyond the table
 //!   watches the line of the counter it added to (`sampler::watch_line`):
 //!   another thread writing it, the owner included, is a strike. Quiet
@@ -53,7 +54,7 @@ use crate::shard::{
     lines_for, try_zeroed_lines, word, word_unchecked, Check, Head, Line, ShardTable, Table,
     LINE_WORDS,
 };
-use crate::thread::{self, sampler, MAX_SHARDS};
+use crate::thread::{self, owner, sampler, MAX_SHARDS};
 use std::fmt;
 
 /// The panic for a length whose row cannot be allocated.
@@ -77,10 +78,12 @@ fn too_many(n: usize) -> ! {
 /// one `fetch_add` and a test on the value it returned. Rows are added (2,
 /// then doubling, up to a cap) when threads are seen adding to the same
 /// row's lines at the same time, to one counter or to neighbouring ones:
-/// one add in 128 checks for that. Once there are rows, each thread owns
-/// the one its thread index names and adds there with no check; a thread
-/// beyond the rows shares one, and moves (then grows the table, up to the
-/// cap) when it sees another thread writing the lines it writes.
+/// one add in 128 checks for that. Once there are rows, each thread that
+/// adds to a grown set or counter holds a small owner id (the smallest
+/// free, until it exits), owns the row its id names and adds there with no
+/// check; a thread beyond the rows shares one, and moves (then grows the
+/// table, up to the cap) when it sees another thread writing the lines it
+/// writes.
 ///
 /// Arithmetic is modulo 2<sup>64</sup> per counter, as with `AtomicU64`.
 ///
@@ -100,6 +103,13 @@ fn too_many(n: usize) -> ! {
 /// grows tables of 2, 4, ... up to the cap rows, all kept until the set is
 /// dropped: at most about `1 + 2 × cap` rows (cap: see
 /// [`with_max_shards`](Self::with_max_shards)).
+///
+/// Rows go to the threads that add to grown sets and counters, not to
+/// every thread in the process: threads that never do (a main thread
+/// holding a `RoughCounter` slot, a logger) own no row. So with the
+/// default cap, the core count, N threads adding on N cores each own a
+/// row however many other threads exist; raising the cap costs a row per
+/// step and only helps when more threads than that add at once.
 ///
 /// # Example
 ///
@@ -271,7 +281,7 @@ impl CounterSet {
         let head = self.table.load();
         let row = match self.table.table(head) {
             None => &self.base[..],
-            Some(t) => match t.owned_row(thread::index()) {
+            Some(t) => match t.owned_row(owner::owner()) {
                 Some(row) => {
                     // SAFETY: as below.
                     let at = unsafe { word_unchecked(row, i) };
@@ -303,7 +313,7 @@ impl CounterSet {
     }
 
     /// An add by a thread that owns no row of `t`, the table `head` names:
-    /// one without a thread index takes one (and adds to its row, if `t`
+    /// one without an owner id leases one (and adds to its row, if `t`
     /// has it); the others add to their probe's row and sample it.
     ///
     /// # Safety
@@ -311,8 +321,8 @@ impl CounterSet {
     /// `i < len()`.
     #[inline(never)]
     unsafe fn add_unowned(&self, head: Head, t: &Table, i: usize, v: u64) {
-        let row = if thread::index() == 0 {
-            thread::slots::index_or_take().and_then(|ix| t.owned_row(ix))
+        let row = if owner::owner() == 0 {
+            t.owned_row(owner::lease())
         } else {
             None
         };
@@ -645,6 +655,23 @@ impl CounterSet {
     pub(crate) fn grow_once(&self) {
         self.table.grow(self.table.load(), self.row_lines());
     }
+
+    /// What counter `i` holds in the base row and in each row of the
+    /// newest table (none without a table): for tests of which row an add
+    /// landed in.
+    #[cfg(all(test, not(shardcount_loom)))]
+    pub(crate) fn base_and_newest_rows_of(&self, i: usize) -> (u64, Vec<u64>) {
+        // Relaxed: tests read at quiescence.
+        let rows = self
+            .table
+            .table(self.table.load())
+            .map_or_else(Vec::new, |t| {
+                (0..t.rows())
+                    .map(|r| word(t.row(r as u32), i).load(Ordering::Relaxed))
+                    .collect()
+            });
+        (word(&self.base, i).load(Ordering::Relaxed), rows)
+    }
 }
 
 impl fmt::Debug for CounterSet {
@@ -675,10 +702,10 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
 
-    /// Takes the calling thread's index and keeps it (the thread stays
-    /// alive) until `done`; tells `taken` which index it got.
-    fn hold_index(done: &AtomicBool, taken: &mpsc::Sender<usize>) {
-        let i = thread::slots::index_or_take().expect("an index");
+    /// Leases the calling thread an owner id and keeps it (the thread
+    /// stays alive) until `done`; tells `taken` which id it got.
+    fn hold_id(done: &AtomicBool, taken: &mpsc::Sender<usize>) {
+        let i = owner::lease();
         taken.send(i).unwrap();
         while !done.load(Ordering::Relaxed) {
             std::thread::sleep(std::time::Duration::from_millis(1));
@@ -696,29 +723,29 @@ mod tests {
         assert_eq!(s.shards(), 2);
         let done = AtomicBool::new(false);
         let (tx, rx) = mpsc::channel();
-        let index = std::thread::scope(|sc| {
-            // Threads hold indexes until the two rows' owners, 1 and 2,
+        let id = std::thread::scope(|sc| {
+            // Threads hold owner ids until the two rows' owners, 1 and 2,
             // are held: the next thread is beyond the rows. (Tests running
-            // alongside hold and give back indexes too.)
+            // alongside hold and give back ids too.)
             let mut held = Vec::new();
             while !(held.contains(&1) && held.contains(&2)) && held.len() < 64 {
                 let (done, tx) = (&done, tx.clone());
-                sc.spawn(move || hold_index(done, &tx));
+                sc.spawn(move || hold_id(done, &tx));
                 held.push(rx.recv().unwrap());
             }
-            let index = sc
+            let id = sc
                 .spawn(|| {
                     for _ in 0..1_000_000 {
                         s.inc(5);
                     }
-                    thread::index()
+                    owner::owner()
                 })
                 .join()
                 .unwrap();
             done.store(true, Ordering::Relaxed);
-            index
+            id
         });
-        assert!(index > 2, "the lone thread owned a row (index {index})");
+        assert!(id > 2, "the lone thread owned a row (id {id})");
         assert_eq!(s.get(5), Some(1_000_000));
         assert_eq!(s.shards(), 2, "a lone writer grew the set");
     }

@@ -162,7 +162,7 @@ fn take_between_checks_never_grows_a_table() {
     });
 }
 
-/// A thread taking its index and adding to the row it then owns, while
+/// A thread leasing an owner id and adding to the row it then owns, while
 /// another adds twice to the same row through the probed path (its second
 /// check has an epoch to compare, so some interleavings grow the table)
 /// and a third sums: exact either way, and the concurrent sum never

@@ -199,10 +199,10 @@ impl Table {
         &line[0]
     }
 
-    /// The shard the thread with index `index` (see `thread::index`) owns
-    /// in a table of one-line rows: row `index - 1`, while the table has
-    /// it. Indexes are unique among live threads, so no other thread owns
-    /// it; `None` for index 0 (none) and for indexes beyond the table.
+    /// The shard the thread with owner id `index` (see `thread::owner`)
+    /// owns in a table of one-line rows: row `index - 1`, while the table
+    /// has it. Ids are unique among live threads, so no other thread owns
+    /// it; `None` for id 0 (none) and for ids beyond the table.
     #[inline(always)]
     pub(crate) fn owned_shard(&self, index: usize) -> Option<&AtomicU64> {
         debug_assert_eq!(self.row_lines, 1);
@@ -217,7 +217,7 @@ impl Table {
         Some(&line[0])
     }
 
-    /// The row the thread with index `index` owns: row `index - 1`, while
+    /// The row the thread with owner id `index` owns: row `index - 1`, while
     /// the table has it (as [`owned_shard`](Self::owned_shard), for rows of
     /// any width).
     #[inline(always)]
@@ -244,7 +244,7 @@ impl Table {
     }
 
     /// How many rows the table has.
-    fn rows(&self) -> usize {
+    pub(crate) fn rows(&self) -> usize {
         self.mask + 1
     }
 }

@@ -1,5 +1,7 @@
 //! Everything per-thread, written once: each thread's identity (its shard
-//! probe), the contention sampler, and the per-thread slot registry.
+//! probe), the contention sampler, the per-thread slot registry (thread
+//! indexes), and the owner ids that give the threads adding to a sharded
+//! table their own rows (`owner`).
 //!
 //! A thread gets a probe once, from a process-wide sequence so the first
 //! threads spread over distinct shards, kept in a `const`-initialised
@@ -7,6 +9,8 @@
 //! id. A thread that keeps colliding with others moves by rehashing its probe
 //! (xorshift, which never yields zero from a non-zero input).
 
+pub(crate) mod owner;
+mod pool;
 pub(crate) mod sampler;
 pub(crate) mod slots;
 
@@ -122,26 +126,15 @@ pub(crate) fn default_max_shards() -> usize {
 /// [`take_index`] gives, and drops it (giving the index back) after every
 /// slot under it has been handed over.
 mod index {
+    use super::pool::Pool;
     use crate::primitive::sync::{lock, Arc, Mutex};
     use std::cell::Cell;
-    use std::cmp::Reverse;
-    use std::collections::BinaryHeap;
-
-    struct Pool {
-        /// The next index never handed out.
-        next: usize,
-        /// Given back, smallest first, so indexes stay dense.
-        free: BinaryHeap<Reverse<usize>>,
-    }
 
     crate::primitive::global! {
         // Behind an Arc that each lease shares, so giving an index back never
         // needs the static: under loom, statics are gone before the main
         // thread's thread-local destructors run.
-        static POOL: Arc<Mutex<Pool>> = Arc::new(Mutex::new(Pool {
-            next: 1,
-            free: BinaryHeap::new(),
-        }));
+        static POOL: Arc<Mutex<Pool>> = Arc::new(Mutex::new(Pool::new()));
     }
 
     /// A thread's index, and where its slot is in every slot table:
@@ -210,15 +203,7 @@ mod index {
     /// Gives the calling thread an index (it must have none).
     pub(crate) fn take_index() -> IndexLease {
         let pool = Arc::clone(&POOL);
-        let mut p = lock(&pool);
-        let index = match p.free.pop() {
-            Some(Reverse(i)) => i,
-            None => {
-                p.next += 1;
-                p.next - 1
-            }
-        };
-        drop(p);
+        let index = lock(&pool).take();
         set(index);
         IndexLease { index, pool }
     }
@@ -226,7 +211,7 @@ mod index {
     impl Drop for IndexLease {
         fn drop(&mut self) {
             set(0);
-            lock(&self.pool).free.push(Reverse(self.index));
+            lock(&self.pool).give(self.index);
         }
     }
 }
