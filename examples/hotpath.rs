@@ -14,7 +14,7 @@
 //! `tl-limit`, `tl-atomic`, `fast-counter`, `contatori`, `mutex`); the
 //! reads, takes and family adds below are listed by hand.
 
-use shardcount::{Counter, CounterMap, CounterSet, MaxCounter, RoughCounter, Stock};
+use shardcount::{Counter, CounterMap, CounterSet, Histogram, MaxCounter, RoughCounter, Stock};
 use shardcount_harness::measure::{escape, opaque};
 use shardcount_harness::subjects::{self, Subject, Visit};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -172,9 +172,21 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             c.get()
         }
+        "hist-record" => {
+            // Values over many buckets of the default layout (a cheap
+            // sequence, as the set walks its counters); the count is
+            // returned, so each record counts one.
+            let h = Histogram::new();
+            let h = escape(&h);
+            for i in 0..n {
+                h.record((i & 1023) << 4);
+                opaque();
+            }
+            h.count()
+        }
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
-             cas-take, stock-take, set-inc, handle-inc, map-inc, max-record",
+             cas-take, stock-take, set-inc, handle-inc, map-inc, max-record, hist-record",
             add_keys.join(", ")
         ),
     }

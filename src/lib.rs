@@ -109,6 +109,7 @@ mod worker;
 mod accumulator;
 pub mod contract;
 mod counter;
+mod histogram;
 // Export threads sleep and talk to sinks on a real clock; nothing in it is
 // an atomic protocol for loom (it reads counters with `sum`).
 #[cfg(not(shardcount_loom))]
@@ -150,6 +151,7 @@ mod miri_tests;
 pub use accumulator::{MaxCounter, MinCounter};
 pub use contract::{Count, CountFamily};
 pub use counter::Counter;
+pub use histogram::{Bucket, Histogram, HistogramSnapshot};
 pub use local::LocalCounter;
 pub use map::{CounterHandle, CounterMap};
 // The folder's thread sleeps on a real clock, which loom cannot model; its

@@ -56,6 +56,8 @@ use crate::shard::{
 use crate::thread::{self, sampler, MAX_SHARDS};
 use std::fmt;
 
+mod pair;
+
 /// The panic for a length whose row cannot be allocated.
 #[cold]
 #[track_caller]
