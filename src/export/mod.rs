@@ -99,6 +99,7 @@
 //! ```
 
 mod exporter;
+mod histogram;
 mod memory;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -106,6 +107,7 @@ pub mod redis;
 mod register;
 
 pub use exporter::{ExportConfig, ExportStats, Exporter, FlushError, FlushReport};
+pub use histogram::HistogramSource;
 pub use memory::MemorySink;
 pub use register::CountRef;
 

@@ -110,6 +110,30 @@ impl HistogramSnapshot {
         })
     }
 
+    /// The buckets as exporters write them, `(le, count)` with per-bucket
+    /// (not yet cumulative) counts and `None` for `+Inf`: every bucket of
+    /// user bounds; of the default 976, only those holding records, and
+    /// the last (`+Inf`) always. Skipping empty buckets leaves every
+    /// cumulative count exact.
+    pub(crate) fn le_buckets(&self) -> impl Iterator<Item = (Option<u64>, u64)> + '_ {
+        let all = matches!(self.layout, Layout::Bounds(_));
+        let last = self.counts.len() - 1;
+        self.buckets()
+            .enumerate()
+            .filter(move |&(i, b)| all || b.count > 0 || i == last)
+            .map(move |(i, b)| ((i != last).then_some(b.high), b.count))
+    }
+
+    /// `(representative, count)` of every bucket holding records: the
+    /// value a quantile in it is answered with, and its count.
+    pub(crate) fn representatives(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c > 0)
+            .map(|(i, &c)| (self.layout.representative(i), c))
+    }
+
     /// The `q`-quantile, `None` when the snapshot is empty.
     ///
     /// The exact `q`-quantile of the records is the record of rank

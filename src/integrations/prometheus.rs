@@ -96,6 +96,9 @@ use ::prometheus::{Error, Result};
 use std::fmt;
 use std::ops::Deref;
 
+mod histogram;
+pub use histogram::CollectedHistogram;
+
 /// A counter or family of this crate as a `prometheus` `Collector`: each
 /// `collect` reads it exactly and returns one metric family (see [the
 /// module docs](self)).
