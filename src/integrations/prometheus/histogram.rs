@@ -116,14 +116,16 @@ where
     fn collect(&self) -> Vec<MetricFamily> {
         let s = self.histogram.read_distribution();
         let mut cumulative = 0u64;
+        // The `+Inf` bucket is the sample count, which the encoders write
+        // themselves (a bound of infinity would be written `inf`).
         let buckets = s
             .le_buckets()
-            .map(|(le, n)| {
+            .filter_map(|(le, n)| {
                 cumulative = cumulative.wrapping_add(n);
                 let mut b = proto::Bucket::default();
                 b.set_cumulative_count(cumulative);
-                b.set_upper_bound(le.map_or(f64::INFINITY, |le| le as f64));
-                b
+                b.set_upper_bound(le? as f64);
+                Some(b)
             })
             .collect();
         let mut h = proto::Histogram::default();
