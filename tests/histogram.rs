@@ -64,7 +64,14 @@ fn eight_threads_match(h: &Histogram) {
 #[test]
 fn eight_threads_every_bucket_exact() {
     eight_threads_match(&Histogram::new());
-    eight_threads_match(&Histogram::with_bounds(&[0, 1, 1000, 1 << 20, 1 << 40, u64::MAX - 1]));
+    eight_threads_match(&Histogram::with_bounds(&[
+        0,
+        1,
+        1000,
+        1 << 20,
+        1 << 40,
+        u64::MAX - 1,
+    ]));
 }
 
 /// All threads on one bucket: the histogram grows rows (threads then own
@@ -84,7 +91,10 @@ fn a_hot_bucket_grows_rows_and_stays_exact() {
         });
         rounds += 1;
     }
-    assert!(h.shards() > 0, "8 threads on one bucket never grew the rows");
+    assert!(
+        h.shards() > 0,
+        "8 threads on one bucket never grew the rows"
+    );
     // Once grown, a mix on the rows.
     eight_threads_match_after(&h, rounds * THREADS * 20_000);
 }
@@ -100,7 +110,10 @@ fn eight_threads_match_after(h: &Histogram, hot: u64) {
     });
     let got = h.snapshot();
     let hot_values = std::iter::repeat_n(1000, hot as usize);
-    let (want, sum) = reference(&got, (0..THREADS).flat_map(|t| plan(t, ops)).chain(hot_values));
+    let (want, sum) = reference(
+        &got,
+        (0..THREADS).flat_map(|t| plan(t, ops)).chain(hot_values),
+    );
     assert_eq!(counts(&got), want);
     assert_eq!(got.sum(), sum);
 }
@@ -154,7 +167,9 @@ fn quantiles_within_a_32nd(mut samples: Vec<u64>, what: &str) {
     samples.sort_unstable();
     let s = h.snapshot();
     assert_eq!(s.count(), samples.len() as u64);
-    for q in [0.0, 0.001, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 0.9999, 1.0] {
+    for q in [
+        0.0, 0.001, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 0.9999, 1.0,
+    ] {
         let want = exact(&samples, q);
         let got = s.quantile(q).unwrap();
         assert!(
@@ -167,7 +182,9 @@ fn quantiles_within_a_32nd(mut samples: Vec<u64>, what: &str) {
 #[test]
 fn quantiles_of_a_uniform_million_are_within_a_32nd() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(25);
-    let samples = (0..1_000_000).map(|_| rng.gen_range(0..1_000_000_000u64)).collect();
+    let samples = (0..1_000_000)
+        .map(|_| rng.gen_range(0..1_000_000_000u64))
+        .collect();
     quantiles_within_a_32nd(samples, "uniform");
 }
 

@@ -62,7 +62,10 @@ fn prometheus_client_text_has_exact_cumulative_buckets() {
     use shardcount::integrations::prometheus_client::Shared;
 
     let vals = values(10_000);
-    for h in [Histogram::new(), Histogram::with_bounds(&[10, 1000, 1 << 20, 1 << 30])] {
+    for h in [
+        Histogram::new(),
+        Histogram::with_bounds(&[10, 1000, 1 << 20, 1 << 30]),
+    ] {
         let h = Shared::new(h);
         let mut registry = Registry::default();
         registry.register("size_bytes", "Sizes", h.clone());
@@ -71,7 +74,10 @@ fn prometheus_client_text_has_exact_cumulative_buckets() {
         encode(&mut text, &registry).unwrap();
         check_cumulative(&buckets(&text, "size_bytes"), &vals);
         assert_eq!(line_value(&text, "size_bytes_count"), vals.len() as f64);
-        assert_eq!(line_value(&text, "size_bytes_sum"), vals.iter().sum::<u64>() as f64);
+        assert_eq!(
+            line_value(&text, "size_bytes_sum"),
+            vals.iter().sum::<u64>() as f64
+        );
     }
 }
 
@@ -82,7 +88,10 @@ fn prometheus_text_encoder_has_exact_cumulative_buckets() {
     use shardcount::integrations::prometheus::CollectedHistogram;
 
     let vals = values(10_000);
-    for h in [Histogram::new(), Histogram::with_bounds(&[10, 1000, 1 << 20, 1 << 30])] {
+    for h in [
+        Histogram::new(),
+        Histogram::with_bounds(&[10, 1000, 1 << 20, 1 << 30]),
+    ] {
         let h = Arc::new(h);
         let registry = Registry::new();
         let c = CollectedHistogram::new("size_bytes", "Sizes", h.clone()).unwrap();
@@ -93,7 +102,10 @@ fn prometheus_text_encoder_has_exact_cumulative_buckets() {
             .unwrap();
         check_cumulative(&buckets(&text, "size_bytes"), &vals);
         assert_eq!(line_value(&text, "size_bytes_count"), vals.len() as f64);
-        assert_eq!(line_value(&text, "size_bytes_sum"), vals.iter().sum::<u64>() as f64);
+        assert_eq!(
+            line_value(&text, "size_bytes_sum"),
+            vals.iter().sum::<u64>() as f64
+        );
     }
 }
 
@@ -111,16 +123,38 @@ impl metrics::HistogramFn for Recording {
 
 #[cfg(feature = "metrics")]
 impl metrics::Recorder for Recording {
-    fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
-    fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
-    fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
     fn register_counter(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
         metrics::Counter::noop()
     }
     fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
         metrics::Gauge::noop()
     }
-    fn register_histogram(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
         metrics::Histogram::from_arc(Arc::new(self.clone()))
     }
 }
