@@ -199,7 +199,7 @@ impl Histogram {
     #[inline]
     #[track_caller]
     pub fn record_secs(&self, secs: f64) {
-        if !(secs >= 0.0) {
+        if secs.is_nan() || secs < 0.0 {
             negative_secs(secs);
         }
         // `as` saturates: +inf and anything past u64::MAX ns become MAX.
@@ -247,7 +247,7 @@ impl Histogram {
     /// ```
     #[must_use]
     pub fn snapshot(&self) -> HistogramSnapshot {
-        self.into_snapshot(self.set.snapshot())
+        self.to_snapshot(self.set.snapshot())
     }
 
     /// Moves the bucket counts and the sum out, leaving zeros, losing
@@ -263,10 +263,10 @@ impl Histogram {
     /// assert_eq!(h.count(), 0);
     /// ```
     pub fn take(&self) -> HistogramSnapshot {
-        self.into_snapshot(self.set.take_all())
+        self.to_snapshot(self.set.take_all())
     }
 
-    fn into_snapshot(&self, mut words: Vec<u64>) -> HistogramSnapshot {
+    fn to_snapshot(&self, mut words: Vec<u64>) -> HistogramSnapshot {
         let sum = words.remove(SUM);
         HistogramSnapshot::new(self.layout.clone(), words, sum)
     }
