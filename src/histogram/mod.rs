@@ -323,3 +323,33 @@ impl fmt::Debug for Histogram {
             .finish()
     }
 }
+
+/// Small enough for miri: reaches the pair add's unsafe word addressing on
+/// the base row, on owned rows and on probed ones.
+#[cfg(all(test, not(shardcount_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_land_once_on_the_base_and_on_grown_rows() {
+        let h = Histogram::with_bounds(&[1, 100, 10_000]);
+        h.record(50);
+        h.set.grow_once();
+        h.set.grow_once();
+        std::thread::scope(|s| {
+            for t in 0..3u64 {
+                let h = &h;
+                s.spawn(move || (0..20).for_each(|i| h.record(t * 1000 + i)));
+            }
+        });
+        h.record(u64::MAX);
+        let got = h.take();
+        let counts: Vec<u64> = got.buckets().map(|b| b.count).collect();
+        // 50; thread 0: 0..20 (0, 1 | 2..=19); thread 1: 1000..1020;
+        // thread 2: 2000..2020; then u64::MAX.
+        assert_eq!(counts, [2, 19, 40, 1]);
+        let want = 50 + (0..20u64).sum::<u64>() * 3 + 20 * 3000;
+        assert_eq!(got.sum(), want.wrapping_add(u64::MAX));
+        assert_eq!(h.count(), 0);
+    }
+}

@@ -115,6 +115,8 @@ impl HistogramSnapshot {
     /// user bounds; of the default 976, only those holding records, and
     /// the last (`+Inf`) always. Skipping empty buckets leaves every
     /// cumulative count exact.
+    // Used by the integrations, each behind its feature.
+    #[allow(dead_code)]
     pub(crate) fn le_buckets(&self) -> impl Iterator<Item = (Option<u64>, u64)> + '_ {
         let all = matches!(self.layout, Layout::Bounds(_));
         let last = self.counts.len() - 1;
@@ -126,6 +128,8 @@ impl HistogramSnapshot {
 
     /// `(representative, count)` of every bucket holding records: the
     /// value a quantile in it is answered with, and its count.
+    // Used by the integrations, each behind its feature.
+    #[allow(dead_code)]
     pub(crate) fn representatives(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.counts
             .iter()
