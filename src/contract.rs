@@ -305,6 +305,16 @@ mod tests {
 pub trait Distribution: Send + Sync {
     /// The bucket counts and the sum, read together: exact at quiescence,
     /// as [`Histogram::snapshot`](crate::Histogram::snapshot).
+    ///
+    /// ```
+    /// use shardcount::contract::Distribution;
+    /// fn p50(d: &impl Distribution) -> Option<u64> {
+    ///     d.read_distribution().quantile(0.5)
+    /// }
+    /// let h = shardcount::Histogram::new();
+    /// h.record(9);
+    /// assert_eq!(p50(&h), Some(9));
+    /// ```
     fn read_distribution(&self) -> crate::HistogramSnapshot;
 }
 
