@@ -15,7 +15,8 @@
 //! reads, takes and family adds below are listed by hand.
 
 use shardcount::{
-    Counter, CounterMap, CounterSet, Label, LabelledCounter, MaxCounter, RoughCounter, Stock,
+    Counter, CounterMap, CounterSet, Histogram, Label, LabelledCounter, MaxCounter, RoughCounter,
+    Stock,
 };
 use shardcount_harness::measure::{escape, opaque};
 use shardcount_harness::subjects::{self, Subject, Visit};
@@ -214,9 +215,22 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             c.get()
         }
+        "hist-record" => {
+            // Values over many buckets of the default layout (the loop
+            // counter itself, no work to make them); the count is returned,
+            // so each record counts one.
+            let h = Histogram::new();
+            let h = escape(&h);
+            for i in 0..n {
+                h.record(i);
+                opaque();
+            }
+            h.count()
+        }
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
-             cas-take, stock-take, set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, max-record",
+             cas-take, stock-take, set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, \
+             max-record, hist-record",
             add_keys.join(", ")
         ),
     }

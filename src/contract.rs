@@ -342,3 +342,37 @@ mod tests {
         );
     }
 }
+
+/// A distribution of recorded values, read whole: what the integrations
+/// encode as a histogram (cumulative `le` buckets, a count and a sum) and
+/// the [`Exporter`](crate::export::Exporter) ships as `{key}_count` and
+/// `{key}_sum`. Implemented by [`Histogram`](crate::Histogram).
+///
+/// ```
+/// use shardcount::contract::Distribution;
+/// let h = shardcount::Histogram::new();
+/// h.record(4);
+/// let s = h.read_distribution();
+/// assert_eq!((s.count(), s.sum()), (1, 4));
+/// ```
+pub trait Distribution: Send + Sync {
+    /// The bucket counts and the sum, read together: exact at quiescence,
+    /// as [`Histogram::snapshot`](crate::Histogram::snapshot).
+    ///
+    /// ```
+    /// use shardcount::contract::Distribution;
+    /// fn p50(d: &impl Distribution) -> Option<u64> {
+    ///     d.read_distribution().quantile(0.5)
+    /// }
+    /// let h = shardcount::Histogram::new();
+    /// h.record(9);
+    /// assert_eq!(p50(&h), Some(9));
+    /// ```
+    fn read_distribution(&self) -> crate::HistogramSnapshot;
+}
+
+impl Distribution for crate::Histogram {
+    fn read_distribution(&self) -> crate::HistogramSnapshot {
+        self.snapshot()
+    }
+}

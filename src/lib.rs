@@ -112,6 +112,7 @@ mod worker;
 mod accumulator;
 pub mod contract;
 mod counter;
+mod histogram;
 // Export threads sleep and talk to sinks on a real clock; nothing in it is
 // an atomic protocol for loom (it reads counters with `sum`).
 #[cfg(not(shardcount_loom))]
@@ -156,6 +157,7 @@ mod take_race_tests;
 pub use accumulator::{MaxCounter, MinCounter};
 pub use contract::{Count, CountFamily};
 pub use counter::Counter;
+pub use histogram::{Bucket, Histogram, HistogramSnapshot};
 pub use labels::{Label, LabelledCounter};
 pub use local::LocalCounter;
 pub use map::{CounterHandle, CounterMap};

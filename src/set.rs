@@ -57,6 +57,8 @@ use crate::shard::{
 use crate::thread::{self, owner, sampler, MAX_SHARDS};
 use std::fmt;
 
+mod pair;
+
 /// The panic for a length whose row cannot be allocated.
 #[cold]
 #[track_caller]

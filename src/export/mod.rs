@@ -103,6 +103,7 @@ mod exporter;
 mod fleet_read;
 #[cfg(feature = "redis")]
 mod fleet_stock;
+mod histogram;
 mod memory;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -116,6 +117,7 @@ pub use fleet_read::{FleetKeys, FleetReadError, FleetReader, Reading};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use fleet_stock::{FleetError, FleetStock, FleetStockConfig, FleetStockStats, LEASE_SCRIPT};
+pub use histogram::HistogramSource;
 pub use memory::MemorySink;
 pub use register::CountRef;
 

@@ -106,6 +106,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Deref;
 
+mod histogram;
+pub use histogram::CollectedHistogram;
+
 /// A counter or family of this crate as a `prometheus` `Collector`: each
 /// `collect` reads it exactly and returns one metric family (see [the
 /// module docs](self)).

@@ -120,6 +120,9 @@
 //! ```
 
 use crate::contract::{CountFamily, Kind};
+
+mod histogram;
+
 use crate::primitive::sync::Arc;
 #[cfg(doc)]
 use crate::Count;

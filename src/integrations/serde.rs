@@ -88,6 +88,8 @@ use crate::contract::Count;
 use crate::contract::{CountFamily, Kind};
 use ::serde::ser::{Serialize, SerializeMap, SerializeStruct, Serializer};
 
+mod histogram;
+
 /// The value of a counter or family, read once (each member with its
 /// type's exact read, one after another), ready to serialize in [the
 /// shape the module documents](self#the-shape).

@@ -1,0 +1,364 @@
+//! `Histogram`: bucket counts and a sum in one [`CounterSet`]'s rows.
+//!
+//! Counter 0 of the set is the sum; counter `i + 1` counts bucket `i`. A
+//! record is one pair add (`set::pair`): the bucket and the sum in the
+//! same row, sampled for contention on the bucket. Growth, owned rows and
+//! takes are the set's (its protocol and loom models cover them): a take
+//! swaps every word through the set's take guard, so each bucket count
+//! and each value in the sum is taken exactly once. A record's bucket and
+//! its value are two words, so a take racing it may move one and leave
+//! the other for the next take; totals over takes stay exact.
+
+mod layout;
+mod snapshot;
+
+use crate::CounterSet;
+use layout::Layout;
+pub use snapshot::{Bucket, HistogramSnapshot};
+use std::fmt;
+use std::time::Duration;
+
+/// The sum's counter in the set.
+const SUM: usize = 0;
+
+/// A distribution of `u64` values (latencies in nanoseconds, sizes in
+/// bytes) that many threads record into at counter speed.
+///
+/// The buckets and the sum live in the rows of a [`CounterSet`]: an
+/// uncontended histogram is one row, and a record is a bucket index (a few
+/// instructions) and two `fetch_add`s on that row. Rows are added on
+/// contention and owned by threads exactly as the set's are.
+///
+/// # Buckets
+///
+/// By default, log-linear: values below 32 each have a bucket, and every
+/// power-of-two range above is split into 16 equal buckets, 976 in all,
+/// so a bucket spans at most 1/16 of its values and a
+/// [`quantile`](HistogramSnapshot::quantile) is within 1/32 of the exact one.
+/// [`with_bounds`](Self::with_bounds) takes Prometheus-style `le` bounds
+/// instead.
+///
+/// # Reads
+///
+/// [`count`](Self::count), [`sum`](Self::sum) and the buckets of a
+/// [`snapshot`](Self::snapshot) are exact at quiescence and include every
+/// record that happened-before the read; under concurrent records they
+/// are not one instant's. [`take`](Self::take) is lossless: every record
+/// is in exactly one take or still in the histogram.
+///
+/// # Memory
+///
+/// A row is `buckets + 2` words (the buckets, the sum and a contention
+/// mark) rounded up to 128-byte lines: 7,936 bytes with the default
+/// buckets, `ceil((bounds + 3) / 16) × 128` bytes with user bounds. An
+/// uncontended histogram is one row; a contended one adds tables of 2, 4,
+/// ... rows up to the cap (the number of CPUs rounded up to a power of
+/// two), all kept until it is dropped: at most about `1 + 2 × cap` rows.
+///
+/// # Statics
+///
+/// `new` is not `const`: the first row is a heap allocation sized by the
+/// bucket layout (as a `CounterSet`'s). Use a `LazyLock`:
+///
+/// ```
+/// use shardcount::Histogram;
+/// use std::sync::LazyLock;
+///
+/// static LATENCY: LazyLock<Histogram> = LazyLock::new(Histogram::new);
+/// LATENCY.record_duration(std::time::Duration::from_micros(250));
+/// assert_eq!(LATENCY.count(), 1);
+/// ```
+///
+/// # Example
+///
+/// ```
+/// use shardcount::Histogram;
+///
+/// let h = Histogram::new();
+/// std::thread::scope(|s| {
+///     for _ in 0..2 {
+///         s.spawn(|| {
+///             for v in 1..=1000 {
+///                 h.record(v);
+///             }
+///         });
+///     }
+/// });
+/// assert_eq!(h.count(), 2000);
+/// assert_eq!(h.sum(), 1001 * 1000);
+/// let p50 = h.snapshot().quantile(0.5).unwrap();
+/// assert!(p50.abs_diff(500) <= 500 / 32);
+/// ```
+pub struct Histogram {
+    set: CounterSet,
+    layout: Layout,
+}
+
+impl Histogram {
+    /// An empty histogram with the default log-linear buckets.
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// assert_eq!(h.buckets(), 976);
+    /// ```
+    #[must_use]
+    pub fn new() -> Self {
+        Histogram::with_layout(Layout::LogLinear)
+    }
+
+    /// An empty histogram with Prometheus-style buckets: bucket `i` holds
+    /// the values `v <= bounds[i]` above the bound before it, and one more
+    /// bucket the values above the last bound (`le="+Inf"`). Bounds are in
+    /// the unit recorded (nanoseconds for
+    /// [`record_duration`](Self::record_duration)).
+    ///
+    /// # Panics
+    ///
+    /// If the bounds do not increase strictly, naming the first bad one.
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::with_bounds(&[100, 1_000, 10_000]);
+    /// h.record(100);
+    /// h.record(50_000);
+    /// let counts: Vec<u64> = h.snapshot().buckets().map(|b| b.count).collect();
+    /// assert_eq!(counts, [1, 0, 0, 1]);
+    /// ```
+    ///
+    /// ```should_panic
+    /// // panics: "... bound 1 (10) is not above bound 0 (10)"
+    /// let _ = shardcount::Histogram::with_bounds(&[10, 10]);
+    /// ```
+    #[must_use]
+    #[track_caller]
+    pub fn with_bounds(bounds: &[u64]) -> Self {
+        Histogram::with_layout(Layout::bounds(bounds))
+    }
+
+    fn with_layout(layout: Layout) -> Self {
+        Histogram {
+            set: CounterSet::new(layout.len() + 1),
+            layout,
+        }
+    }
+
+    /// How many buckets it has.
+    ///
+    /// ```
+    /// assert_eq!(shardcount::Histogram::with_bounds(&[1, 2]).buckets(), 3);
+    /// ```
+    #[must_use]
+    pub fn buckets(&self) -> usize {
+        self.layout.len()
+    }
+
+    /// Records `v`: one more in its bucket, and `v` added to the sum.
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// h.record(42);
+    /// assert_eq!((h.count(), h.sum()), (1, 42));
+    /// ```
+    #[inline]
+    pub fn record(&self, v: u64) {
+        let i = self.layout.index(v);
+        // SAFETY: `i < layout.len()`, so `i + 1` and `SUM` are below the
+        // set's `layout.len() + 1`.
+        unsafe { self.set.add_pair_unchecked(i + 1, 1, SUM, v) };
+    }
+
+    /// Records a duration in nanoseconds; one above `u64::MAX` ns (about
+    /// 584 years) is recorded as `u64::MAX`.
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// h.record_duration(std::time::Duration::from_micros(3));
+    /// assert_eq!(h.sum(), 3_000);
+    /// ```
+    #[inline]
+    pub fn record_duration(&self, d: Duration) {
+        self.record(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Records `secs` seconds as nanoseconds (rounded to the nearest),
+    /// as [`record_duration`](Self::record_duration); `+∞` and values above
+    /// `u64::MAX` ns are recorded as `u64::MAX`.
+    ///
+    /// # Panics
+    ///
+    /// If `secs` is negative or NaN, naming it: a duration is neither.
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// h.record_secs(0.25);
+    /// assert_eq!(h.sum(), 250_000_000);
+    /// ```
+    ///
+    /// ```should_panic
+    /// shardcount::Histogram::new().record_secs(-1.0);
+    /// ```
+    #[inline]
+    #[track_caller]
+    pub fn record_secs(&self, secs: f64) {
+        if secs.is_nan() || secs < 0.0 {
+            negative_secs(secs);
+        }
+        // `as` saturates: +inf and anything past u64::MAX ns become MAX.
+        self.record((secs * 1e9).round() as u64);
+    }
+
+    /// How many values were recorded. Exact at quiescence; reads every
+    /// bucket of every row (see [`HistogramSnapshot::count`] to read once).
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// h.record(1);
+    /// h.record(1);
+    /// assert_eq!(h.count(), 2);
+    /// ```
+    #[must_use]
+    pub fn count(&self) -> u64 {
+        self.snapshot().count()
+    }
+
+    /// The recorded values added, modulo 2<sup>64</sup>: a sum past
+    /// `u64::MAX` wraps, as `u64::wrapping_add` does (about 584 years of
+    /// nanoseconds). Exact at quiescence; one load per row.
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// h.record(u64::MAX);
+    /// h.record(2);
+    /// assert_eq!(h.sum(), 1);
+    /// ```
+    #[must_use]
+    pub fn sum(&self) -> u64 {
+        self.set.total(SUM)
+    }
+
+    /// The bucket counts and the sum, read row by row. Exact at
+    /// quiescence; under concurrent records not one instant's.
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// h.record(10);
+    /// let s = h.snapshot();
+    /// assert_eq!((s.count(), s.sum(), s.quantile(1.0)), (1, 10, Some(10)));
+    /// assert_eq!(h.count(), 1);
+    /// ```
+    #[must_use]
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        self.to_snapshot(self.set.snapshot())
+    }
+
+    /// Moves the bucket counts and the sum out, leaving zeros, losing
+    /// nothing while other threads record: every bucket count and every
+    /// value in the sum lands in exactly one take, or stays. (A record
+    /// racing a take may have its bucket in this take and its value in the
+    /// next: totals over takes are exact.)
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// h.record(5);
+    /// assert_eq!(h.take().count(), 1);
+    /// assert_eq!(h.count(), 0);
+    /// ```
+    pub fn take(&self) -> HistogramSnapshot {
+        self.to_snapshot(self.set.take_all())
+    }
+
+    fn to_snapshot(&self, mut words: Vec<u64>) -> HistogramSnapshot {
+        let sum = words.remove(SUM);
+        HistogramSnapshot::new(self.layout.clone(), words, sum)
+    }
+
+    /// How many rows it has besides the first: 0 while it was never
+    /// contended. A diagnostic; it only grows.
+    ///
+    /// ```
+    /// assert_eq!(shardcount::Histogram::new().shards(), 0);
+    /// ```
+    #[must_use]
+    pub fn shards(&self) -> usize {
+        self.set.shards()
+    }
+}
+
+impl Histogram {
+    /// Forces one growth of the rows: for models racing records against a
+    /// row allocation.
+    #[cfg(test)]
+    pub(crate) fn grow_once(&self) {
+        self.set.grow_once();
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn negative_secs(secs: f64) -> ! {
+    panic!("shardcount: Histogram::record_secs: a duration is neither negative nor NaN, got {secs}")
+}
+
+impl Default for Histogram {
+    /// [`Histogram::new`].
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::default();
+    /// assert_eq!(h.count(), 0);
+    /// ```
+    fn default() -> Self {
+        Histogram::new()
+    }
+}
+
+impl fmt::Debug for Histogram {
+    /// The count, the sum, the number of buckets and of rows.
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// h.record(3);
+    /// assert_eq!(
+    ///     format!("{h:?}"),
+    ///     "Histogram { count: 1, sum: 3, buckets: 976, shards: 0 }"
+    /// );
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.snapshot();
+        f.debug_struct("Histogram")
+            .field("count", &s.count())
+            .field("sum", &s.sum())
+            .field("buckets", &self.buckets())
+            .field("shards", &self.shards())
+            .finish()
+    }
+}
+
+/// Small enough for miri: reaches the pair add's unsafe word addressing on
+/// the base row, on owned rows and on probed ones.
+#[cfg(all(test, not(shardcount_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_land_once_on_the_base_and_on_grown_rows() {
+        let h = Histogram::with_bounds(&[1, 100, 10_000]);
+        h.record(50);
+        h.grow_once();
+        h.grow_once();
+        std::thread::scope(|s| {
+            for t in 0..3u64 {
+                let h = &h;
+                s.spawn(move || (0..20).for_each(|i| h.record(t * 1000 + i)));
+            }
+        });
+        h.record(u64::MAX);
+        let got = h.take();
+        let counts: Vec<u64> = got.buckets().map(|b| b.count).collect();
+        // 50; thread 0: 0..20 (0, 1 | 2..=19); thread 1: 1000..1020;
+        // thread 2: 2000..2020; then u64::MAX.
+        assert_eq!(counts, [2, 19, 40, 1]);
+        let want = 50 + (0..20u64).sum::<u64>() * 3 + 20 * 3000;
+        assert_eq!(got.sum(), want.wrapping_add(u64::MAX));
+        assert_eq!(h.count(), 0);
+    }
+}

@@ -1,0 +1,164 @@
+//! [`CollectedHistogram`]: a [`Histogram`](crate::Histogram) as a tikv
+//! `prometheus` histogram family.
+
+use crate::contract::Distribution;
+use ::prometheus::core::{Collector, Desc, Describer, Opts};
+use ::prometheus::proto::{self, MetricFamily, MetricType};
+use ::prometheus::Result;
+use std::fmt;
+use std::ops::Deref;
+
+/// A `Collector` for a histogram held through a shared pointer (an `Arc`,
+/// or a `&'static`): each scrape reads it once
+/// ([`Distribution::read_distribution`]) and returns one histogram family
+/// with `_bucket{le=...}` (cumulative), `_sum` and `_count`, in the unit
+/// recorded. With user bounds every bound is a bucket; with the default
+/// buckets, the ones holding records and `+Inf`. Values are `f64`, as the
+/// `prometheus` data model has them: exact up to 2<sup>53</sup>.
+///
+/// ```
+/// use prometheus::{Registry, TextEncoder};
+/// use shardcount::integrations::prometheus::CollectedHistogram;
+/// use shardcount::Histogram;
+/// use std::sync::Arc;
+///
+/// let latency = Arc::new(Histogram::with_bounds(&[100, 1000]));
+/// let registry = Registry::new();
+/// let c = CollectedHistogram::new("latency_ns", "Request latency", latency.clone()).unwrap();
+/// registry.register(Box::new(c)).unwrap();
+/// latency.record(50);
+/// latency.record(5000);
+///
+/// let text = TextEncoder::new().encode_to_string(&registry.gather()).unwrap();
+/// assert!(text.contains("# TYPE latency_ns histogram\n"));
+/// assert!(text.contains("latency_ns_bucket{le=\"100\"} 1\n"));
+/// assert!(text.contains("latency_ns_bucket{le=\"1000\"} 1\n"));
+/// assert!(text.contains("latency_ns_bucket{le=\"+Inf\"} 2\n"));
+/// assert!(text.contains("latency_ns_sum 5050\n"));
+/// assert!(text.contains("latency_ns_count 2\n"));
+/// ```
+pub struct CollectedHistogram<P> {
+    histogram: P,
+    desc: Desc,
+}
+
+impl<P> CollectedHistogram<P>
+where
+    P: Deref + Send + Sync,
+    P::Target: Distribution,
+{
+    /// A collector named `name` (used as given) with `help`.
+    ///
+    /// # Errors
+    ///
+    /// If `prometheus` refuses the name or help (as `Opts::describe`).
+    ///
+    /// ```
+    /// use shardcount::integrations::prometheus::CollectedHistogram;
+    /// static H: std::sync::LazyLock<shardcount::Histogram> =
+    ///     std::sync::LazyLock::new(shardcount::Histogram::new);
+    /// assert!(CollectedHistogram::new("rtt_ns", "Round trips", &*H).is_ok());
+    /// assert!(CollectedHistogram::new("bad name", "x", &*H).is_err());
+    /// ```
+    pub fn new(name: impl Into<String>, help: impl Into<String>, histogram: P) -> Result<Self> {
+        Self::with_opts(Opts::new(name, help), histogram)
+    }
+
+    /// A collector from `Opts` (namespace, constant labels); variable
+    /// labels are refused.
+    ///
+    /// # Errors
+    ///
+    /// If `opts` has variable labels, or `prometheus` refuses them.
+    ///
+    /// ```
+    /// use prometheus::Opts;
+    /// use shardcount::integrations::prometheus::CollectedHistogram;
+    /// let h = std::sync::Arc::new(shardcount::Histogram::new());
+    /// let opts = Opts::new("rtt_ns", "Round trips").namespace("app");
+    /// assert!(CollectedHistogram::with_opts(opts, h.clone()).is_ok());
+    /// let opts = Opts::new("rtt_ns", "Round trips").variable_label("peer");
+    /// assert!(CollectedHistogram::with_opts(opts, h).is_err());
+    /// ```
+    pub fn with_opts(opts: Opts, histogram: P) -> Result<Self> {
+        if !opts.variable_labels.is_empty() {
+            return Err(::prometheus::Error::Msg(format!(
+                "{} takes no variable label, not {:?}",
+                opts.fq_name(),
+                opts.variable_labels
+            )));
+        }
+        let desc = opts.describe()?;
+        Ok(CollectedHistogram { histogram, desc })
+    }
+
+    /// The histogram collected.
+    ///
+    /// ```
+    /// use shardcount::integrations::prometheus::CollectedHistogram;
+    /// let c = CollectedHistogram::new("x_ns", "x", std::sync::Arc::new(shardcount::Histogram::new())).unwrap();
+    /// c.histogram().record(1);
+    /// ```
+    pub fn histogram(&self) -> &P::Target {
+        &self.histogram
+    }
+}
+
+impl<P> Collector for CollectedHistogram<P>
+where
+    P: Deref + Send + Sync,
+    P::Target: Distribution,
+{
+    fn desc(&self) -> Vec<&Desc> {
+        vec![&self.desc]
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let s = self.histogram.read_distribution();
+        let mut cumulative = 0u64;
+        // The `+Inf` bucket is the sample count, which the encoders write
+        // themselves (a bound of infinity would be written `inf`).
+        let buckets = s
+            .le_buckets()
+            .filter_map(|(le, n)| {
+                cumulative = cumulative.wrapping_add(n);
+                let mut b = proto::Bucket::default();
+                b.set_cumulative_count(cumulative);
+                b.set_upper_bound(le? as f64);
+                Some(b)
+            })
+            .collect();
+        let mut h = proto::Histogram::default();
+        h.set_sample_count(s.count());
+        h.set_sample_sum(s.sum() as f64);
+        h.set_bucket(buckets);
+        let mut metric = proto::Metric::default();
+        metric.set_label(self.desc.const_label_pairs.clone());
+        metric.set_histogram(h);
+        let mut family = MetricFamily::default();
+        family.set_name(self.desc.fq_name.clone());
+        family.set_help(self.desc.help.clone());
+        family.set_field_type(MetricType::HISTOGRAM);
+        family.set_metric(vec![metric]);
+        vec![family]
+    }
+}
+
+impl<P: Deref> fmt::Debug for CollectedHistogram<P>
+where
+    P::Target: fmt::Debug,
+{
+    /// The name and the histogram's `Debug`.
+    ///
+    /// ```
+    /// use shardcount::integrations::prometheus::CollectedHistogram;
+    /// let c = CollectedHistogram::new("x_ns", "x", std::sync::Arc::new(shardcount::Histogram::new())).unwrap();
+    /// assert!(format!("{c:?}").starts_with("CollectedHistogram { name: \"x_ns\""));
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CollectedHistogram")
+            .field("name", &self.desc.fq_name)
+            .field("histogram", &&*self.histogram)
+            .finish()
+    }
+}
