@@ -58,7 +58,29 @@
 //! flush.flush(); // or wait for the next interval
 //! assert!(render.render().contains("requests{path=\"/\"} 1000"));
 //! ```
-
+//!
+//! # The usual setups, converted
+//!
+//! `wrap` needs no `metrics-util` import:
+//!
+//! ```no_run
+//! use metrics::set_global_recorder;
+//! use metrics_exporter_prometheus::PrometheusBuilder;
+//! use shardcount::integrations::metrics::ShardedLayer;
+//!
+//! async fn was_install() -> Result<(), Box<dyn std::error::Error>> {
+//!     // PrometheusBuilder::new().install()?; becomes, in your tokio runtime:
+//!     let (recorder, serve) = PrometheusBuilder::new().build()?; // also: .with_http_listener(addr).build()?
+//!     tokio::spawn(serve);
+//!     Ok(set_global_recorder(ShardedLayer::new().wrap(recorder))?) // was: set_global_recorder(recorder)
+//! }
+//! fn was_install_recorder() -> Result<(), Box<dyn std::error::Error>> {
+//!     // let scrape = PrometheusBuilder::new().install_recorder()?; becomes:
+//!     let recorder = PrometheusBuilder::new().build_recorder();
+//!     let scrape = recorder.handle(); // render through it, as before
+//!     Ok(set_global_recorder(ShardedLayer::new().wrap(recorder))?)
+//! }
+//! ```
 //!
 //! # Histograms under the layer
 //!
