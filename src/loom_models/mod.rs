@@ -12,5 +12,6 @@
 mod counter;
 mod local;
 mod many;
+mod map;
 mod rough;
 mod stock;
