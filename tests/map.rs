@@ -566,9 +566,10 @@ proptest! {
                 continue;
             }
             m.add(key.as_str(), v);
+            let len = model.len();
             match model.get_mut(&key) {
                 Some(n) => *n += v,
-                None if model.len() < max => { model.insert(key, v); }
+                None if len < max => { model.insert(key, v); }
                 None => overflow += v,
             }
         }
