@@ -15,13 +15,16 @@ use loom::thread;
 fn index_insert_racing_lookup() {
     loom::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
-        let other = {
+        // The lookup on the spawned thread: loom's first schedule runs the
+        // main thread's insert first, and then the lookup sees the entry
+        // with no synchronisation but the slot's own.
+        let lookup = {
             let m = m.clone();
-            thread::spawn(move || m.add(&1, 1))
+            thread::spawn(move || m.get(&1))
         };
-        let seen = m.get(&1);
+        m.add(&1, 1);
+        let seen = lookup.join().unwrap();
         assert!(matches!(seen, None | Some(0) | Some(1)), "{seen:?}");
-        other.join().unwrap();
         assert_eq!(m.get(&1), Some(1));
     });
 }
@@ -54,14 +57,17 @@ fn index_growth_racing_lookups() {
     loom::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         m.add(&0, 1);
-        let other = {
+        // Lookups on the spawned thread (see `index_insert_racing_lookup`).
+        let lookups = {
             let m = m.clone();
-            thread::spawn(move || m.add(&1, 2)) // grows the table
+            thread::spawn(move || {
+                m.add(&0, 1); // lock-free: key 0 is interned
+                m.get(&1)
+            })
         };
-        m.add(&0, 1); // lock-free: key 0 is interned
-        let seen = m.get(&1);
+        m.add(&1, 2); // grows the table
+        let seen = lookups.join().unwrap();
         assert!(matches!(seen, None | Some(0) | Some(2)), "{seen:?}");
-        other.join().unwrap();
         assert_eq!((m.get(&0), m.get(&1)), (Some(2), Some(2)));
         assert_eq!(m.snapshot(), vec![(0, 2), (1, 2)]);
     });
