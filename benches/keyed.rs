@@ -23,7 +23,9 @@
 mod zipf;
 
 use shardcount::CounterMap;
-use shardcount_harness::measure::{bench_main, escape, opaque, run_threads, Figure, Ratio, Session};
+use shardcount_harness::measure::{
+    bench_main, escape, opaque, run_threads, Figure, Ratio, Session,
+};
 use shardcount_harness::peers::dashmap::DashMap;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -795,7 +795,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
                 .expect("shardcount: an interned index's chunk is allocated");
             read_chunk(set, out);
         }
-        then(w.entries().map(|e| (&e.key, totals[e.place.index])).collect())
+        then(
+            w.entries()
+                .map(|e| (&e.key, totals[e.place.index]))
+                .collect(),
+        )
     }
 
     /// How many keys have their own counter.

@@ -60,7 +60,10 @@ fn distinct_keys_past_the_bound_allocate_nothing_and_lose_nothing() {
     let m: CounterMap<String> = CounterMap::with_max_keys(1000);
     m.inc("warm-up"); // the thread's first add may register the thread
     let (_, bytes) = allocated_by(|| first.iter().for_each(|k| m.inc(k)));
-    assert!(bytes <= 1000 * 200 + 16 * 1024, "{bytes} bytes for 1,000 keys");
+    assert!(
+        bytes <= 1000 * 200 + 16 * 1024,
+        "{bytes} bytes for 1,000 keys"
+    );
     let (allocs, bytes) = allocated_by(|| hostile.iter().for_each(|k| m.add(k, 2)));
     assert_eq!((allocs, bytes), (0, 0), "adds past the bound allocated");
     assert_eq!(m.len(), 1000);

@@ -64,7 +64,11 @@ impl KeyedState {
     #[cfg(shardcount_loom)]
     pub(crate) fn new() -> Self {
         KeyedState {
-            seed: [0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344, 0xa409_3822_299f_31d0],
+            seed: [
+                0x243f_6a88_85a3_08d3,
+                0x1319_8a2e_0370_7344,
+                0xa409_3822_299f_31d0,
+            ],
         }
     }
 }
