@@ -18,7 +18,7 @@
 //! would otherwise be its first few thousand adds); every run checks that
 //! its adds all landed.
 
-#[allow(dead_code)] // the demo's module; the bench needs only the draws
+#[allow(dead_code, unused_imports)] // the demo's module (and its tests); the bench needs only the draws
 #[path = "../examples/contention/zipf.rs"]
 mod zipf;
 

@@ -93,9 +93,12 @@ pub(super) struct Entry<K> {
 
 type EntryPtr<K> = *mut Published<Entry<K>>;
 
+/// A table's slots: each null or an entry.
+type Slots<K> = Box<[AtomicPtr<Published<Entry<K>>>]>;
+
 /// One table: `slots.len()` is a power of two.
 struct Table<K> {
-    slots: Published<Box<[AtomicPtr<Published<Entry<K>>>]>>,
+    slots: Published<Slots<K>>,
 }
 
 impl<K> Table<K> {
@@ -146,10 +149,10 @@ pub(super) struct Index<K> {
     writer: Mutex<Writer<K>>,
 }
 
-// SAFETY: the index owns its entries (so sending it sends `K`s: `K:
-// Send`) and hands out `&K` to any thread holding `&Index` (`K: Sync`).
-// The raw pointers are its own allocations, freed only in `drop`.
-unsafe impl<K: Send + Sync> Send for Index<K> {}
+// SAFETY: the index owns its entries and tables: sending it moves them
+// (and so `K`s) to another thread, which then alone reaches them. The raw
+// pointers are its own allocations, freed only in `drop`.
+unsafe impl<K: Send> Send for Index<K> {}
 // SAFETY: through `&Index` any thread reads entries (`K: Sync`) and
 // inserts a `K` it made (`K: Send`); entries are dropped only in `drop`,
 // which takes `&mut self`. The tables are atomics and a lock.
