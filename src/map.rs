@@ -875,9 +875,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// ```
     #[must_use]
     pub fn allocated_chunks(&self) -> usize {
-        // Relaxed: a chunk is allocated only after its index is handed
-        // out; one handed out after this load is missed, as if this ran
-        // a moment earlier.
+        // Relaxed: a diagnostic; a key interned after this load is missed,
+        // as if this ran a moment earlier (and a chunk stored just before
+        // it may be too: nothing here waits for its Release).
         let n = self.next.load(Ordering::Relaxed);
         (0..n.div_ceil(CHUNK))
             .filter(|&c| self.chunk(c).is_some())
