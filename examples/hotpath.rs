@@ -205,6 +205,45 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             m.snapshot().iter().map(|(_, v)| v).sum()
         }
+        "map-inc-url" | "dashmap-url" => {
+            // By `&str`, 10,000 URL keys already present, picked by a
+            // xorshift: the by-key path of `benches/keyed.rs` against its
+            // reference, `DashMap` `get` + `fetch_add`.
+            let keys: Vec<String> = (0..10_000)
+                .map(|id| format!("/catalog/s{}/item/{id}", id % 16))
+                .collect();
+            let mut x = 0x9E37_79B9_7F4A_7C15u64;
+            let mut next = move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 10_000) as usize
+            };
+            if subject == "map-inc-url" {
+                let m: CounterMap<String> = CounterMap::new();
+                keys.iter().for_each(|k| m.inc(k.as_str()));
+                let m = escape(&m);
+                for _ in 0..n {
+                    m.inc(keys[next()].as_str());
+                    opaque();
+                }
+                m.snapshot().iter().map(|(_, v)| v).sum::<u64>() - 10_000
+            } else {
+                let m = shardcount_harness::peers::dashmap::DashMap::<String, AtomicU64>::new();
+                keys.iter().for_each(|k| {
+                    m.insert(k.clone(), AtomicU64::new(0));
+                });
+                let m = escape(&m);
+                for _ in 0..n {
+                    // Relaxed: a count.
+                    m.get(keys[next()].as_str())
+                        .expect("every key is present")
+                        .fetch_add(1, Ordering::Relaxed);
+                    opaque();
+                }
+                m.iter().map(|e| e.value().load(Ordering::Relaxed)).sum()
+            }
+        }
         "max-record" => {
             // Each record raises the maximum: the path that writes.
             let c = MaxCounter::new();
@@ -230,7 +269,7 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
              cas-take, stock-take, set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, \
-             max-record, hist-record",
+             map-inc-url, dashmap-url, max-record, hist-record",
             add_keys.join(", ")
         ),
     }

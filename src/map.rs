@@ -3,16 +3,22 @@
 //!
 //! # Protocol
 //!
-//! * `shards: [RwLock<HashMap<K, Place>>]` intern keys to dense indices
-//!   `0, 1, 2, ...` (a `Place` also holds the address of the index's
-//!   chunk, so a lookup by key reads no chunk index: the address is
-//!   published with the key, by the shard's unlock); a key lives in the shard its hash picks, so lookups of
-//!   different keys mostly take different locks. A lookup takes its shard
-//!   for reading. A new key takes its shard for writing, looks again (two
-//!   threads racing on a new key get one index), takes the next index from
-//!   `next` (a capped RMW: every index is handed out once, none beyond
-//!   `max_keys`), makes sure the index's chunk exists, and only then
-//!   inserts the key. Adds through a [`CounterHandle`] take no lock.
+//! * `index` (`map/index.rs`, protocol at its top) interns keys: a lookup
+//!   of an interned key loads the current table and probes it, no lock,
+//!   no store; new keys go in one at a time under the index's lock. Each
+//!   entry holds the key, its hash (`map/hasher.rs`, seeded per map) and
+//!   its `Place`: the key's dense index `0, 1, 2, ...` (the order of first
+//!   use) and the address of the index's chunk, so an add by key reads no
+//!   chunk table. Adds through a [`CounterHandle`] look nothing up.
+//! * A miss takes the slow path: if `next` (`Acquire`) shows the map full,
+//!   it looks once more and else counts in the overflow; otherwise it
+//!   takes the index's lock, looks again (two threads racing on a new key
+//!   get one index), and interns: the index `next`, its chunk made sure
+//!   of, the entry published (`Release`, in the index), and only then
+//!   `next + 1` stored (`Release`). So a thread that loads `next ==
+//!   max_keys` (`Acquire`) sees every key that will ever have a counter:
+//!   its second look is final, and keys beyond the bound never take the
+//!   lock.
 //! * Counters live in chunks: chunk `c` is a `CounterSet` of `CHUNK`
 //!   counters holding indices `c·CHUNK ..`, allocated when the first of
 //!   them is handed out and freed only when the map drops. The chunk
@@ -24,33 +30,28 @@
 //!   bits below it). A segment is allocated with its first chunk, so memory
 //!   follows the keys interned, never the bound; the `SEGMENTS = 64 −
 //!   log2(SEG0)` doublings cover every chunk index a `usize` can reach.
-//! * Both levels are installed the same way. Writers of different intern
-//!   shards may race to create one segment or one chunk: each allocates
-//!   its own and installs it by compare-exchange from null (`Release` on
-//!   success, publishing the initialised array or set); a loser frees its
-//!   own and uses the winner's, loaded by the failed exchange with
-//!   `Acquire` (a segment) or again by `chunk` (a chunk). Readers load
-//!   both levels with `Acquire` (a writer's first look at a chunk slot is
-//!   `Relaxed`: a null only means "try the exchange"). Nothing is
-//!   replaced or freed before the map drops, so a non-null pointer stays
-//!   valid for every `&self`.
-//! * `allocated_chunks` takes no lock: it loads `next` (`Relaxed`) and
-//!   looks up the chunks of the indices below it, as `chunk` does.
-//! * Whole-map reads (`snapshot`, `top`, `take_all`, `reset`) hold every shard's read lock
-//!   at once: no index is being handed out meanwhile, so every index below
-//!   `next` has its key in a shard and its chunk allocated, and a take
-//!   swaps only counters whose keys it reports.
+//! * Both levels are installed under the index's lock, by one writer at a
+//!   time: a plain `Release` store of the initialised array or set.
+//!   Readers without the lock (`allocated_chunks`) load both levels with
+//!   `Acquire`. Nothing is replaced or freed before the map drops, so a
+//!   non-null pointer stays valid for every `&self`.
+//! * Whole-map reads (`snapshot`, `top`, `take_all`, `reset`,
+//!   `read_each`) hold the index's lock: no key is interned meanwhile, so
+//!   the entries list is every key, in index order, each with its chunk
+//!   allocated; a take swaps only counters whose keys it reports.
 //! * Counting is the chunk's `CounterSet` protocol (`src/set.rs`): base row
 //!   first, shard rows on contention, lossless `take_all`.
 //! * `overflow`: a one-counter `CounterSet` that takes every add for a key
 //!   beyond the bound.
 
+mod hasher;
+mod index;
+
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use crate::primitive::sync::{read, write, RwLock, RwLockReadGuard};
 use crate::CounterSet;
-use crossbeam_utils::CachePadded;
+use hasher::KeyedState;
+use index::{Entry, Index};
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::ptr::{self, NonNull};
@@ -96,9 +97,6 @@ const DEFAULT_MAX_KEYS: usize = 1 << 16;
 #[cfg(shardcount_loom)]
 const DEFAULT_MAX_KEYS: usize = 4;
 
-/// One intern shard: the keys whose hash picks it, with their indices.
-type Shard<K> = RwLock<HashMap<K, Place>>;
-
 /// Where an interned key counts: its dense index (the order of first use,
 /// for whole-map reads) and its chunk, found once when the key is
 /// interned, so a lookup by key reads no chunk index.
@@ -116,34 +114,16 @@ unsafe impl Send for Place {}
 // SAFETY: as for `Send`: sharing it shares a `&CounterSet`.
 unsafe impl Sync for Place {}
 
-/// Picks intern shards: seeded per map, so that no fixed key set can pile
-/// into one shard in every process.
-#[cfg(not(shardcount_loom))]
-type KeyHasher = std::collections::hash_map::RandomState;
-/// Loom replays a model many times and needs every run to take the same
-/// locks: a fixed hasher.
-#[cfg(shardcount_loom)]
-type KeyHasher = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
-
-/// How many intern shards a map has: four per shard a counter may grow
-/// to (so about four per core), at most 64. Two under loom.
-fn intern_shards() -> usize {
-    if cfg!(shardcount_loom) {
-        2
-    } else {
-        (4 * crate::thread::default_max_shards()).min(64)
-    }
-}
-
 /// A map from keys to exact counters, each created on the key's first use.
 ///
-/// Each key is interned once (under the lock of the shard its hash picks)
-/// to a stable index into chunks of [`CounterSet`] counters that never
-/// move; [`handle`](Self::handle)
+/// Each key is interned once to a stable index into chunks of
+/// [`CounterSet`] counters that never move; [`handle`](Self::handle)
 /// returns a [`CounterHandle`] whose adds go straight to the cell, no
 /// hashing, no lock: about the cost of a `CounterSet::add`.
-/// [`add`](Self::add) by key does one lookup under a read lock, then the
-/// same add.
+/// [`add`](Self::add) by key hashes the key and looks it up in a lock-free
+/// index (a key already interned takes no lock and writes no memory that
+/// other threads use), then does the same add. Only a key's first use takes
+/// a lock.
 ///
 /// # Bound
 ///
@@ -158,16 +138,37 @@ fn intern_shards() -> usize {
 /// # Memory
 ///
 /// The bound costs nothing: memory follows the keys interned. An empty
-/// map is its intern shards (one cache line each, up to 64) and a table of
-/// 61 segment pointers. Counters come in chunks of 127, each a
-/// `CounterSet` of 1 KB while never contended (8 bytes per counter and one
-/// for the chunk's contention mark), allocated with the chunk's first key;
-/// chunk pointers in segments of doubling sizes (8, 16, 32, ... pointers),
-/// each allocated with its first chunk: at most 2 pointers per chunk plus
-/// 8. Each key is once in the intern map with its index and its chunk's
-/// address (16 bytes besides the key). A contended chunk grows shard rows of 1 KB (2, then doubling
-/// up to the cap, older rows kept): about 8 bytes × (1 + 2 × cap) per
-/// counter of that chunk only. Nothing is freed before the map drops.
+/// map is a table of 16 slot pointers, a lock and a table of 61 segment
+/// pointers. Counters come in chunks of 127, each a `CounterSet` of 1 KB
+/// while never contended (8 bytes per counter and one for the chunk's
+/// contention mark), allocated with the chunk's first key; chunk pointers
+/// in segments of doubling sizes (8, 16, 32, ... pointers), each allocated
+/// with its first chunk: at most 2 pointers per chunk plus 8. Each key is
+/// once in the index: the key, its hash, index and chunk address (24 bytes
+/// besides the key), one pointer in the list of keys, and 2 to 4 slots of
+/// 8 bytes in the index's table (at most half full), plus as many again in
+/// the smaller tables that growth replaced (kept until the map drops, so
+/// that lock-free lookups never read freed memory). A contended chunk
+/// grows shard rows of 1 KB (2, then doubling up to the cap, older rows
+/// kept): about 8 bytes × (1 + 2 × cap) per counter of that chunk only.
+/// Nothing is freed before the map drops.
+///
+/// # Hostile keys
+///
+/// Keys are hashed with a fast keyed hash (a folded multiply over 16 bytes
+/// a step) whose seeds are drawn from std's `RandomState` for every map:
+/// without the seeds, no key stream can be planned to collide. What a
+/// stream from outside can cost, at worst:
+///
+/// * Keys beyond the bound: each add hashes, misses (two probes of a table
+///   at most half full) and counts in the [`overflow`](Self::overflow)
+///   counter; no lock, no allocation, nothing lost.
+/// * Keys that share a hash (possible only with the seeds, or with a key
+///   type whose `Hash` ignores its data): an add compares with every
+///   interned key of that hash before it, so it costs up to
+///   `max_keys` comparisons; memory is unchanged, counts stay exact.
+///
+/// So a bound caps both memory and the length of any probe.
 ///
 /// # Reads
 ///
@@ -198,10 +199,12 @@ fn intern_shards() -> usize {
 /// assert_eq!(all, vec![("/", 2000), ("/about", 2)]);
 /// ```
 pub struct CounterMap<K> {
-    shards: Box<[CachePadded<Shard<K>>]>,
-    /// Picks a key's shard.
-    hasher: KeyHasher,
-    /// How many indices have been handed out (at most `max_keys`).
+    /// Interned keys (see the protocol notes).
+    index: Index<K>,
+    /// Hashes keys for `index`.
+    hasher: KeyedState,
+    /// How many keys are interned (at most `max_keys`): stored under the
+    /// index's lock, after the key's entry is published.
     next: AtomicUsize,
     /// Segment `b`: null or `segment_len(b)` chunk pointers (see the
     /// protocol notes).
@@ -386,10 +389,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     #[must_use]
     pub fn with_max_keys(max_keys: usize) -> Self {
         CounterMap {
-            shards: (0..intern_shards())
-                .map(|_| CachePadded::new(RwLock::new(HashMap::new())))
-                .collect(),
-            hasher: KeyHasher::default(),
+            index: Index::new(),
+            hasher: KeyedState::new(),
             next: AtomicUsize::new(0),
             segments: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             max_keys,
@@ -417,34 +418,20 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         CounterMap::with_max_keys(usize::MAX)
     }
 
-    /// The intern shard that holds `key` (or any borrowed form of it: equal
-    /// forms hash alike).
+    /// `key`'s hash (or any borrowed form's: equal forms hash alike).
     #[inline]
-    fn shard<Q: Hash + ?Sized>(&self, key: &Q) -> &Shard<K> {
-        &self.shards[self.shard_index(key)]
-    }
-
-    #[inline]
-    pub(crate) fn shard_index<Q: Hash + ?Sized>(&self, key: &Q) -> usize {
-        let h = self.hasher.hash_one(key);
-        // The high bits: the shard's own map uses the low ones.
-        (h >> 32) as usize & (self.shards.len() - 1)
-    }
-
-    /// Every shard's read lock, in order: no index is handed out while
-    /// they are held.
-    fn read_all(&self) -> Vec<RwLockReadGuard<'_, HashMap<K, Place>>> {
-        self.shards.iter().map(|s| read(s)).collect()
+    fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        self.hasher.hash_one(key)
     }
 
     /// Segment `b`, if allocated.
     #[inline]
     fn segment(&self, b: usize) -> Option<&[AtomicPtr<CounterSet>]> {
-        // Acquire: pairs with the Release exchange in `ensure_segment`, so
+        // Acquire: pairs with the Release store in `ensure_segment`, so
         // the segment's null pointers are initialised before they are read.
         let p = self.segments[b].load(Ordering::Acquire);
-        // SAFETY: a non-null segment pointer came from `new_segment(b)`
-        // (the winning exchange), points to `segment_len(b)` initialised
+        // SAFETY: a non-null segment pointer came from `new_segment(b)`,
+        // points to `segment_len(b)` initialised
         // pointers and is freed only in `drop`, which takes `&mut self`.
         (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, segment_len(b)) })
     }
@@ -453,12 +440,12 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     #[inline]
     fn chunk(&self, c: usize) -> Option<&CounterSet> {
         let (b, at) = locate(c);
-        // Acquire: pairs with the Release exchange in `ensure_chunk`, so the
+        // Acquire: pairs with the Release store in `ensure_chunk`, so the
         // set is initialised before it is used.
         let p = self.segment(b)?[at].load(Ordering::Acquire);
         // SAFETY: a non-null entry came from `Box::into_raw` in
-        // `ensure_chunk` (the winning exchange) and is freed only in
-        // `drop`, which takes `&mut self`: it outlives this borrow.
+        // `ensure_chunk` and is freed only in `drop`, which takes `&mut
+        // self`: it outlives this borrow.
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
@@ -491,125 +478,111 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// assert_eq!(m.len(), 1);
     /// assert_eq!(m.get("jobs"), Some(1));
     /// ```
+    #[inline]
     pub fn handle<Q>(&self, key: &Q) -> CounterHandle<'_>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        if let Some(&p) = read(self.shard(key)).get(key) {
-            return self.place(p);
+        let hash = self.hash(key);
+        match self.index.find(hash, key) {
+            Some(p) => self.place(p),
+            None => self.missed(hash, key),
         }
-        #[cfg(all(test, not(shardcount_loom)))]
-        tests::after_miss();
-        // Relaxed: a hint that spares a stream of new keys beyond the bound
-        // the write lock.
-        if self.next.load(Ordering::Relaxed) >= self.max_keys {
-            // Full. But the key may have taken the last index since the
-            // lookup above: that index came before this value of `next`
-            // in its modification order, under the shard's write lock, so
-            // a second lookup (taking the read lock after that writer let
-            // go) finds it.
-            if let Some(&p) = read(self.shard(key)).get(key) {
-                return self.place(p);
-            }
-            return self.overflow_handle();
-        }
-        self.intern(key)
     }
 
+    /// `handle` after a lock-free miss: the overflow counter if the map is
+    /// full, else the key interned (or found under the lock).
     #[cold]
     #[inline(never)]
-    fn intern<Q>(&self, key: &Q) -> CounterHandle<'_>
+    fn missed<Q>(&self, hash: u64, key: &Q) -> CounterHandle<'_>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let mut keys = write(self.shard(key));
-        // Another thread may have interned it since our read.
-        if let Some(&p) = keys.get(key) {
+        #[cfg(all(test, not(shardcount_loom)))]
+        tests::after_miss();
+        // Acquire: pairs with the Release store in `intern`. The key may
+        // have taken the last index since the miss; `next` is stored only
+        // after its entry is published, so once it reads full, the look
+        // below sees every key that has a counter and is final.
+        if self.next.load(Ordering::Acquire) >= self.max_keys {
+            return match self.index.find(hash, key) {
+                Some(p) => self.place(p),
+                None => self.overflow_handle(),
+            };
+        }
+        self.intern(hash, key)
+    }
+
+    fn intern<Q>(&self, hash: u64, key: &Q) -> CounterHandle<'_>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let mut w = self.index.lock();
+        // Another thread may have interned it since the miss.
+        if let Some(p) = self.index.find(hash, key) {
             return self.place(p);
         }
-        // Owned first: a panicking `to_owned` (`clone`) must not leave an
-        // index handed out with no key.
-        let key = key.to_owned();
-        // Relaxed: only uniqueness and the cap matter; the chunk and the
-        // key are published by their own Release (the exchange, the
-        // unlock).
-        let Ok(i) = self
-            .next
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < self.max_keys).then_some(n + 1)
-            })
-        else {
+        // Relaxed: `next` is stored only under this lock.
+        let i = self.next.load(Ordering::Relaxed);
+        if i >= self.max_keys {
+            // Filled since the check in `missed`, by other keys (the look
+            // above, under the lock, missed).
             return self.overflow_handle();
-        };
-        self.ensure_chunk(i / CHUNK);
+        }
+        // Owned first: a panicking `to_owned` (`clone`) must leave nothing
+        // half done.
+        let key = key.to_owned();
+        let set = self.ensure_chunk(i / CHUNK);
         let place = Place {
             index: i,
-            set: NonNull::from(
-                self.chunk(i / CHUNK)
-                    .expect("shardcount: the chunk was just made sure of"),
-            ),
+            set: NonNull::from(set),
         };
-        keys.insert(key, place);
-        drop(keys);
+        self.index.insert(&mut w, Entry { hash, key, place });
+        // Release: pairs with the Acquire in `missed`: the entry is
+        // published before the count that includes it.
+        self.next.store(i + 1, Ordering::Release);
+        drop(w);
         self.place(place)
     }
 
-    /// Segment `b`, allocated unless it exists; writers of two shards may
-    /// race here, and one segment wins.
+    /// Segment `b`, allocated unless it exists. Only under the index's
+    /// lock.
     fn ensure_segment(&self, b: usize) -> &[AtomicPtr<CounterSet>] {
         if let Some(seg) = self.segment(b) {
             return seg;
         }
-        let mine = new_segment(b);
-        // Release on success: publishes the initialised pointers to
-        // `segment`'s Acquire. Acquire on failure: the winner's segment is
-        // used at once, so its initialisation must be visible here.
-        let won = match self.segments[b].compare_exchange(
-            ptr::null_mut(),
-            mine,
-            Ordering::Release,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => mine,
-            Err(winner) => {
-                // SAFETY: `mine` came from `new_segment(b)` above and was
-                // never shared.
-                unsafe { free_segment(mine, b) };
-                winner
-            }
-        };
-        // SAFETY: `won` is the installed segment: from `new_segment(b)`,
-        // `segment_len(b)` initialised pointers, freed only in `drop`.
-        unsafe { std::slice::from_raw_parts(won, segment_len(b)) }
+        let seg = new_segment(b);
+        // Release: publishes the initialised pointers to `segment`'s
+        // Acquire.
+        self.segments[b].store(seg, Ordering::Release);
+        // SAFETY: `seg` came from `new_segment(b)`: `segment_len(b)`
+        // initialised pointers, freed only in `drop`.
+        unsafe { std::slice::from_raw_parts(seg, segment_len(b)) }
     }
 
-    /// Allocates chunk `c` (and its segment) unless it exists; writers of
-    /// two shards may race here, and one set wins.
-    fn ensure_chunk(&self, c: usize) {
+    /// Chunk `c`, allocated (with its segment) unless it exists. Only under
+    /// the index's lock.
+    fn ensure_chunk(&self, c: usize) -> &CounterSet {
         let (b, at) = locate(c);
         let slot = &self.ensure_segment(b)[at];
-        // Relaxed: a null only means "try"; the exchange below decides.
-        if !slot.load(Ordering::Relaxed).is_null() {
-            return;
+        // Relaxed: slots are stored only under the lock, which this thread
+        // holds.
+        let mut set = slot.load(Ordering::Relaxed);
+        if set.is_null() {
+            set = Box::into_raw(Box::new(CounterSet::new(CHUNK)));
+            // Release: publishes the initialised set to `chunk`'s Acquire.
+            slot.store(set, Ordering::Release);
         }
-        let set = Box::into_raw(Box::new(CounterSet::new(CHUNK)));
-        // Release on success: publishes the initialised set to `chunk`'s
-        // Acquire. Relaxed on failure: the winner's set is not used here
-        // (`at` loads it again with Acquire).
-        if slot
-            .compare_exchange(ptr::null_mut(), set, Ordering::Release, Ordering::Relaxed)
-            .is_err()
-        {
-            // SAFETY: `set` came from `Box::into_raw` above and was never
-            // shared.
-            drop(unsafe { Box::from_raw(set) });
-        }
+        // SAFETY: `set` came from `Box::into_raw` (here or under an
+        // earlier holder of the lock) and is freed only in `drop`.
+        unsafe { &*set }
     }
 
     /// Adds `n` to `key`'s counter (created if new; the overflow counter
-    /// beyond the bound): one lookup under a read lock, then the add.
+    /// beyond the bound): one lock-free lookup, then the add.
     /// `key` may be any borrowed form of `K`; it is made owned only when
     /// it is new (see [`handle`](Self::handle)).
     ///
@@ -700,7 +673,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let p = *read(self.shard(key)).get(key)?;
+        let p = self.index.find(self.hash(key), key)?;
         Some(self.place(p).sum())
     }
 
@@ -720,13 +693,13 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let p = *read(self.shard(key)).get(key)?;
+        let p = self.index.find(self.hash(key), key)?;
         Some(self.place(p).take())
     }
 
     /// Every key with its total, in the order keys were first used. Holds
-    /// every intern shard's read lock throughout (new keys wait; adds do
-    /// not). Exact at quiescence.
+    /// the lock that new keys take throughout (new keys wait; adds and
+    /// lookups of interned keys do not). Exact at quiescence.
     ///
     /// ```
     /// let m = shardcount::CounterMap::new();
@@ -805,16 +778,16 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     /// Reads every chunk with `read_chunk`, pairs the totals with their
     /// keys in index order (the order of first use), and hands them to
-    /// `then` while every intern shard is still read-locked.
+    /// `then` while the index is still locked.
     fn collect<R>(
         &self,
         read_chunk: impl Fn(&CounterSet, &mut [u64]),
         then: impl FnOnce(Vec<(&K, u64)>) -> R,
     ) -> R {
-        let shards = self.read_all();
-        // Relaxed: the read locks order this after every index handed out
-        // (each under a write lock since released) and stop new ones.
-        let n = self.next.load(Ordering::Relaxed);
+        let w = self.index.lock();
+        // Under the lock the entries are every interned key, in index
+        // order (see the protocol notes).
+        let n = w.entries().len();
         let mut totals = vec![0u64; n.div_ceil(CHUNK) * CHUNK];
         for (c, out) in totals.chunks_mut(CHUNK).enumerate() {
             let set = self
@@ -822,15 +795,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
                 .expect("shardcount: an interned index's chunk is allocated");
             read_chunk(set, out);
         }
-        let mut by_index: Vec<(usize, &K)> = shards
-            .iter()
-            .flat_map(|keys| keys.iter().map(|(k, p)| (p.index, k)))
-            .collect();
-        // Fewer only if a key's `Hash` or `Eq` panicked while it was being
-        // inserted: its index stays unused.
-        debug_assert!(by_index.len() <= n);
-        by_index.sort_unstable_by_key(|&(i, _)| i);
-        then(by_index.into_iter().map(|(i, k)| (k, totals[i])).collect())
+        then(
+            w.entries()
+                .map(|e| (&e.key, totals[e.place.index]))
+                .collect(),
+        )
     }
 
     /// How many keys have their own counter.
@@ -844,7 +813,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// ```
     #[must_use]
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| read(s).len()).sum()
+        // Relaxed: a count; a key being interned meanwhile may or may not
+        // be in it.
+        self.next.load(Ordering::Relaxed)
     }
 
     /// Whether no key has a counter yet.
@@ -904,9 +875,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// ```
     #[must_use]
     pub fn allocated_chunks(&self) -> usize {
-        // Relaxed: a chunk is allocated only after its index is handed
-        // out; one handed out after this load is missed, as if this ran
-        // a moment earlier.
+        // Relaxed: a diagnostic; a key interned after this load is missed,
+        // as if this ran a moment earlier (and a chunk stored just before
+        // it may be too: nothing here waits for its Release).
         let n = self.next.load(Ordering::Relaxed);
         (0..n.div_ceil(CHUNK))
             .filter(|&c| self.chunk(c).is_some())
@@ -943,7 +914,8 @@ impl<K> fmt::Debug for CounterMap<K> {
         f.debug_struct("CounterMap")
             .field(
                 "keys",
-                &self.shards.iter().map(|s| read(s).len()).sum::<usize>(),
+                // Relaxed: as in `len`.
+                &self.next.load(Ordering::Relaxed),
             )
             .field("max_keys", &self.max_keys)
             .field("overflow", &self.overflow.total(0))
@@ -960,16 +932,16 @@ impl<K> Drop for CounterMap<K> {
             if p.is_null() {
                 continue;
             }
-            // SAFETY: a non-null segment came from `new_segment(b)`, won its
-            // exchange and is freed only below, after this last use.
+            // SAFETY: a non-null segment came from `new_segment(b)`, was
+            // stored once (`ensure_segment`) and is freed only below, after
+            // this last use.
             let slots = unsafe { std::slice::from_raw_parts(p, segment_len(b)) };
             for slot in slots {
                 let c = slot.load(Ordering::Relaxed);
                 if !c.is_null() {
                     // SAFETY: a non-null entry came from `Box::into_raw` in
-                    // `ensure_chunk`, won its exchange (a loser frees its
-                    // own at once), is owned by this map alone and is freed
-                    // once, here.
+                    // `ensure_chunk`, was stored once, is owned by this map
+                    // alone and is freed once, here.
                     drop(unsafe { Box::from_raw(c) });
                 }
             }
@@ -1033,10 +1005,10 @@ mod tests {
 }
 
 /// A family labelled by key (`K: Display` shows it), each member read as
-/// [`get`](CounterMap::get) reads it. Keys are visited one intern shard at
-/// a time under that shard's read lock (new keys of that shard wait;
-/// adds do not), in no particular order; nothing is cloned or allocated.
-/// `f` must not use the map (it runs under the lock). The
+/// [`get`](CounterMap::get) reads it. Keys are visited in the order of
+/// first use under the lock that new keys take (new keys wait; adds and
+/// lookups of interned keys do not); nothing is cloned or allocated. `f`
+/// must not use the map (it runs under the lock). The
 /// [`overflow`](CounterMap::overflow) counter is not a member: it has no
 /// key.
 ///
@@ -1057,12 +1029,10 @@ where
     type Label = K;
 
     fn read_each(&self, mut f: impl FnMut(&K, u64)) {
-        for shard in self.shards.iter() {
-            // A key is inserted after its chunk exists (`intern`), so
-            // every key seen under the lock has its counter.
-            for (k, &p) in read(shard).iter() {
-                f(k, self.place(p).sum());
-            }
+        // A key's entry is made after its chunk exists (`intern`), so
+        // every key listed has its counter.
+        for e in self.index.lock().entries() {
+            f(&e.key, self.place(e.place).sum());
         }
     }
 }

@@ -247,6 +247,36 @@ fn counter_map_chunks_are_published_read_and_freed() {
     assert!(m.overflow() >= 50);
 }
 
+/// The lock-free key index: two threads intern the same `String` keys at
+/// once (growing the table 16 -> 32 -> 64 -> 128 slots under lookups that
+/// may still probe the older tables), look them up by `&str` without the
+/// lock, read them all under it, and drop the map (every entry and table
+/// freed once).
+#[test]
+fn counter_map_index_entries_and_tables_are_published_read_and_freed() {
+    let m: CounterMap<String> = CounterMap::new();
+    let keys: Vec<String> = (0..40).map(|i| format!("/k/{i}")).collect();
+    thread::scope(|sc| {
+        for t in 0..2 {
+            let (m, keys) = (&m, &keys);
+            sc.spawn(move || {
+                for k in keys.iter().skip(t) {
+                    m.inc(k.as_str());
+                    assert!(m.get(k.as_str()).is_some());
+                }
+            });
+        }
+    });
+    assert_eq!(m.len(), 40);
+    assert_eq!(m.get("/k/0"), Some(1));
+    assert_eq!(m.get("/k/39"), Some(2));
+    assert_eq!(m.get("/k/40"), None);
+    assert_eq!(m.snapshot().iter().map(|e| e.1).sum::<u64>(), 79);
+    let mut n = 0;
+    crate::CountFamily::read_each(&m, |_, v| n += v);
+    assert_eq!(n, 79);
+}
+
 #[test]
 fn max_counter_shards_are_read_taken_and_freed() {
     let m = MaxCounter::new();

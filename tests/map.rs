@@ -501,3 +501,84 @@ fn top_after_threads_is_the_largest_totals_largest_first() {
     assert_eq!(m.top(1000).len(), 300);
     assert_eq!(m.top(1000)[299], (0, 4));
 }
+
+/// Four threads add the same 3,000 new URL keys in the same order at the
+/// same time (released together, so they race on every first insert and
+/// on each growth of the index), then by key again in another order: one
+/// counter per key, every add counted, as a sequential reference says.
+#[test]
+fn threads_interning_the_same_new_keys_at_once_match_a_sequential_reference() {
+    const KEYS: u64 = 3000;
+    const THREADS: u64 = 4;
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("/page/{i}")).collect();
+    let m: CounterMap<String> = CounterMap::new();
+    let start = std::sync::Barrier::new(THREADS as usize);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (m, keys, start) = (&m, &keys, &start);
+            s.spawn(move || {
+                start.wait();
+                for (i, k) in keys.iter().enumerate() {
+                    m.add(k, i as u64 % 7 + 1);
+                }
+                for k in keys.iter().rev().step_by(t as usize + 1) {
+                    m.inc(k.as_str());
+                }
+            });
+        }
+    });
+    let mut want: HashMap<String, u64> = HashMap::new();
+    for t in 0..THREADS {
+        for (i, k) in keys.iter().enumerate() {
+            *want.entry(k.clone()).or_default() += i as u64 % 7 + 1;
+        }
+        for k in keys.iter().rev().step_by(t as usize + 1) {
+            *want.entry(k.clone()).or_default() += 1;
+        }
+    }
+    assert_eq!(m.len(), KEYS as usize);
+    let got: HashMap<String, u64> = m.snapshot().into_iter().collect();
+    assert_eq!(got, want);
+    for k in &keys {
+        assert_eq!(m.get(k.as_str()), want.get(k).copied());
+    }
+    assert_eq!(m.overflow(), 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// String keys by `&str` against a plain `HashMap`, over enough keys
+    /// to grow the index several times, with a bound: every key's total,
+    /// the key count, the overflow and whole-map reads agree.
+    #[test]
+    fn string_keys_match_a_hash_map(
+        max in 0..300usize,
+        ops in prop::collection::vec((0..400u32, 0..5u64, any::<bool>()), 0..800),
+    ) {
+        let m: CounterMap<String> = CounterMap::with_max_keys(max);
+        let mut model: HashMap<String, u64> = HashMap::new();
+        let mut overflow = 0u64;
+        for (k, v, by_get) in ops {
+            let key = format!("/u/{k}");
+            if by_get {
+                prop_assert_eq!(m.get(key.as_str()), model.get(&key).copied());
+                continue;
+            }
+            m.add(key.as_str(), v);
+            let len = model.len();
+            match model.get_mut(&key) {
+                Some(n) => *n += v,
+                None if len < max => { model.insert(key, v); }
+                None => overflow += v,
+            }
+        }
+        prop_assert_eq!(m.len(), model.len());
+        prop_assert_eq!(m.overflow(), overflow);
+        let got: HashMap<String, u64> = m.snapshot().into_iter().collect();
+        prop_assert_eq!(got, model.clone());
+        for (k, v) in &model {
+            prop_assert_eq!(m.get(k.as_str()), Some(*v));
+        }
+    }
+}

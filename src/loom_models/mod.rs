@@ -13,6 +13,7 @@ mod counter;
 mod histogram;
 mod local;
 mod many;
+mod map;
 mod owner;
 mod rough;
 mod stock;
