@@ -757,7 +757,18 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// ```
     #[must_use]
     pub fn take_all(&self) -> Vec<(K, u64)> {
-        self.collect(CounterSet::take_all_into, owned)
+        // The keys are cloned before any counter is emptied (`collect`
+        // calls `before` first): a `clone` that panics leaves every count
+        // in the map.
+        self.collect_after(
+            |entries| entries.map(K::clone).collect::<Vec<K>>(),
+            CounterSet::take_all_into,
+            |keys, taken| {
+                keys.into_iter()
+                    .zip(taken.into_iter().map(|(_, v)| v))
+                    .collect()
+            },
+        )
     }
 
     /// Sets every key's counter to zero (the keys stay), the overflow
@@ -784,7 +795,19 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         read_chunk: impl Fn(&CounterSet, &mut [u64]),
         then: impl FnOnce(Vec<(&K, u64)>) -> R,
     ) -> R {
+        self.collect_after(|_| (), read_chunk, |(), all| then(all))
+    }
+
+    /// [`collect`](Self::collect), calling `before` with the keys (in
+    /// index order) before any chunk is read, under the same lock.
+    fn collect_after<P, R>(
+        &self,
+        before: impl FnOnce(&mut dyn Iterator<Item = &K>) -> P,
+        read_chunk: impl Fn(&CounterSet, &mut [u64]),
+        then: impl FnOnce(P, Vec<(&K, u64)>) -> R,
+    ) -> R {
         let w = self.index.lock();
+        let prepared = before(&mut w.entries().map(|e| &e.key));
         // Under the lock the entries are every interned key, in index
         // order (see the protocol notes).
         let n = w.entries().len();
@@ -796,6 +819,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             read_chunk(set, out);
         }
         then(
+            prepared,
             w.entries()
                 .map(|e| (&e.key, totals[e.place.index]))
                 .collect(),
