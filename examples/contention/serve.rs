@@ -877,17 +877,86 @@ mod tests {
         let s = snaps();
         let get = |line: &str| route(format!("{line}\r\nHost: x\r\n\r\n").as_bytes(), &s);
         let (r, head) = get("GET / HTTP/1.1");
-        assert_eq!((r.status, r.content_type, head), ("200 OK", "text/html; charset=utf-8", false));
+        assert_eq!(
+            (r.status, r.content_type, head),
+            ("200 OK", "text/html; charset=utf-8", false)
+        );
         assert!(r.body.contains("<canvas"));
         assert_eq!(&*get("GET /state HTTP/1.1").0.body, "{\"seq\":5}");
         assert_eq!(&*get("GET /state?seq=4 HTTP/1.1").0.body, "{\"seq\":4}");
         assert_eq!(get("GET /state?seq=3 HTTP/1.1").0.status, "404 Not Found");
         assert_eq!(get("GET /state?seq=x HTTP/1.1").0.status, "400 Bad Request");
         assert_eq!(get("GET /nope HTTP/1.1").0.status, "404 Not Found");
-        assert_eq!(get("POST /state HTTP/1.1").0.status, "405 Method Not Allowed");
+        assert_eq!(
+            get("POST /state HTTP/1.1").0.status,
+            "405 Method Not Allowed"
+        );
         assert_eq!(get("GET /state").0.status, "400 Bad Request");
         let (r, head) = get("HEAD /state HTTP/1.1");
         assert_eq!((r.status, head), ("200 OK", true));
+    }
+
+    #[test]
+    fn serve_takes_an_optional_address_and_refuses_other_modes() {
+        use clap::Parser;
+        let parse = |extra: &[&str]| Args::try_parse_from(["contention"].iter().chain(extra));
+        let a = parse(&["--serve"]).expect("an address is optional");
+        assert_eq!(a.serve.as_deref(), Some(DEFAULT_ADDR));
+        let a = parse(&[
+            "--serve",
+            "127.0.0.1:0",
+            "--threads",
+            "2",
+            "--duration",
+            "100ms",
+        ])
+        .expect("workers and case length");
+        assert_eq!(a.serve.as_deref(), Some("127.0.0.1:0"));
+        assert!(!a.allow_remote);
+        assert!(parse(&["--serve", "0.0.0.0:1", "--allow-remote"]).is_ok());
+        assert!(
+            parse(&["--allow-remote"]).is_err(),
+            "--allow-remote needs --serve"
+        );
+        for bad in [
+            "--inventory",
+            "--keyed",
+            "--json=x",
+            "--chart=x.svg",
+            "--readers=1",
+            "--repeat=2",
+        ] {
+            let e = parse(&["--serve", bad]).expect_err(bad);
+            assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_server_answers_over_tcp_and_closes() {
+        let live = Arc::new(test_live());
+        publish(&live, 0, &["Counter"]);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = Arc::clone(&live);
+        std::thread::spawn(move || serve(listener, server));
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET /state HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut reply = String::new();
+        c.read_to_string(&mut reply).unwrap();
+        let (head, body) = reply.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert!(
+            head.contains("Content-Type: application/json\r\n"),
+            "{head}"
+        );
+        assert!(
+            head.contains(&format!("Content-Length: {}\r\n", body.len())),
+            "{head}"
+        );
+        assert!(head.contains("Connection: close"), "{head}");
+        let v: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["seq"], 0);
     }
 
     #[test]
@@ -900,11 +969,25 @@ mod tests {
         }
         assert_eq!(
             kinds(&list),
-            [("new", 0), ("grow", 2), ("grow", 4), ("new", 0), ("new", 0), ("grow", 2)]
+            [
+                ("new", 0),
+                ("grow", 2),
+                ("grow", 4),
+                ("new", 0),
+                ("new", 0),
+                ("grow", 2)
+            ]
         );
         let (mut list, mut last) = (VecDeque::new(), None);
         for (n, seq) in [(2, 1), (2, 2), (1, 3), (1, 4), (2, 5), (0, 6)] {
-            events(&mut list, &mut last, (9, n), (seq as f64, seq), stock_event, None);
+            events(
+                &mut list,
+                &mut last,
+                (9, n),
+                (seq as f64, seq),
+                stock_event,
+                None,
+            );
         }
         assert_eq!(
             kinds(&list),
@@ -915,10 +998,8 @@ mod tests {
         assert!(list.is_empty(), "{list:?}");
     }
 
-    #[test]
-    fn a_sample_reads_a_live_counter_and_stock_and_adds_nothing() {
-        let names = ["Counter"];
-        let live = Live {
+    fn test_live() -> Live {
+        Live {
             start: Instant::now(),
             workers: 1,
             cores: 1,
@@ -934,7 +1015,13 @@ mod tests {
             seen: Mutex::new(Seen::default()),
             snapshots: Mutex::new(VecDeque::new()),
             connections: AtomicUsize::new(0),
-        };
+        }
+    }
+
+    #[test]
+    fn a_sample_reads_a_live_counter_and_stock_and_adds_nothing() {
+        let names = ["Counter"];
+        let live = test_live();
         for seq in 0..3 {
             publish(&live, seq, &names);
         }
