@@ -70,6 +70,14 @@
 //! cargo run --release --example contention -- --keyed --keys 10000 --zipf-s 1.0
 //! ```
 //!
+//! `--serve [ADDR]` runs every kind and a `Stock` in turn until stopped,
+//! and serves a live page of their throughput and shards on loopback (see
+//! `serve.rs` and docs/live-view.md):
+//!
+//! ```text
+//! cargo run --release --example contention -- --serve 127.0.0.1:8080
+//! ```
+//!
 //! The counter kinds (shardcount's, the references, the peers) and the
 //! pinning/barrier harness live in the `shardcount-harness` crate
 //! (`harness/`), shared with the benches.
