@@ -53,8 +53,10 @@
 //! * `inventory`: `initial` and `restock` (per sell-out), `sellouts`
 //!   (completed), `failed_sellouts` (sell-outs that did not account for
 //!   every unit: sold = initial + restocked and 0 left), `ok`
-//!   (`failed_sellouts` is 0), `units_left` (`stock.sum`), `restocked`,
-//!   `sold` (units, all sell-outs), `failed_takes`, `last_mtakes`, and
+//!   (`failed_sellouts` is 0), `units_left` (`stock.sum`), `restocked`
+//!   (units, all sell-outs),
+//!   `sold` (units, all sell-outs), `failed_takes`, `last_mtakes` (M
+//!   takes/s of the last inventory case, null before one), and
 //!   `workers`: per worker `successes`, `failures` (failed takes) and
 //!   `units`, over all sell-outs. Workers publish these as they go, so
 //!   while a sell-out runs `sold + units_left` may trail by the takes in
@@ -93,7 +95,8 @@ const DEFAULT_DURATION: Duration = Duration::from_millis(250);
 /// How often the sampler takes a snapshot.
 const TICK: Duration = Duration::from_millis(100);
 /// How often it looks at the live `Counter` and `Stock` for events between
-/// snapshots: a sell-out's merge lasts only milliseconds.
+/// snapshots. At full speed a stock's last units are merged and sold within
+/// microseconds, so even these looks see a merge only now and then.
 const LOOK: Duration = Duration::from_millis(10);
 /// How far back the points and events in a snapshot go.
 const WINDOW_S: f64 = 60.0;
@@ -149,6 +152,14 @@ struct Sales {
     successes: AtomicU64,
     failures: AtomicU64,
     units: AtomicU64,
+}
+
+/// Adds `n` to a displayed total that only the calling thread writes: a
+/// load and a store, no locked instruction, to disturb the sale it follows
+/// as little as possible. Relaxed: readers want the number, nothing else.
+#[inline]
+fn bump(total: &AtomicU64, n: u64) {
+    total.store(total.load(Ordering::Relaxed) + n, Ordering::Relaxed);
 }
 
 /// The inventory case's running totals.
@@ -300,8 +311,9 @@ fn sellout(live: &Live) -> (bool, u64, Duration) {
                 let n = left.min(10);
                 stock.add(n);
                 left -= n;
-                // Relaxed: a displayed total; the check uses RESTOCK.
-                live.inventory.restocked.fetch_add(n, Ordering::Relaxed);
+                // A displayed total, only the restocker writes it; the check
+                // uses RESTOCK.
+                bump(&live.inventory.restocked, n);
             }
             // Release: a worker that sees the flag down sees every restock.
             restocking.store(false, Ordering::Release);
@@ -310,11 +322,11 @@ fn sellout(live: &Live) -> (bool, u64, Duration) {
         let mine = &live.inventory.workers[i];
         let mut rng = rand::rngs::StdRng::seed_from_u64(i as u64);
         let (mut units, mut n_takes) = (0u64, 0u64);
-        // Relaxed, here and below: each worker alone writes its own
-        // displayed totals; the check uses the local counts.
+        // Each worker alone writes its own displayed totals (worker `i` is
+        // thread `i` in every sell-out); the check uses the local counts.
         let sell = |n: u64, units: &mut u64| {
-            mine.successes.fetch_add(1, Ordering::Relaxed);
-            mine.units.fetch_add(n, Ordering::Relaxed);
+            bump(&mine.successes, 1);
+            bump(&mine.units, n);
             *units += n;
         };
         loop {
@@ -324,7 +336,7 @@ fn sellout(live: &Live) -> (bool, u64, Duration) {
                 sell(n, &mut units);
                 continue;
             }
-            mine.failures.fetch_add(1, Ordering::Relaxed);
+            bump(&mine.failures, 1);
             // Acquire: pairs with the restocker's Release.
             if restocking.load(Ordering::Acquire) {
                 continue;
@@ -338,7 +350,7 @@ fn sellout(live: &Live) -> (bool, u64, Duration) {
                 }
                 sell(1, &mut units);
             }
-            mine.failures.fetch_add(1, Ordering::Relaxed);
+            bump(&mine.failures, 1);
             break;
         }
         // Relaxed: the join orders these before the reads below.
