@@ -16,7 +16,7 @@
 //! Over and over, in the table's order: each counting subject of the table
 //! on a fresh counter, `--threads` workers (default 2) for `--duration`
 //! (default 250ms), as one case of the table; then one inventory case: a
-//! fresh `Stock` of 50,000,000 units, sold in takes of 1-3 by the same
+//! fresh `Stock` of 200,000,000 units, sold in takes of 1-3 by the same
 //! workers while a restocker adds 100,000, again until `--duration` has
 //! been measured (at least one sell-out). The `Counter` and `Stock` being
 //! worked are shared with a sampler thread that reads them with
@@ -102,9 +102,9 @@ const LOOK: Duration = Duration::from_millis(10);
 const WINDOW_S: f64 = 60.0;
 /// Snapshots kept for `/state?seq=N`: 30 s of them.
 const KEEP: usize = 300;
-/// The inventory case's stock: enough that a sell-out lasts long enough to
-/// watch the shards drain on a fast host.
-const STOCK: u64 = 50_000_000;
+/// The inventory case's stock: enough that a sell-out by two workers lasts
+/// a second or more, to watch the shards drain, even on a fast host.
+const STOCK: u64 = 200_000_000;
 /// Units a restocker adds, 10 at a time, during each sell-out.
 const RESTOCK: u64 = 100_000;
 /// Connections served at once; more are closed unanswered.
