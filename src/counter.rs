@@ -380,6 +380,70 @@ impl Counter {
         self.table.max_shards()
     }
 
+    /// Each part of the total, for watching or debugging contention: the
+    /// base word first, then one value per shard of the newest table
+    /// (`1 + shards()` values).
+    ///
+    /// A growth moves no counts: the older, smaller tables stay and are
+    /// still counted. Here shard `j` of each older table is added into
+    /// shard `j` of the newest one, so the values (with wrapping) add up to
+    /// the total. Like [`sum`](Self::sum), this reads each word once, one
+    /// after another: exact at quiescence, not a snapshot of one instant
+    /// while others update. It only reads.
+    ///
+    /// ```
+    /// use shardcount::Counter;
+    ///
+    /// let c = Counter::new();
+    /// c.add(5);
+    /// // No contention yet: everything is in the base word.
+    /// assert_eq!(c.shard_values(), vec![5]);
+    ///
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..2 {
+    ///         s.spawn(|| (0..100_000).for_each(|_| c.inc()));
+    ///     }
+    /// });
+    /// let values = c.shard_values();
+    /// assert_eq!(values.len(), 1 + c.shards());
+    /// assert_eq!(values.iter().sum::<u64>(), c.sum());
+    /// ```
+    #[must_use]
+    pub fn shard_values(&self) -> Vec<u64> {
+        loop {
+            // Tables only grow, each larger than the one before, so the same
+            // shard count before and after the visit means it started at that
+            // newest table: its rows come first, in order, then the older
+            // tables'. Otherwise a growth raced the visit: look again (a
+            // counter grows at most 16 times).
+            let newest = self.shards();
+            let mut words = Vec::with_capacity(2 * newest);
+            // Relaxed: as in `sum`, coherence is all a count read needs.
+            self.table
+                .for_each_shard(|s| words.push(s.load(Ordering::Relaxed)));
+            if self.shards() != newest {
+                continue;
+            }
+            // Relaxed: as in `sum`.
+            let mut values = vec![self.base.load(Ordering::Relaxed)];
+            values.extend_from_slice(&words[..newest.min(words.len())]);
+            // Each older table has half the rows of the one after it (a
+            // growth doubles), so the rest splits into tables of n/2, n/4,
+            // ... rows; row j of each goes to shard j.
+            let mut rest = words.get(newest..).unwrap_or_default();
+            let mut rows = newest;
+            while !rest.is_empty() {
+                rows = (rows / 2).max(1);
+                let (table, older) = rest.split_at(rows.min(rest.len()));
+                for (j, v) in table.iter().enumerate() {
+                    values[1 + j] = values[1 + j].wrapping_add(*v);
+                }
+                rest = older;
+            }
+            return values;
+        }
+    }
+
     /// Forces one growth step, as a repeated collision would: for models
     /// and tests that must race an add against a growth.
     #[cfg(test)]
@@ -449,6 +513,51 @@ mod tests {
         assert!(std::ptr::eq(t.owned_shard(1).unwrap(), t.shard(0)));
         assert!(std::ptr::eq(t.owned_shard(2).unwrap(), t.shard(1)));
         assert!(t.owned_shard(3).is_none(), "beyond a table of 2");
+    }
+
+    #[test]
+    fn shard_values_fold_each_older_table_row_into_the_same_shard() {
+        let c = Counter::with_max_shards(8);
+        c.add(3);
+        let add = |row: u32, n: u64| {
+            let t = c.table.table(c.table.load()).expect("grown");
+            // Relaxed: one thread.
+            t.shard(row).fetch_add(n, Ordering::Relaxed);
+        };
+        c.grow_once();
+        add(0, 10);
+        add(1, 20);
+        c.grow_once();
+        for (row, n) in [1, 2, 3, 4].into_iter().enumerate() {
+            add(row as u32, n);
+        }
+        c.grow_once();
+        add(5, 100);
+        assert_eq!(c.shards(), 8);
+        let values = c.shard_values();
+        assert_eq!(values, [3, 11, 22, 3, 4, 0, 100, 0, 0]);
+        assert_eq!(values.iter().sum::<u64>(), c.sum());
+    }
+
+    #[test]
+    fn shard_values_add_up_to_the_sum_after_two_threads_contend() {
+        let c = Counter::new();
+        assert_eq!(c.shard_values(), [0]);
+        let go = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    go.wait();
+                    for _ in 0..200_000 {
+                        c.inc();
+                    }
+                });
+            }
+        });
+        let values = c.shard_values();
+        assert_eq!(values.len(), 1 + c.shards());
+        assert_eq!(values.iter().sum::<u64>(), 400_000);
+        assert_eq!(c.sum(), 400_000);
     }
 
     #[test]

@@ -70,12 +70,21 @@
 //! cargo run --release --example contention -- --keyed --keys 10000 --zipf-s 1.0
 //! ```
 //!
+//! `--serve [ADDR]` runs every kind and a `Stock` in turn until stopped,
+//! and serves a live page of their throughput and shards on loopback (see
+//! `serve.rs` and docs/live-view.md):
+//!
+//! ```text
+//! cargo run --release --example contention -- --serve 127.0.0.1:8080
+//! ```
+//!
 //! The counter kinds (shardcount's, the references, the peers) and the
 //! pinning/barrier harness live in the `shardcount-harness` crate
 //! (`harness/`), shared with the benches.
 
 mod inventory;
 mod keyed;
+mod serve;
 mod zipf;
 
 use clap::Parser;
@@ -180,6 +189,21 @@ struct Args {
     #[arg(long, default_value_t = 1.0, requires = "keyed", conflicts_with = "inventory",
           value_parser = parse_zipf_s)]
     zipf_s: f64,
+
+    /// Live view instead of the counter sweep: run every subject of the
+    /// table and a Stock in turn, for ever (until Ctrl-C), and serve a page
+    /// drawing their throughput and shards, and their state as JSON at
+    /// /state, on ADDR (default 127.0.0.1:8080; port 0 picks a free one).
+    /// See examples/contention/serve.rs and docs/live-view.md.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1,
+          default_missing_value = serve::DEFAULT_ADDR,
+          conflicts_with_all = ["inventory", "keyed", "readers", "chart", "json", "repeat"])]
+    serve: Option<String>,
+
+    /// With --serve: allow an address that is not loopback (the page and
+    /// /state have no authentication).
+    #[arg(long, requires = "serve")]
+    allow_remote: bool,
 }
 
 impl Args {
@@ -684,6 +708,9 @@ fn main() {
     } else {
         args.threads.clone()
     };
+    if let Some(addr) = &args.serve {
+        std::process::exit(serve::main(&args, addr, &host));
+    }
     if args.inventory {
         let ok = inventory::main(&args, &thread_counts, &host);
         std::process::exit(if ok { 0 } else { 1 });

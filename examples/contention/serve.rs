@@ -1,0 +1,1053 @@
+//! `--serve [ADDR]`: the demo as a live web page. The workers run until the
+//! process is stopped (Ctrl-C, SIGTERM, or killed), and a small HTTP/1.1
+//! server on `ADDR` (default `127.0.0.1:8080`, loopback only unless
+//! `--allow-remote`; port 0 picks a free one) serves:
+//!
+//! * `/`: one static page (`live.html`, compiled in: no CDN, works
+//!   offline) that polls `/state` four times a second and draws it;
+//! * `/state`: the newest snapshot as JSON; `/state?seq=N`: snapshot `N`
+//!   while it is among the last 300 (30 s), else 404.
+//!
+//! The first line on stdout is `serving http://HOST:PORT/ ...`, with the
+//! port actually bound.
+//!
+//! # What runs
+//!
+//! Over and over, in the table's order: each counting subject of the table
+//! on a fresh counter, `--threads` workers (default 2) for `--duration`
+//! (default 250ms), as one case of the table; then one inventory case: a
+//! fresh `Stock` of 200,000,000 units, sold in takes of 1-3 by the same
+//! workers while a restocker adds 100,000, again until `--duration` has
+//! been measured (at least one sell-out). The `Counter` and `Stock` being
+//! worked are shared with a sampler thread that reads them with
+//! `Counter::shard_values` and `Stock::shard_amounts` every 10 ms for
+//! events (a look) and every 100 ms for a snapshot: the read side
+//! never adds, and the page only reads the sampler's snapshots, so viewers
+//! add no load on the counters however many there are.
+//!
+//! # `/state` (one JSON object; every count is an integer)
+//!
+//! * `seq`: the snapshot's number, one more each sample (every 100 ms);
+//!   `uptime_s`: seconds since the workers started, when it was taken.
+//! * `workers`, `cores`, `duration_s` (per case), `cycles` (passes over
+//!   every case completed), `running` (the subject of the case running).
+//! * `subjects`: one object per subject of the table, in its order:
+//!   `name`; `cases`; `total_ops` (increments made in all its cases);
+//!   `last_mops` (the last case's Mops/s, null before one); `ok` (every
+//!   case's total equalled its workers' increments); `points`: `[t, mops]`
+//!   for each case that ended in the last 60 s (`t` in `uptime_s`'s clock).
+//! * `counter`: the `Counter` of the newest `Counter` case (kept after it
+//!   ends): `values` (`Counter::shard_values`: the base word, then each
+//!   shard), `sum` (the sum of `values`), `shards`, `max_shards`, `live`
+//!   (its case is running), and `events` in the last 60 s, each `t`, `seq`
+//!   (the first snapshot to show it), `kind` (`new`: a fresh counter, one
+//!   word, 0 shards; `grow`: more shards than at the previous look) and
+//!   `shards`.
+//! * `stock`: the `Stock` of the newest sell-out: `amounts`
+//!   (`Stock::shard_amounts`), `sum` (their sum: the units left), `shards`,
+//!   `live`, and `events` in the last 60 s, each `t`, `seq`, `kind` (`new`:
+//!   a fresh stock; `split`: more than one shard holds units where at most
+//!   one did at the previous look; `merge`: one shard holds them all where
+//!   several did; `empty`: none holds any where some did) and `holding`
+//!   (shards holding units then).
+//! * `inventory`: `initial` and `restock` (per sell-out), `sellouts`
+//!   (completed), `failed_sellouts` (sell-outs that did not account for
+//!   every unit: sold = initial + restocked and 0 left), `ok`
+//!   (`failed_sellouts` is 0), `units_left` (`stock.sum`), `restocked`
+//!   (units, all sell-outs),
+//!   `sold` (units, all sell-outs), `failed_takes`, `last_mtakes` (M
+//!   takes/s of the last inventory case, null before one), and
+//!   `workers`: per worker `successes`, `failures` (failed takes) and
+//!   `units`, over all sell-outs. Workers publish these as they go, so
+//!   while a sell-out runs `sold + units_left` may trail by the takes in
+//!   flight; the check is made on each sell-out once its threads are
+//!   joined.
+//!
+//! The snapshot is built from several reads in turn, not at one instant:
+//! the exact checks are those at the end of each case and sell-out.
+
+use crossbeam_utils::CachePadded;
+use indicatif::ProgressBar;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use shardcount::{Counter, Stock};
+use shardcount_harness::measure;
+use shardcount_harness::subjects::{self, Subject, Visit};
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{fmt_duration, run_case, write_loop, Args, Case, Host, Outcome};
+
+/// Where `--serve` with no address listens.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+
+/// The page, compiled in.
+const PAGE: &str = include_str!("live.html");
+
+/// Workers without `--threads`.
+const DEFAULT_WORKERS: usize = 2;
+/// A case's length without `--duration`.
+const DEFAULT_DURATION: Duration = Duration::from_millis(250);
+/// How often the sampler takes a snapshot.
+const TICK: Duration = Duration::from_millis(100);
+/// How often it looks at the live `Counter` and `Stock` for events between
+/// snapshots. At full speed a stock's last units are merged and sold within
+/// microseconds, so even these looks see a merge only now and then.
+const LOOK: Duration = Duration::from_millis(10);
+/// How far back the points and events in a snapshot go.
+const WINDOW_S: f64 = 60.0;
+/// Snapshots kept for `/state?seq=N`: 30 s of them.
+const KEEP: usize = 300;
+/// The inventory case's stock: enough that a sell-out by two workers lasts
+/// a second or more, to watch the shards drain, even on a fast host.
+const STOCK: u64 = 200_000_000;
+/// Units a restocker adds, 10 at a time, during each sell-out.
+const RESTOCK: u64 = 100_000;
+/// Connections served at once; more are closed unanswered.
+const MAX_CONNECTIONS: usize = 32;
+/// The longest request head read.
+const MAX_HEAD: usize = 8192;
+
+/// The addresses `addr` names, refused unless every one is loopback or
+/// `allow_remote`: the page and `/state` have no authentication.
+pub fn resolve(addr: &str, allow_remote: bool) -> Result<Vec<SocketAddr>, String> {
+    let addrs: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("--serve {addr}: not an address (HOST:PORT): {e}"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("--serve {addr}: names no address"));
+    }
+    if !allow_remote {
+        if let Some(a) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+            return Err(format!(
+                "--serve {addr}: {} is not a loopback address; the page and /state have no \
+                 authentication, so pass --allow-remote to serve other hosts",
+                a.ip()
+            ));
+        }
+    }
+    Ok(addrs)
+}
+
+/// One subject's finished cases.
+#[derive(Debug)]
+struct History {
+    name: &'static str,
+    cases: u64,
+    total_ops: u64,
+    ok: bool,
+    last_mops: Option<f64>,
+    /// `(t, Mops/s)` per case, oldest first.
+    points: VecDeque<(f64, f64)>,
+}
+
+/// One worker's inventory sales over every sell-out, published as it goes.
+#[derive(Debug, Default)]
+struct Sales {
+    successes: AtomicU64,
+    failures: AtomicU64,
+    units: AtomicU64,
+}
+
+/// Adds `n` to a displayed total that only the calling thread writes: a
+/// load and a store, no locked instruction, to disturb the sale it follows
+/// as little as possible. Relaxed: readers want the number, nothing else.
+#[inline]
+fn bump(total: &AtomicU64, n: u64) {
+    total.store(total.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}
+
+/// The inventory case's running totals.
+#[derive(Debug, Default)]
+struct Inventory {
+    workers: Vec<CachePadded<Sales>>,
+    restocked: AtomicU64,
+    sellouts: AtomicU64,
+    failed_sellouts: AtomicU64,
+    /// `f64` bits of the last case's M takes/s; `u64::MAX` before one.
+    last_mtakes: AtomicU64,
+}
+
+impl Inventory {
+    fn new(workers: usize) -> Inventory {
+        Inventory {
+            workers: (0..workers).map(|_| CachePadded::default()).collect(),
+            last_mtakes: AtomicU64::new(u64::MAX),
+            ..Inventory::default()
+        }
+    }
+}
+
+/// A change the sampler saw.
+#[derive(Debug, Clone)]
+struct Event {
+    t: f64,
+    seq: u64,
+    kind: &'static str,
+    /// Shards (a counter) or shards holding units (a stock).
+    n: usize,
+}
+
+/// What the sampler remembers between samples.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The number and shard count of the counter at the last look.
+    counter: Option<(u64, usize)>,
+    /// The number and shards holding units of the stock at the last look.
+    stock: Option<(u64, usize)>,
+    counter_events: VecDeque<Event>,
+    stock_events: VecDeque<Event>,
+}
+
+/// Everything the driver, the sampler and the server share.
+struct Live {
+    start: Instant,
+    workers: usize,
+    cores: usize,
+    duration: Duration,
+    history: Mutex<Vec<History>>,
+    /// Index into `history` of the case running, or `history.len()` for
+    /// the inventory case.
+    running: AtomicUsize,
+    cycles: AtomicU64,
+    /// The newest `Counter` case's counter, numbered (an address may be
+    /// reused by the next one).
+    counter: Mutex<Option<(u64, Arc<Counter>)>>,
+    counter_live: AtomicBool,
+    /// The newest sell-out's stock, numbered.
+    stock: Mutex<Option<(u64, Arc<Stock>)>>,
+    stock_live: AtomicBool,
+    inventory: Inventory,
+    seen: Mutex<Seen>,
+    /// `(seq, JSON)`, oldest first.
+    snapshots: Mutex<VecDeque<(u64, Arc<str>)>>,
+    connections: AtomicUsize,
+}
+
+impl Live {
+    fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+}
+
+/// A runnable subject: its name and how to run one case of it.
+struct Entry {
+    name: &'static str,
+    run: fn(&Live, &Case<'_>) -> Outcome,
+}
+
+struct Entries(Vec<Entry>);
+
+impl Visit for Entries {
+    fn visit<S: Subject>(&mut self) {
+        let run: fn(&Live, &Case<'_>) -> Outcome = if S::NAME == <Counter as Subject>::NAME {
+            counter_case
+        } else {
+            |_, case| run_case::<S>(case)
+        };
+        self.0.push(Entry { name: S::NAME, run });
+    }
+}
+
+/// A `Counter` case as `run_case` runs it, but on a counter the sampler can
+/// read while the workers add.
+fn counter_case(live: &Live, case: &Case<'_>) -> Outcome {
+    let counter = Arc::new(Counter::new());
+    {
+        let mut slot = live.counter.lock().unwrap();
+        let n = slot.as_ref().map_or(0, |s| s.0 + 1);
+        *slot = Some((n, Arc::clone(&counter)));
+    }
+    // Relaxed: a display flag; the sampler orders nothing by it.
+    live.counter_live.store(true, Ordering::Relaxed);
+    let stop = CachePadded::new(AtomicBool::new(false));
+    let w = case.threads;
+    let ops: Vec<AtomicU64> = (0..w).map(|_| AtomicU64::new(0)).collect();
+    // Results stored Relaxed: the join orders them before the reads below.
+    let elapsed = measure::run_threads(w + 1, |i| {
+        if i < w {
+            ops[i].store(write_loop(&*counter, &stop), Ordering::Relaxed);
+        } else {
+            super::timer(case, &stop);
+        }
+    });
+    live.counter_live.store(false, Ordering::Relaxed);
+    Outcome {
+        name: <Counter as Subject>::NAME,
+        round: case.round,
+        threads: w,
+        readers: 0,
+        ops: ops.iter().map(|n| n.load(Ordering::Relaxed)).sum(),
+        total: counter.sum(),
+        elapsed,
+        reads: 0,
+        max_read: 0,
+        canary: Duration::ZERO,
+    }
+}
+
+/// One sell-out of a fresh `Stock` the sampler can read: returns whether
+/// every unit was accounted for, the takes made and the time.
+fn sellout(live: &Live) -> (bool, u64, Duration) {
+    let stock = Arc::new(Stock::new(STOCK));
+    {
+        let mut slot = live.stock.lock().unwrap();
+        let n = slot.as_ref().map_or(0, |s| s.0 + 1);
+        *slot = Some((n, Arc::clone(&stock)));
+    }
+    let w = live.workers;
+    let restocking = AtomicBool::new(true);
+    let sold = AtomicU64::new(0);
+    let takes = AtomicU64::new(0);
+    let elapsed = measure::run_threads(w + 1, |i| {
+        if i == w {
+            let mut left = RESTOCK;
+            while left > 0 {
+                let n = left.min(10);
+                stock.add(n);
+                left -= n;
+                // A displayed total, only the restocker writes it; the check
+                // uses RESTOCK.
+                bump(&live.inventory.restocked, n);
+            }
+            // Release: a worker that sees the flag down sees every restock.
+            restocking.store(false, Ordering::Release);
+            return;
+        }
+        let mine = &live.inventory.workers[i];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(i as u64);
+        let (mut units, mut n_takes) = (0u64, 0u64);
+        // Each worker alone writes its own displayed totals (worker `i` is
+        // thread `i` in every sell-out); the check uses the local counts.
+        let sell = |n: u64, units: &mut u64| {
+            bump(&mine.successes, 1);
+            bump(&mine.units, n);
+            *units += n;
+        };
+        loop {
+            let n = rng.gen_range(1..=3);
+            n_takes += 1;
+            if stock.try_sub(n).is_ok() {
+                sell(n, &mut units);
+                continue;
+            }
+            bump(&mine.failures, 1);
+            // Acquire: pairs with the restocker's Release.
+            if restocking.load(Ordering::Acquire) {
+                continue;
+            }
+            // As in inventory mode: one unit at a time until a take fails,
+            // which with no restock running means the stock is empty.
+            loop {
+                n_takes += 1;
+                if stock.try_sub(1).is_err() {
+                    break;
+                }
+                sell(1, &mut units);
+            }
+            bump(&mine.failures, 1);
+            break;
+        }
+        // Relaxed: the join orders these before the reads below.
+        sold.fetch_add(units, Ordering::Relaxed);
+        takes.fetch_add(n_takes, Ordering::Relaxed);
+    });
+    let ok = sold.load(Ordering::Relaxed) == STOCK + RESTOCK && stock.sum() == 0;
+    (ok, takes.load(Ordering::Relaxed), elapsed)
+}
+
+/// The inventory case: sell-outs until `case.duration` has been measured.
+fn inventory_case(live: &Live, case: &Case<'_>) {
+    // Relaxed: display flags and totals, as above.
+    live.stock_live.store(true, Ordering::Relaxed);
+    let (mut takes, mut elapsed) = (0u64, Duration::ZERO);
+    while elapsed.is_zero() || elapsed < case.duration {
+        let (ok, n, e) = sellout(live);
+        takes += n;
+        elapsed += e;
+        live.inventory.sellouts.fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            live.inventory
+                .failed_sellouts
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let mtakes = takes as f64 / elapsed.as_secs_f64() / 1e6;
+    live.inventory
+        .last_mtakes
+        .store(mtakes.to_bits(), Ordering::Relaxed);
+    live.stock_live.store(false, Ordering::Relaxed);
+}
+
+/// Runs every case over and over; never returns.
+fn drive(live: &Live, entries: &[Entry]) -> ! {
+    let bar = ProgressBar::hidden();
+    for round in 0.. {
+        for (k, e) in entries.iter().enumerate() {
+            // Relaxed: display only.
+            live.running.store(k, Ordering::Relaxed);
+            let case = Case {
+                round,
+                threads: live.workers,
+                readers: 0,
+                duration: live.duration,
+                bar: &bar,
+                bar_base: 0,
+            };
+            let o = (e.run)(live, &case);
+            let t = live.now();
+            let mut history = live.history.lock().unwrap();
+            let h = &mut history[k];
+            h.cases += 1;
+            h.total_ops += o.ops;
+            h.ok &= o.ok();
+            h.last_mops = Some(o.mops());
+            h.points.push_back((t, o.mops()));
+            while h.points.front().is_some_and(|p| p.0 < t - WINDOW_S) {
+                h.points.pop_front();
+            }
+            if !o.ok() {
+                eprintln!(
+                    "FAIL: {}: workers did {} increments, counter says {}",
+                    o.name, o.ops, o.total
+                );
+            }
+        }
+        live.running.store(entries.len(), Ordering::Relaxed);
+        let case = Case {
+            round,
+            threads: live.workers,
+            readers: 0,
+            duration: live.duration,
+            bar: &bar,
+            bar_base: 0,
+        };
+        inventory_case(live, &case);
+        live.cycles.fetch_add(1, Ordering::Relaxed);
+    }
+    unreachable!("the rounds never end")
+}
+
+/// Records what changed since the last sample.
+fn events(
+    list: &mut VecDeque<Event>,
+    last: &mut Option<(u64, usize)>,
+    now: (u64, usize),
+    stamp: (f64, u64),
+    classify: impl Fn(Option<usize>, usize) -> Option<&'static str>,
+    fresh: Option<usize>,
+) {
+    let before = match *last {
+        Some((id, n)) if id == now.0 => Some(n),
+        _ => fresh,
+    };
+    let (t, seq) = stamp;
+    if last.is_none_or(|l| l.0 != now.0) {
+        list.push_back(Event {
+            t,
+            seq,
+            kind: "new",
+            n: fresh.unwrap_or(now.1),
+        });
+    }
+    if let Some(kind) = classify(before, now.1) {
+        list.push_back(Event {
+            t,
+            seq,
+            kind,
+            n: now.1,
+        });
+    }
+    while list.front().is_some_and(|e| e.t < t - WINDOW_S) {
+        list.pop_front();
+    }
+    *last = Some(now);
+}
+
+/// A counter's shard count only grows (a fresh one has 0).
+fn counter_event(before: Option<usize>, now: usize) -> Option<&'static str> {
+    (now > before.unwrap_or(0)).then_some("grow")
+}
+
+/// A stock's units spread over several shards, gathered into one, or gone.
+fn stock_event(before: Option<usize>, now: usize) -> Option<&'static str> {
+    match before {
+        Some(b) if b <= 1 && now > 1 => Some("split"),
+        Some(b) if b > 1 && now == 1 => Some("merge"),
+        Some(b) if b > 0 && now == 0 => Some("empty"),
+        _ => None,
+    }
+}
+
+fn events_json(list: &VecDeque<Event>, n_name: &str) -> Value {
+    list.iter()
+        .map(|e| json!({"t": e.t, "seq": e.seq, "kind": e.kind, n_name: e.n}))
+        .collect()
+}
+
+/// What one look at the live `Counter` and `Stock` read.
+struct Look {
+    counter: Option<(Arc<Counter>, Vec<u64>)>,
+    stock: Option<(Arc<Stock>, Vec<u64>)>,
+}
+
+/// Reads the live `Counter` and `Stock` (only reads) and records what
+/// changed since the last look, as of snapshot `seq`.
+fn watch(live: &Live, t: f64, seq: u64) -> Look {
+    let counter = live.counter.lock().unwrap().clone();
+    let stock = live.stock.lock().unwrap().clone();
+    let mut seen = live.seen.lock().unwrap();
+    let seen = &mut *seen;
+    let counter = counter.map(|(n, c)| {
+        let values = c.shard_values();
+        events(
+            &mut seen.counter_events,
+            &mut seen.counter,
+            (n, values.len() - 1),
+            (t, seq),
+            counter_event,
+            Some(0),
+        );
+        (c, values)
+    });
+    let stock = stock.map(|(n, s)| {
+        let amounts = s.shard_amounts();
+        let holding = amounts.iter().filter(|&&a| a > 0).count();
+        events(
+            &mut seen.stock_events,
+            &mut seen.stock,
+            (n, holding),
+            (t, seq),
+            stock_event,
+            None,
+        );
+        (s, amounts)
+    });
+    Look { counter, stock }
+}
+
+/// Takes one snapshot: looks at the counters, returns the JSON.
+fn sample(live: &Live, seq: u64, subject_names: &[&'static str]) -> String {
+    let t = live.now();
+    let running = live.running.load(Ordering::Relaxed);
+    let subjects: Vec<Value> = live
+        .history
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            json!({
+                "name": h.name,
+                "cases": h.cases,
+                "total_ops": h.total_ops,
+                "last_mops": h.last_mops,
+                "ok": h.ok,
+                "points": h.points.iter().map(|&(t, m)| json!([t, m])).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let look = watch(live, t, seq);
+    let seen = live.seen.lock().unwrap();
+    let counter_json = match &look.counter {
+        Some((c, values)) => json!({
+            "values": values,
+            "sum": values.iter().fold(0u64, |a, v| a.wrapping_add(*v)),
+            "shards": values.len() - 1,
+            "max_shards": c.max_shards(),
+            "live": live.counter_live.load(Ordering::Relaxed),
+            "events": events_json(&seen.counter_events, "shards"),
+        }),
+        None => Value::Null,
+    };
+    let mut units_left = 0;
+    let stock_json = match &look.stock {
+        Some((_, amounts)) => {
+            units_left = amounts.iter().sum::<u64>();
+            json!({
+                "sum": units_left,
+                "shards": amounts.len(),
+                "amounts": amounts,
+                "live": live.stock_live.load(Ordering::Relaxed),
+                "events": events_json(&seen.stock_events, "holding"),
+            })
+        }
+        None => Value::Null,
+    };
+    drop(seen);
+    let inv = &live.inventory;
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let workers: Vec<Value> = inv
+        .workers
+        .iter()
+        .map(|w| {
+            json!({
+                "successes": load(&w.successes),
+                "failures": load(&w.failures),
+                "units": load(&w.units),
+            })
+        })
+        .collect();
+    let last_mtakes = f64::from_bits(load(&inv.last_mtakes));
+    let failed_sellouts = load(&inv.failed_sellouts);
+    let doc = json!({
+        "seq": seq,
+        "uptime_s": t,
+        "workers": live.workers,
+        "cores": live.cores,
+        "duration_s": live.duration.as_secs_f64(),
+        "cycles": load(&live.cycles),
+        "running": subject_names.get(running).copied().unwrap_or("Stock (inventory)"),
+        "subjects": subjects,
+        "counter": counter_json,
+        "stock": stock_json,
+        "inventory": {
+            "initial": STOCK,
+            "restock": RESTOCK,
+            "sellouts": load(&inv.sellouts),
+            "failed_sellouts": failed_sellouts,
+            "ok": failed_sellouts == 0,
+            "units_left": units_left,
+            "restocked": load(&inv.restocked),
+            "sold": inv.workers.iter().map(|w| load(&w.units)).sum::<u64>(),
+            "failed_takes": inv.workers.iter().map(|w| load(&w.failures)).sum::<u64>(),
+            "last_mtakes": last_mtakes.is_finite().then_some(last_mtakes),
+            "workers": workers,
+        },
+    });
+    doc.to_string()
+}
+
+/// Looks at the counters every [`LOOK`] for events, and takes a snapshot
+/// every [`TICK`], for ever.
+fn sampler(live: &Live, names: &[&'static str]) {
+    let per_tick = (TICK.as_nanos() / LOOK.as_nanos()).max(1) as u64;
+    for look in 1.. {
+        std::thread::sleep(LOOK);
+        let seq = look / per_tick;
+        if look % per_tick == 0 {
+            publish(live, seq, names);
+        } else {
+            // Events seen now first show in the next snapshot.
+            watch(live, live.now(), seq + 1);
+        }
+    }
+}
+
+fn publish(live: &Live, seq: u64, names: &[&'static str]) {
+    let text: Arc<str> = sample(live, seq, names).into();
+    let mut snaps = live.snapshots.lock().unwrap();
+    snaps.push_back((seq, text));
+    while snaps.len() > KEEP {
+        snaps.pop_front();
+    }
+}
+
+/// A response: status line, content type, body.
+#[derive(Debug, PartialEq)]
+struct Response {
+    status: &'static str,
+    content_type: &'static str,
+    body: Arc<str>,
+}
+
+impl Response {
+    fn text(status: &'static str, body: &str) -> Response {
+        Response {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: body.into(),
+        }
+    }
+}
+
+/// The response to a request whose head is `head`, and whether it is a
+/// HEAD request (headers only).
+fn route(head: &[u8], snapshots: &Mutex<VecDeque<(u64, Arc<str>)>>) -> (Response, bool) {
+    let line = head
+        .split(|&b| b == b'\n')
+        .next()
+        .and_then(|l| std::str::from_utf8(l).ok())
+        .unwrap_or("")
+        .trim_end();
+    let mut parts = line.split(' ');
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    if !parts.next().is_some_and(|v| v.starts_with("HTTP/1.")) {
+        return (Response::text("400 Bad Request", "bad request\n"), false);
+    }
+    let head_only = method == "HEAD";
+    if method != "GET" && !head_only {
+        return (
+            Response::text("405 Method Not Allowed", "GET or HEAD only\n"),
+            false,
+        );
+    }
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let response = match path {
+        "/" | "/index.html" => Response {
+            status: "200 OK",
+            content_type: "text/html; charset=utf-8",
+            body: PAGE.into(),
+        },
+        "/state" => {
+            let snaps = snapshots.lock().unwrap();
+            let want = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("seq="))
+                .map(str::parse::<u64>);
+            let found = match want {
+                None => snaps.back(),
+                Some(Ok(seq)) => snaps.iter().find(|s| s.0 == seq),
+                Some(Err(_)) => {
+                    return (
+                        Response::text("400 Bad Request", "seq must be a number\n"),
+                        head_only,
+                    )
+                }
+            };
+            match found {
+                Some((_, text)) => Response {
+                    status: "200 OK",
+                    content_type: "application/json",
+                    body: Arc::clone(text),
+                },
+                None => Response::text("404 Not Found", "no such snapshot (kept: 30 s)\n"),
+            }
+        }
+        _ => Response::text("404 Not Found", "not found\n"),
+    };
+    (response, head_only)
+}
+
+/// Reads one request and answers it; the connection then closes.
+fn handle(mut stream: TcpStream, live: &Live) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&chunk[..n]);
+    }
+    let (r, head_only) = route(&head, &live.snapshots);
+    let mut out = format!(
+        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
+         X-Content-Type-Options: nosniff\r\nConnection: close\r\n",
+        r.status,
+        r.content_type,
+        r.body.len()
+    );
+    if r.status.starts_with("405") {
+        out += "Allow: GET, HEAD\r\n";
+    }
+    out += "\r\n";
+    stream.write_all(out.as_bytes())?;
+    if !head_only {
+        stream.write_all(r.body.as_bytes())?;
+    }
+    stream.flush()
+}
+
+/// Accepts connections for ever, one thread each, at most
+/// [`MAX_CONNECTIONS`] at once.
+fn serve(listener: TcpListener, live: Arc<Live>) {
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        // Relaxed: a count of threads, guarding nothing else.
+        if live.connections.fetch_add(1, Ordering::Relaxed) >= MAX_CONNECTIONS {
+            live.connections.fetch_sub(1, Ordering::Relaxed);
+            continue;
+        }
+        let live = Arc::clone(&live);
+        std::thread::spawn(move || {
+            // A client that goes away is its own business.
+            let _ = handle(stream, &live);
+            live.connections.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+/// Runs the live view; returns the exit status (only on an error).
+pub fn main(args: &Args, addr: &str, host: &Host) -> i32 {
+    let workers = match args.threads.as_slice() {
+        [] => DEFAULT_WORKERS,
+        [w] => *w,
+        more => {
+            eprintln!("error: --serve runs one worker count, not {more:?}: give --threads N");
+            return 2;
+        }
+    };
+    let addrs = match resolve(addr, args.allow_remote) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let listener = match TcpListener::bind(&addrs[..]) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {addr}: {e}");
+            return 1;
+        }
+    };
+    let local = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: cannot read the bound address: {e}");
+            return 1;
+        }
+    };
+    let mut entries = Entries(Vec::new());
+    subjects::for_each(&mut entries);
+    let entries = entries.0;
+    let names: Vec<&'static str> = entries.iter().map(|e| e.name).collect();
+    let duration = args.duration.unwrap_or(DEFAULT_DURATION);
+    let live = Arc::new(Live {
+        start: Instant::now(),
+        workers,
+        cores: host.cores,
+        duration,
+        history: Mutex::new(
+            names
+                .iter()
+                .map(|&name| History {
+                    name,
+                    cases: 0,
+                    total_ops: 0,
+                    ok: true,
+                    last_mops: None,
+                    points: VecDeque::new(),
+                })
+                .collect(),
+        ),
+        running: AtomicUsize::new(0),
+        cycles: AtomicU64::new(0),
+        counter: Mutex::new(None),
+        counter_live: AtomicBool::new(false),
+        stock: Mutex::new(None),
+        stock_live: AtomicBool::new(false),
+        inventory: Inventory::new(workers),
+        seen: Mutex::new(Seen::default()),
+        snapshots: Mutex::new(VecDeque::new()),
+        connections: AtomicUsize::new(0),
+    });
+    // A first snapshot before the first request can come.
+    publish(&live, 0, &names);
+    println!(
+        "serving http://{local}/ : {} subjects and a Stock, {workers} worker(s), {} per case, \
+         {} core(s) ({}); stop with Ctrl-C",
+        names.len(),
+        fmt_duration(duration),
+        host.cores,
+        host.cpu
+    );
+    {
+        let (live, names) = (Arc::clone(&live), names.clone());
+        std::thread::spawn(move || sampler(&live, &names));
+    }
+    {
+        let live = Arc::clone(&live);
+        std::thread::spawn(move || serve(listener, live));
+    }
+    drive(&live, &entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_unless_allowed() {
+        assert!(resolve("127.0.0.1:0", false).is_ok());
+        assert!(resolve("[::1]:0", false).is_ok());
+        assert!(resolve(DEFAULT_ADDR, false).is_ok());
+        let e = resolve("0.0.0.0:8080", false).unwrap_err();
+        assert!(e.contains("0.0.0.0 is not a loopback address"), "{e}");
+        assert!(e.contains("--allow-remote"), "{e}");
+        assert!(resolve("192.0.2.1:8080", false).is_err());
+        assert!(resolve("0.0.0.0:8080", true).is_ok());
+        assert!(resolve("no port", false).is_err());
+    }
+
+    fn snaps() -> Mutex<VecDeque<(u64, Arc<str>)>> {
+        Mutex::new(VecDeque::from([
+            (4, Arc::from("{\"seq\":4}")),
+            (5, Arc::from("{\"seq\":5}")),
+        ]))
+    }
+
+    #[test]
+    fn routes_serve_the_page_the_newest_state_or_a_given_one() {
+        let s = snaps();
+        let get = |line: &str| route(format!("{line}\r\nHost: x\r\n\r\n").as_bytes(), &s);
+        let (r, head) = get("GET / HTTP/1.1");
+        assert_eq!(
+            (r.status, r.content_type, head),
+            ("200 OK", "text/html; charset=utf-8", false)
+        );
+        assert!(r.body.contains("<canvas"));
+        assert_eq!(&*get("GET /state HTTP/1.1").0.body, "{\"seq\":5}");
+        assert_eq!(&*get("GET /state?seq=4 HTTP/1.1").0.body, "{\"seq\":4}");
+        assert_eq!(get("GET /state?seq=3 HTTP/1.1").0.status, "404 Not Found");
+        assert_eq!(get("GET /state?seq=x HTTP/1.1").0.status, "400 Bad Request");
+        assert_eq!(get("GET /nope HTTP/1.1").0.status, "404 Not Found");
+        assert_eq!(
+            get("POST /state HTTP/1.1").0.status,
+            "405 Method Not Allowed"
+        );
+        assert_eq!(get("GET /state").0.status, "400 Bad Request");
+        let (r, head) = get("HEAD /state HTTP/1.1");
+        assert_eq!((r.status, head), ("200 OK", true));
+    }
+
+    #[test]
+    fn serve_takes_an_optional_address_and_refuses_other_modes() {
+        use clap::Parser;
+        let parse = |extra: &[&str]| Args::try_parse_from(["contention"].iter().chain(extra));
+        let a = parse(&["--serve"]).expect("an address is optional");
+        assert_eq!(a.serve.as_deref(), Some(DEFAULT_ADDR));
+        let a = parse(&[
+            "--serve",
+            "127.0.0.1:0",
+            "--threads",
+            "2",
+            "--duration",
+            "100ms",
+        ])
+        .expect("workers and case length");
+        assert_eq!(a.serve.as_deref(), Some("127.0.0.1:0"));
+        assert!(!a.allow_remote);
+        assert!(parse(&["--serve", "0.0.0.0:1", "--allow-remote"]).is_ok());
+        assert!(
+            parse(&["--allow-remote"]).is_err(),
+            "--allow-remote needs --serve"
+        );
+        for bad in [
+            "--inventory",
+            "--keyed",
+            "--json=x",
+            "--chart=x.svg",
+            "--readers=1",
+            "--repeat=2",
+        ] {
+            let e = parse(&["--serve", bad]).expect_err(bad);
+            assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_server_answers_over_tcp_and_closes() {
+        let live = Arc::new(test_live());
+        publish(&live, 0, &["Counter"]);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = Arc::clone(&live);
+        std::thread::spawn(move || serve(listener, server));
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET /state HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut reply = String::new();
+        c.read_to_string(&mut reply).unwrap();
+        let (head, body) = reply.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert!(
+            head.contains("Content-Type: application/json\r\n"),
+            "{head}"
+        );
+        assert!(
+            head.contains(&format!("Content-Length: {}\r\n", body.len())),
+            "{head}"
+        );
+        assert!(head.contains("Connection: close"), "{head}");
+        let v: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["seq"], 0);
+    }
+
+    #[test]
+    fn events_mark_new_counters_growth_splits_and_merges() {
+        let (mut list, mut last) = (VecDeque::new(), None);
+        let kinds = |l: &VecDeque<Event>| l.iter().map(|e| (e.kind, e.n)).collect::<Vec<_>>();
+        for (id, n, seq) in [(1, 2, 1), (1, 2, 2), (1, 4, 3), (2, 0, 4), (3, 2, 5)] {
+            let stamp = (seq as f64 / 10.0, seq);
+            events(&mut list, &mut last, (id, n), stamp, counter_event, Some(0));
+        }
+        assert_eq!(
+            kinds(&list),
+            [
+                ("new", 0),
+                ("grow", 2),
+                ("grow", 4),
+                ("new", 0),
+                ("new", 0),
+                ("grow", 2)
+            ]
+        );
+        let (mut list, mut last) = (VecDeque::new(), None);
+        for (n, seq) in [(2, 1), (2, 2), (1, 3), (1, 4), (2, 5), (0, 6)] {
+            events(
+                &mut list,
+                &mut last,
+                (9, n),
+                (seq as f64, seq),
+                stock_event,
+                None,
+            );
+        }
+        assert_eq!(
+            kinds(&list),
+            [("new", 2), ("merge", 1), ("split", 2), ("empty", 0)]
+        );
+        // Older than the window: dropped.
+        events(&mut list, &mut last, (9, 0), (100.0, 7), stock_event, None);
+        assert!(list.is_empty(), "{list:?}");
+    }
+
+    fn test_live() -> Live {
+        Live {
+            start: Instant::now(),
+            workers: 1,
+            cores: 1,
+            duration: Duration::from_millis(1),
+            history: Mutex::new(Vec::new()),
+            running: AtomicUsize::new(0),
+            cycles: AtomicU64::new(0),
+            counter: Mutex::new(Some((0, Arc::new(Counter::from(7))))),
+            counter_live: AtomicBool::new(true),
+            stock: Mutex::new(Some((0, Arc::new(Stock::new(5))))),
+            stock_live: AtomicBool::new(false),
+            inventory: Inventory::new(1),
+            seen: Mutex::new(Seen::default()),
+            snapshots: Mutex::new(VecDeque::new()),
+            connections: AtomicUsize::new(0),
+        }
+    }
+
+    #[test]
+    fn a_sample_reads_a_live_counter_and_stock_and_adds_nothing() {
+        let names = ["Counter"];
+        let live = test_live();
+        for seq in 0..3 {
+            publish(&live, seq, &names);
+        }
+        let v: Value = serde_json::from_str(&live.snapshots.lock().unwrap()[2].1).unwrap();
+        assert_eq!(v["seq"], 2);
+        assert_eq!(v["running"], "Counter");
+        assert_eq!(v["counter"]["values"], json!([7]));
+        assert_eq!(v["counter"]["sum"], 7);
+        assert_eq!(v["counter"]["events"].as_array().unwrap().len(), 1);
+        assert_eq!(v["stock"]["sum"], 5);
+        assert_eq!(v["inventory"]["units_left"], 5);
+        assert_eq!(v["inventory"]["ok"], true);
+        assert_eq!(v["inventory"]["last_mtakes"], Value::Null);
+        let c = live.counter.lock().unwrap().clone().unwrap().1;
+        assert_eq!(c.sum(), 7, "sampling added nothing");
+    }
+}
