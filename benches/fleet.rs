@@ -6,6 +6,7 @@
 //! ```sh
 //! cargo bench --bench fleet --features redis
 //! SHARDCOUNT_REPS=1 SHARDCOUNT_FLEET_UNITS=200000 cargo bench --bench fleet --features redis  # short
+//! SHARDCOUNT_FLEET_CHUNK=100000 cargo bench --bench fleet --features redis  # a larger lease
 //! ```
 //!
 //! Starts its own redis-server (free port, temporary directory, AOF
@@ -170,7 +171,9 @@ fn main() {
     println!("fleet bench (loopback redis-server, AOF everysec); median of {reps}");
 
     // 1. Leased try_sub(1), 2 threads, vs an in-process Stock.
-    let chunk = 10_000;
+    // The lease size trades refills (a round trip each, while both
+    // sellers wait) against units a crash strands.
+    let chunk = env("SHARDCOUNT_FLEET_CHUNK", 10_000);
     let (mut fleet, mut own, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..reps {
         let (f, s) = if r % 2 == 0 {
