@@ -19,6 +19,8 @@
 //! * [`LabelledCounter<L>`](LabelledCounter) with [`Label`] (and
 //!   `#[derive(Label)]`): a `const` family indexed by a label type (an
 //!   enum, or a struct or tuple of them), as fast as a [`CounterSet`] add.
+//! * [`Histogram`]: a latency or size distribution in the same shard rows
+//!   (log-linear buckets, quantiles within 1/32, or `le` bounds).
 //! * [`MaxCounter`] / [`MinCounter`]: a running maximum / minimum.
 //! * [`Stock`]: a quantity that never goes below zero; `try_sub` fails with
 //!   [`Insufficient`] only when the whole stock is short.
@@ -27,7 +29,9 @@
 //!   over; [`MaxCounter`], [`MinCounter`] and [`Stock`] are gauges.
 //! * [`export`]: an [`Exporter`](export::Exporter) thread ships counters'
 //!   deltas to a [`Sink`](export::Sink); `export::redis` (feature `redis`)
-//!   folds them into Redis exactly once, for fleet-wide counts.
+//!   folds them into Redis exactly once, for fleet-wide counts; a
+//!   `FleetReader` reads those totals through a TTL cache, and a
+//!   `FleetStock` sells one Redis inventory from many processes.
 //! * `integrations` (features `metrics`, `prometheus-client`, `prometheus`,
 //!   `opentelemetry`, `serde`): the counters behind the `metrics` facade,
 //!   in a `prometheus_client` or `prometheus` registry, as OpenTelemetry
@@ -64,6 +68,12 @@
 //! | snapshot | | | | | `snapshot()`, `snapshot_into(out)` | `snapshot()`, `top(n)` | |
 //! | construct | `new()` (`const`), `Default`, `From<u64>` | `new()` (`const`), `Default`, `From<u64>`; `local_counter!(static N)` | `new(n)`, `Default`, `From<u64>` | `new()` (`const`), `Default` | `new(len)` | `new()`, `Default` | `map.handle(&k)` |
 //! | size | `with_max_shards(m)`, `shards()`, `max_shards()` | `with_batch(b)`, `batch = b` | `with_shards(m)`, `shards()` | `shards()` | `with_max_shards(len, m)`, `shards()`, `max_shards()` | `with_max_keys(m)`, `unbounded()` | |
+//!
+//! [`LabelledCounter<L>`](LabelledCounter): `inc(l)`, `add(l, n)`, `get(l)`
+//! (a label is always in range: a `u64`), `sum()`, `take(l)`, `take_all()`,
+//! `snapshot()`, `reset()`, `new()` (`const`), `Default`. [`Histogram`]:
+//! `record(v)`, `count()`, `sum()`, `snapshot()`, `take()` (lossless),
+//! `new()`, `with_bounds(b)`, `Default`.
 //!
 //! ```
 //! use shardcount::{CounterMap, CounterSet};
