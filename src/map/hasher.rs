@@ -36,12 +36,18 @@ fn fold_mul(a: u64, b: u64) -> u64 {
     (p as u64) ^ ((p >> 64) as u64)
 }
 
-/// `n` bytes of `b` from `at`, little-endian (`n` is 4 or 8).
+/// `n` bytes of `b` from `at`, little-endian (`n` is 4 or 8). Fixed-size
+/// array conversions, so that a build without cross-crate LTO still gets
+/// one load, not a `memcpy` call.
 #[inline(always)]
 fn read(b: &[u8], at: usize, n: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w[..n].copy_from_slice(&b[at..at + n]);
-    u64::from_le_bytes(w)
+    if n == 8 {
+        let w: [u8; 8] = b[at..at + 8].try_into().expect("8 bytes");
+        u64::from_le_bytes(w)
+    } else {
+        let w: [u8; 4] = b[at..at + 4].try_into().expect("4 bytes");
+        u64::from(u32::from_le_bytes(w))
+    }
 }
 
 /// Builds [`KeyHasher`]s with one map's secret seeds.
