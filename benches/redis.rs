@@ -14,56 +14,13 @@
 use shardcount::export::redis::RedisSink;
 use shardcount::export::{ExportConfig, Exporter, Source};
 use shardcount::RoughCounter;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-struct Server(Child, std::path::PathBuf);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_dir_all(&self.1);
-    }
-}
-
-fn start_server() -> (Server, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let dir = std::env::temp_dir().join(format!("shardcount-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .arg("--dir")
-        .arg(&dir)
-        .args([
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "everysec",
-            "--save",
-            "",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server (install it with .ci/install-redis)");
-    let server = Server(child, dir);
-    let url = format!("redis://127.0.0.1:{port}");
-    let client = redis::Client::open(url.as_str()).unwrap();
-    while client
-        .get_connection_with_timeout(Duration::from_millis(200))
-        .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-        .is_err()
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (server, url)
-}
+#[path = "common/redis_server.rs"]
+mod redis_server;
+use redis_server::start_server;
 
 /// A keyed source whose every key moves by one per round.
 struct Keys {
@@ -187,7 +144,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // nothing for `cargo bench -- --list` to see
     }
-    let (_server, url) = start_server();
+    let (_server, url) = start_server("bench");
     let reps = reps();
     println!("redis export bench (loopback, AOF everysec); median of {reps}");
     let config = ExportConfig::default();

@@ -467,37 +467,9 @@ fn a_flush_past_its_deadline_tries_once_and_reports_why() {
     assert_eq!(sink.get("late"), 2);
 }
 
-/// Keys that a family's label cannot carry as is: one whose `Display`
-/// writes part of its text and then fails, and two that print alike.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Awkward {
-    Plain(&'static str),
-    Broken,
-    Alias(u8),
-}
-
-impl std::fmt::Display for Awkward {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Awkward::Plain(s) => f.write_str(s),
-            Awkward::Broken => {
-                f.write_str("bro")?;
-                Err(std::fmt::Error)
-            }
-            Awkward::Alias(_) => f.write_str("alias"),
-        }
-    }
-}
-
-/// `a`: 2, the broken key: 5, the two aliases: 3 and 4.
-fn awkward() -> std::sync::Arc<shardcount::CounterMap<Awkward>> {
-    let m = std::sync::Arc::new(shardcount::CounterMap::new());
-    m.add(&Awkward::Plain("a"), 2);
-    m.add(&Awkward::Broken, 5);
-    m.add(&Awkward::Alias(1), 3);
-    m.add(&Awkward::Alias(2), 4);
-    m
-}
+#[path = "common/awkward.rs"]
+mod awkward;
+use awkward::{awkward, Awkward};
 
 /// A label whose `Display` fails part-way used to export its member under
 /// the partial key (`k:bro`); it is not exported, and its counts are

@@ -219,27 +219,9 @@ fn unset_gauges_encode_their_read() {
     assert_eq!((s["peak"], s["fastest"]), (0, u64::MAX));
 }
 
-/// A key whose `Display` writes part of its text and then fails, and two
-/// that print alike.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Awkward {
-    Plain(&'static str),
-    Broken,
-    Alias(u8),
-}
-
-impl std::fmt::Display for Awkward {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Awkward::Plain(s) => f.write_str(s),
-            Awkward::Broken => {
-                f.write_str("bro")?;
-                Err(std::fmt::Error)
-            }
-            Awkward::Alias(_) => f.write_str("alias"),
-        }
-    }
-}
+#[path = "common/awkward.rs"]
+mod awkward;
+use awkward::Awkward;
 
 /// A member whose label's `Display` fails is left out (the whole encoding
 /// used to fail); members whose labels print alike are one sample, their
