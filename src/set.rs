@@ -272,7 +272,9 @@ impl CounterSet {
     }
 
     /// Adds `v` to counter `i`, for a caller that knows `i` is in range
-    /// (a map's handle checked it once, when made).
+    /// (a map's handle checked it once, when made). `add_pair_unchecked`
+    /// (`set/pair.rs`, a histogram's record) repeats this row choice: a
+    /// change here belongs there too.
     ///
     /// # Safety
     ///
