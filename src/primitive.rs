@@ -44,6 +44,18 @@ pub(crate) mod sync {
         m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Tries to lock `m`: `None` only when another thread holds it. Poison
+    /// is ignored (as [`lock`]): reading a poisoned lock as "busy" would
+    /// turn a background pass off for good.
+    #[inline]
+    pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+        match m.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// Read-locks `l`, ignoring poison (as [`lock`]).
     #[inline]
     pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {

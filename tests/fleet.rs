@@ -45,6 +45,10 @@ fn config(chunk: u64) -> FleetStockConfig {
 /// `FLEET_RECORD` (one u64 per thread, written after each sale, so a
 /// `kill -9` loses at most one per thread); flushes; prints its token and
 /// total.
+/// Calls that failed with a Redis error in this child (a timeout among
+/// them may leave its record behind, see `FleetStock`).
+static ERRORS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 #[test]
 fn child() {
     let Ok(url) = std::env::var("FLEET_CHILD_URL") else {
@@ -56,6 +60,11 @@ fn child() {
     record.set_len(8 * threads).unwrap();
     let stock = FleetStock::new(&url, PREFIX, NAME, config(chunk)).unwrap();
     println!("\nFLEET token {}", stock.token());
+    // Every process runs the same start-up: the stock is set once.
+    if let Ok(n) = std::env::var("FLEET_INIT") {
+        let set = stock.init(n.parse().unwrap()).unwrap();
+        println!("FLEET init {set}");
+    }
     std::io::stdout().flush().unwrap();
     let sold: u64 = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
@@ -76,6 +85,7 @@ fn child() {
                             Err(FleetError::Insufficient(_)) => return sold,
                             Err(e) => {
                                 assert!(start.elapsed() < PATIENCE, "{e}");
+                                ERRORS.fetch_add(1, Ordering::Relaxed);
                                 std::thread::sleep(Duration::from_millis(5));
                             }
                         }
@@ -88,10 +98,20 @@ fn child() {
     let start = Instant::now();
     while let Err(e) = stock.flush() {
         assert!(start.elapsed() < PATIENCE, "{e}");
+        ERRORS.fetch_add(1, Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(5));
     }
+    println!("FLEET errors {}", ERRORS.load(Ordering::Relaxed));
     println!("FLEET sold {sold}");
     println!("FLEET trips {}", stock.stats().round_trips);
+    // Its net take, read before the drop deletes its record.
+    let client = redis::Client::open(url).unwrap();
+    let rec: String = redis::cmd("HGET")
+        .arg(format!("{PREFIX}__leases:{NAME}"))
+        .arg(stock.token())
+        .query(&mut client.get_connection().unwrap())
+        .unwrap();
+    println!("FLEET net {}", rec.split(' ').nth(2).unwrap());
 }
 
 struct Proc {
@@ -100,8 +120,17 @@ struct Proc {
 }
 
 fn spawn(server: &Server, chunk: u64, pace: u64, n: usize) -> Proc {
+    spawn_with(server, chunk, pace, n, None)
+}
+
+/// A child that first calls `init(init)` when it is `Some`.
+fn spawn_with(server: &Server, chunk: u64, pace: u64, n: usize, init: Option<u64>) -> Proc {
     let record = server.dir.join(format!("record-{n}"));
-    let child = Command::new(std::env::current_exe().unwrap())
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    if let Some(init) = init {
+        command.env("FLEET_INIT", init.to_string());
+    }
+    let child = command
         .args(["child", "--exact", "--nocapture", "--test-threads=1"])
         .env("FLEET_CHILD_URL", server.url())
         .env("FLEET_THREADS", THREADS.to_string())
@@ -114,8 +143,18 @@ fn spawn(server: &Server, chunk: u64, pace: u64, n: usize) -> Proc {
     Proc { child, record }
 }
 
-/// What a child printed: token, and sold if it finished.
-fn outcome(mut p: Proc) -> (String, Option<u64>, bool) {
+/// What a child printed: token, whether its `init` set the stock, and,
+/// if it finished, what it sold and its net take as Redis recorded it.
+struct Outcome {
+    token: String,
+    init: Option<bool>,
+    sold: Option<u64>,
+    net: Option<i64>,
+    errors: Option<u64>,
+    ok: bool,
+}
+
+fn outcome(mut p: Proc) -> Outcome {
     let mut out = String::new();
     p.child
         .stdout
@@ -128,8 +167,14 @@ fn outcome(mut p: Proc) -> (String, Option<u64>, bool) {
         out.lines()
             .find_map(|l| Some(l.split_once(&format!("FLEET {k} "))?.1.trim().to_owned()))
     };
-    let token = field("token").expect("the child printed its token");
-    (token, field("sold").map(|s| s.parse().unwrap()), ok)
+    Outcome {
+        token: field("token").expect("the child printed its token"),
+        init: field("init").map(|s| s.parse().unwrap()),
+        sold: field("sold").map(|s| s.parse().unwrap()),
+        net: field("net").map(|s| s.parse().unwrap()),
+        errors: field("errors").map(|s| s.parse().unwrap()),
+        ok,
+    }
 }
 
 /// Sales the child recorded (each thread's last record).
@@ -177,20 +222,27 @@ fn wait_below(server: &Server, below: i64) {
     }
 }
 
-/// Every process finished: sold == initial exactly, Redis at zero, and
+/// Every process finished: sold == `initial` exactly, Redis at zero, and
 /// each process's net take in Redis equals its sales.
-fn check_exact(server: &Server, procs: Vec<Proc>) {
+fn check_exact(server: &Server, procs: Vec<Proc>, initial: u64) -> Vec<Outcome> {
     let mut total = 0;
     let done: Vec<_> = procs.into_iter().map(outcome).collect();
-    let nets = nets(server);
-    for (token, sold, ok) in done {
-        assert!(ok, "a child failed");
-        let sold = sold.unwrap();
-        assert_eq!(nets[&token], sold as i64, "net take of {token}");
+    for o in &done {
+        assert!(o.ok, "a child failed");
+        let sold = o.sold.unwrap();
+        assert_eq!(o.net, Some(sold as i64), "net take of {}", o.token);
         total += sold;
     }
     assert_eq!(remaining(server), 0);
-    assert_eq!(total, INITIAL, "sold");
+    assert_eq!(total, initial, "sold");
+    done
+}
+
+fn leases_fields(server: &Server) -> i64 {
+    redis::cmd("HLEN")
+        .arg(format!("{PREFIX}__leases:{NAME}"))
+        .query(&mut server.conn())
+        .unwrap()
 }
 
 #[test]
@@ -198,7 +250,28 @@ fn three_processes_drain_to_exactly_zero() {
     let server = Server::started("everysec");
     stock_init(&server);
     let procs: Vec<Proc> = (0..PROCESSES).map(|n| spawn(&server, 100, 0, n)).collect();
-    check_exact(&server, procs);
+    let done = check_exact(&server, procs, INITIAL);
+    // Each clean exit deleted its record: runs leave nothing behind. (A
+    // child that saw a Redis error, a timeout, may keep its record.)
+    let unclean = done.iter().filter(|o| o.errors != Some(0)).count();
+    assert!(leases_fields(&server) <= unclean as i64);
+}
+
+/// The same start-up code in every process: `init` sets the stock once,
+/// and the fleet sells exactly it (not once per process).
+#[test]
+fn three_processes_that_each_init_sell_exactly_the_stock_once() {
+    let server = Server::started("everysec");
+    let procs: Vec<Proc> = (0..PROCESSES)
+        .map(|n| spawn_with(&server, 100, 0, n, Some(10_000)))
+        .collect();
+    let done = check_exact(&server, procs, 10_000);
+    let sets = done.iter().filter(|o| o.init == Some(true)).count();
+    assert_eq!(sets, 1, "exactly one init set the stock");
+    // Sold out, a late init leaves the stock at 0.
+    let late = FleetStock::new(&server.url(), PREFIX, NAME, config(100)).unwrap();
+    assert!(!late.init(10_000).unwrap());
+    assert_eq!(remaining(&server), 0);
 }
 
 /// `appendfsync always`: what FleetStock's docs say Redis before 7.2
@@ -213,7 +286,7 @@ fn redis_killed_and_restarted_mid_run_never_oversold() {
     std::thread::sleep(Duration::from_millis(300));
     server.start();
     assert!(remaining(&server) > 0, "killed after the run: not mid-run");
-    check_exact(&server, procs);
+    check_exact(&server, procs, INITIAL);
 }
 
 #[test]
@@ -229,16 +302,21 @@ fn a_worker_killed_mid_run_strands_at_most_its_lease() {
     victim.child.kill().unwrap();
     assert!(remaining(&server) > 0, "killed after the run: not mid-run");
     let record = victim.record.clone();
-    let (token, sold, _) = outcome(victim);
-    assert_eq!(sold, None, "killed before it finished");
+    let victim = outcome(victim);
+    assert_eq!(victim.sold, None, "killed before it finished");
     let mut survivors_sold = 0;
     let done: Vec<_> = procs.into_iter().map(outcome).collect();
-    let nets = nets(&server);
-    for (t, sold, ok) in done {
-        assert!(ok);
-        assert_eq!(nets[&t], sold.unwrap() as i64);
-        survivors_sold += sold.unwrap();
+    for o in &done {
+        assert!(o.ok);
+        assert_eq!(o.net, Some(o.sold.unwrap() as i64));
+        survivors_sold += o.sold.unwrap();
     }
+    // The victim's record stays, the one record of what it stranded; the
+    // survivors deleted theirs at exit (those without a Redis error must).
+    let nets = nets(&server);
+    let unclean = done.iter().filter(|o| o.errors != Some(0)).count();
+    assert!(nets.len() <= 1 + unclean, "{nets:?}");
+    let token = victim.token;
     // Redis's accounting is exact: every unit is in Redis (now none) or
     // in some process's net take, so nothing was granted twice.
     assert_eq!(remaining(&server), 0);
@@ -546,4 +624,165 @@ fn redis_down_reads_return_the_last_values_with_their_age() {
     // Never read: a clear error.
     let never = reader.key("other").total().unwrap_err();
     assert!(never.to_string().starts_with("fleet read: never read: "));
+}
+
+/// A documented panic (`add` above 2^53) must not poison the link for the
+/// idle worker: the lease still goes back once idle.
+#[test]
+fn a_panic_in_add_does_not_strand_the_idle_lease() {
+    let server = Server::started("everysec");
+    let stock = FleetStock::new(
+        &server.url(),
+        PREFIX,
+        NAME,
+        FleetStockConfig {
+            idle: Duration::from_millis(40),
+            ..config(100)
+        },
+    )
+    .unwrap();
+    assert!(stock.init(1000).unwrap());
+    stock.try_sub(1).unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = stock.add((1 << 53) + 1);
+    }));
+    assert!(panicked.is_err(), "add above 2^53 panics, as documented");
+    stock.try_sub(1).unwrap();
+    let start = Instant::now();
+    while stock.lease() != 0 {
+        assert!(start.elapsed() < PATIENCE, "the idle lease never went back");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(remaining(&server), 998);
+}
+
+fn set_raw(server: &Server, key: &str, cmd: &[&str]) {
+    let _: () = redis::cmd("DEL")
+        .arg(key)
+        .query(&mut server.conn())
+        .unwrap();
+    let mut c = redis::cmd(cmd[0]);
+    c.arg(key);
+    for a in &cmd[1..] {
+        c.arg(*a);
+    }
+    let _: () = c.query(&mut server.conn()).unwrap();
+}
+
+fn connections(server: &Server) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(&mut server.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Wrong contents are `Corrupt` on every call (never `Redis`, which says
+/// "retry"), and cost no reconnect; once repaired, the stock sells.
+#[test]
+fn corrupt_stock_keys_are_corrupt_for_every_call_and_keep_the_connection() {
+    let server = Server::started("everysec");
+    let key = format!("{PREFIX}{NAME}");
+    let stock = FleetStock::new(&server.url(), PREFIX, NAME, config(10)).unwrap();
+    let corrupt = |r: Result<(), FleetError>, what: &str| match r {
+        Err(FleetError::Corrupt(_)) => {}
+        other => panic!("{what}: {other:?}, not Corrupt"),
+    };
+    for contents in [
+        &["HSET", "f", "1"][..],
+        &["SET", "99999999999999999999"],
+        &["SET", "9007199254740993"],
+        &["SET", "x"],
+    ] {
+        set_raw(&server, &key, contents);
+        corrupt(stock.remaining().map(drop), "remaining");
+        let before = connections(&server);
+        for _ in 0..5 {
+            corrupt(stock.try_sub(1), "try_sub");
+            corrupt(stock.add(1).map(drop), "add");
+        }
+        // The test's own INFO connection is the one new connection.
+        assert_eq!(connections(&server), before + 1, "{contents:?}");
+    }
+    set_raw(&server, &key, &["HSET", "f", "1"]);
+    corrupt(stock.init(5).map(drop), "init");
+    // A leases hash of another type, or a record that is not one.
+    let leases = format!("{PREFIX}__leases:{NAME}");
+    set_raw(&server, &key, &["SET", "10"]);
+    set_raw(&server, &leases, &["SET", "x"]);
+    corrupt(stock.try_sub(1), "try_sub, leases of another type");
+    set_raw(
+        &server,
+        &leases,
+        &["HSET", &stock.token(), "1 99999999999999999999999 1"],
+    );
+    corrupt(stock.try_sub(1), "try_sub, a record out of range");
+    // Repaired: the pending take goes through, once.
+    let _: () = redis::cmd("DEL")
+        .arg(&leases)
+        .query(&mut server.conn())
+        .unwrap();
+    stock.try_sub(1).unwrap();
+    assert_eq!((stock.lease(), remaining(&server)), (9, 0));
+}
+
+#[test]
+fn a_zero_timeout_is_refused_at_construction() {
+    let zero = FleetStockConfig {
+        timeout: Duration::ZERO,
+        ..FleetStockConfig::default()
+    };
+    let e = FleetStock::new("redis://127.0.0.1:1", PREFIX, NAME, zero).unwrap_err();
+    assert!(
+        matches!(&e, FleetError::Config(m) if m.contains("timeout")),
+        "{e}"
+    );
+}
+
+/// A clean drop deletes the process's record: 24 runs leave no field.
+#[test]
+fn dropped_stocks_leave_no_record_behind() {
+    let server = Server::started("everysec");
+    for run in 0..24 {
+        let s = FleetStock::new(&server.url(), PREFIX, NAME, config(10)).unwrap();
+        if run == 0 {
+            assert!(s.init(1000).unwrap());
+        }
+        s.try_sub(1).unwrap();
+        assert_eq!(leases_fields(&server), 1);
+    }
+    assert_eq!(leases_fields(&server), 0);
+    assert_eq!(remaining(&server), 1000 - 24);
+}
+
+#[test]
+fn a_very_long_ttl_still_caches() {
+    let server = Server::started("everysec");
+    let reader = FleetReader::new(&server.url(), "r:", Duration::from_secs(1 << 55)).unwrap();
+    let k = reader.key("k");
+    for _ in 0..10 {
+        assert_eq!(k.total().unwrap().value, 0);
+    }
+    assert_eq!(reader.round_trips(), 1);
+    let forever = FleetReader::new(&server.url(), "r:", Duration::MAX).unwrap();
+    let k = forever.key("k");
+    for _ in 0..10 {
+        assert_eq!(k.total().unwrap().value, 0);
+    }
+    assert_eq!(forever.round_trips(), 1);
+}
+
+#[test]
+fn an_empty_key_set_reads_zero_without_a_round_trip() {
+    let server = Server::started("everysec");
+    let reader = FleetReader::new(&server.url(), "r:", Duration::from_secs(1)).unwrap();
+    let none = reader.keys(Vec::<String>::new());
+    assert_eq!(none.total().unwrap().value, 0);
+    assert_eq!(none.values().unwrap().0, []);
+    assert_eq!(reader.round_trips(), 0);
 }

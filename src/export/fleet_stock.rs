@@ -26,6 +26,16 @@
 //! * The idle worker (`worker::Worker`) returns the lease when `local`
 //!   has not changed for `idle`; it only tries the link lock, never
 //!   waiting behind a refill.
+//! * Poison: every documented panic (an amount above 2^53) is checked
+//!   before `link` is taken, and `Link` is consistent at every point
+//!   where anything else could panic (an op in flight stays in
+//!   `unresolved` and is resent), so `link` is locked ignoring poison,
+//!   by callers and by the idle worker alike.
+//! * A clean drop (lease returned and confirmed) deletes the token's
+//!   field, unless a request of this token may still be queued in Redis
+//!   on a connection it dropped (`stale_possible`): such a delayed copy
+//!   finds the record and is refused as old; without it, it would be
+//!   applied again.
 //!
 //! Orderings: the stats counters are `Relaxed` (monotonic tallies, read
 //! for reporting only); `local` has its own protocol; the mutex orders
@@ -33,7 +43,7 @@
 
 use super::WriterId;
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::primitive::sync::{lock, Arc, Mutex};
+use crate::primitive::sync::{lock, try_lock, Arc, Mutex};
 use crate::stock::{Insufficient, Stock};
 use crate::worker::Worker;
 use redis::{Client, Connection, Value};
@@ -47,7 +57,8 @@ use std::time::{Duration, Instant};
 /// zero); `{0, amount, stock_now, 0}` when the number is the token's last
 /// one (a retry: nothing changes, the recorded amount is repeated);
 /// `{-2, last}` for an older number; `{-1}` if a key holds something else
-/// than this layout. `lost_ops` counts numbers skipped since the token's
+/// than this layout (a stock that is not an integer below ±2<sup>53</sup>,
+/// a leases key that is not a hash of records). `lost_ops` counts numbers skipped since the token's
 /// record: operations Redis confirmed and then lost (an AOF that had not
 /// reached the disk).
 ///
@@ -62,15 +73,16 @@ if ht ~= 'hash' and ht ~= 'none' then return {-1} end
 local cur = 0
 if st == 'string' then
   local s = redis.call('GET', KEYS[1])
-  if not (s == '0' or string.match(s, '^%-?[1-9]%d*$')) then return {-1} end
+  if not (s == '0' or string.match(s, '^%-?[1-9]%d*$')) or #s > 17 then return {-1} end
   cur = tonumber(s)
+  if math.abs(cur) >= 9007199254740992 then return {-1} end
 end
 local seq = tonumber(ARGV[2])
 local last, net = 0, 0
 local rec = redis.call('HGET', KEYS[2], ARGV[1])
 if rec then
   local s, g, h = string.match(rec, '^(%d+) (%d+) (%-?%d+)$')
-  if not s then return {-1} end
+  if not s or #s > 15 or #g > 15 or #h > 16 then return {-1} end
   last, net = tonumber(s), tonumber(h)
   if seq == last then return {0, tonumber(g), cur, 0} end
   if seq < last then return {-2, last} end
@@ -90,6 +102,15 @@ else
 end
 redis.call('HSET', KEYS[2], ARGV[1], string.format('%d %d %d', seq, g, net))
 return {1, g, cur, lost}
+";
+
+/// `init`'s script: sets `KEYS[1]` to `ARGV[1]` only if it does not exist
+/// (1), leaves a string as it is (0), refuses another type (-1).
+const INIT_SCRIPT: &str = r"
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then redis.call('SET', KEYS[1], ARGV[1]) return 1 end
+if t == 'string' then return 0 end
+return -1
 ";
 
 /// The largest amount one operation moves, and the largest stock: Redis
@@ -114,7 +135,8 @@ pub struct FleetStockConfig {
     /// back to Redis. Checked every quarter of it, by a background worker;
     /// any value below 4 ms checks every 1 ms (see the crate's worker rule).
     pub idle: Duration,
-    /// Connect, read and write timeout of each Redis call.
+    /// Connect, read and write timeout of each Redis call; must not be
+    /// zero ([`FleetStock::new`] refuses it).
     pub timeout: Duration,
 }
 
@@ -141,14 +163,21 @@ pub enum FleetError {
     /// held plus what Redis held (0) when the take was refused. Other
     /// processes' leases are not counted (see [`FleetStock`]).
     Insufficient(Insufficient),
-    /// Redis could not be reached or did not answer in time. The pending
-    /// operation is sent again, unchanged, by the next call.
+    /// Redis could not be reached, did not answer in time, or refused the
+    /// command for a reason of its own (loading, read-only, out of
+    /// memory): worth retrying. The pending operation is sent again,
+    /// unchanged, by the next call.
     Redis(String),
-    /// A key under the prefix holds something else than the stock's layout,
-    /// or another writer changed this process's record; nothing was
-    /// changed (the pending operation is kept and sent again by the next
-    /// call).
+    /// Redis answered, but a key under the prefix holds something else than
+    /// the stock's layout (another type, a value that is not an integer
+    /// below ±2<sup>53</sup>), or another writer changed this process's
+    /// record: retrying does not help until the key is repaired. Nothing
+    /// was changed, the connection is kept, and the pending operation is
+    /// kept and sent again by the next call.
     Corrupt(String),
+    /// The configuration given to [`FleetStock::new`] cannot work (a zero
+    /// `timeout`); the message names the field.
+    Config(String),
 }
 
 impl fmt::Display for FleetError {
@@ -157,6 +186,7 @@ impl fmt::Display for FleetError {
             FleetError::Insufficient(e) => write!(f, "fleet stock: {e}"),
             FleetError::Redis(e) => write!(f, "fleet stock: redis: {e}"),
             FleetError::Corrupt(e) => write!(f, "fleet stock: {e}"),
+            FleetError::Config(e) => write!(f, "fleet stock: config: {e}"),
         }
     }
 }
@@ -217,6 +247,9 @@ struct Link {
     unresolved: Option<Op>,
     /// The lease as the idle worker last saw it, and since when.
     idle_seen: (u64, Instant),
+    /// A request was sent on a connection that was then dropped unanswered:
+    /// a copy may still be queued in Redis (see the module notes).
+    stale_possible: bool,
 }
 
 struct Inner {
@@ -315,7 +348,8 @@ impl FleetStock {
     ///
     /// # Errors
     ///
-    /// [`FleetError::Redis`] if `url` cannot be parsed.
+    /// [`FleetError::Redis`] if `url` cannot be parsed;
+    /// [`FleetError::Config`] if `config.timeout` is zero.
     ///
     /// # Panics
     ///
@@ -326,6 +360,9 @@ impl FleetStock {
     /// use shardcount::export::{FleetStock, FleetStockConfig};
     /// let s = FleetStock::new("redis://127.0.0.1:1", "p:", "n", FleetStockConfig::default()).unwrap();
     /// assert_eq!(s.lease(), 0);
+    /// let zero = FleetStockConfig { timeout: std::time::Duration::ZERO, ..FleetStockConfig::default() };
+    /// let e = FleetStock::new("redis://127.0.0.1:1", "p:", "n", zero).unwrap_err();
+    /// assert_eq!(e.to_string(), "fleet stock: config: FleetStockConfig::timeout must not be zero");
     /// ```
     pub fn new(
         url: &str,
@@ -338,6 +375,12 @@ impl FleetStock {
             "shardcount: FleetStockConfig::chunk must be in 1..=2^53, got {}",
             config.chunk
         );
+        if config.timeout.is_zero() {
+            // std refuses a zero socket timeout: every call would fail.
+            return Err(FleetError::Config(
+                "FleetStockConfig::timeout must not be zero".into(),
+            ));
+        }
         let client = Client::open(url).map_err(|e| FleetError::Redis(e.to_string()))?;
         let check = (config.idle / 4).max(crate::worker::MIN_WAIT);
         let inner = Arc::new(Inner {
@@ -353,6 +396,7 @@ impl FleetStock {
                 seq: 0,
                 unresolved: None,
                 idle_seen: (0, Instant::now()),
+                stale_possible: false,
             }),
             config,
             round_trips: AtomicU64::new(0),
@@ -417,6 +461,8 @@ impl FleetStock {
     /// # drop(total);
     /// ```
     pub fn add(&self, n: u64) -> Result<i64, FleetError> {
+        // Before the lock: a panic under it would poison it.
+        assert_amount(n, "add");
         let mut link = lock(&self.inner.link);
         Ok(self.inner.run(&mut link, Kind::Add, n)?.stock)
     }
@@ -440,6 +486,52 @@ impl FleetStock {
     pub fn flush(&self) -> Result<u64, FleetError> {
         let mut link = lock(&self.inner.link);
         self.inner.give_back(&mut link)
+    }
+
+    /// Sets the stock to `n` if it was never set: the way to start a fleet
+    /// whose processes all run the same code. One `SET NX`, atomic in
+    /// Redis: however many processes call it, at once or later, only the
+    /// first sets it, and a stock already sold down (even to 0) is left
+    /// as it is. Returns whether this call set it. Restock with
+    /// [`add`](Self::add).
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Redis`] if Redis could not be reached (safe to call
+    /// again: it sets the stock at most once); [`FleetError::Corrupt`] if
+    /// the key holds another type than a string (nothing is changed).
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds 2<sup>53</sup>.
+    ///
+    /// ```no_run
+    /// # use shardcount::export::{FleetStock, FleetStockConfig};
+    /// let s = FleetStock::new("redis://127.0.0.1:6379", "shop:", "tickets", FleetStockConfig::default()).unwrap();
+    /// s.init(10_000).unwrap(); // every process may call it: the stock is 10,000, once
+    /// s.try_sub(1).ok();
+    /// ```
+    pub fn init(&self, n: u64) -> Result<bool, FleetError> {
+        assert_amount(n, "init");
+        let mut link = lock(&self.inner.link);
+        let key = self.inner.stock_key.clone();
+        let timeout = self.inner.config.timeout;
+        // Relaxed: a reporting tally.
+        self.inner.round_trips.fetch_add(1, Ordering::Relaxed);
+        let got: Result<i64, redis::RedisError> = link.connect(timeout).and_then(|conn| {
+            redis::cmd("EVAL")
+                .arg(INIT_SCRIPT)
+                .arg(1)
+                .arg(&key)
+                .arg(n)
+                .query(conn)
+        });
+        match got.map_err(|e| link.failed(&e, &key))? {
+            -1 => Err(FleetError::Corrupt(format!(
+                "{key} holds another type than the stock's"
+            ))),
+            set => Ok(set == 1),
+        }
     }
 
     /// Units in this process's lease now (a [`Stock::sum`]).
@@ -473,13 +565,15 @@ impl FleetStock {
         let got: Result<Option<String>, redis::RedisError> = link
             .connect(timeout)
             .and_then(|conn| redis::cmd("GET").arg(&key).query(conn));
-        let v = got.map_err(|e| {
-            link.conn = None;
-            FleetError::Redis(e.to_string())
-        })?;
+        let v = got.map_err(|e| link.failed(&e, &key))?;
+        let corrupt = || FleetError::Corrupt(format!("{key} is not an integer below ±2^53"));
         v.map_or(Ok(0), |s| {
-            s.parse()
-                .map_err(|_| FleetError::Corrupt(format!("{key} is not an integer")))
+            let n: i64 = s.parse().map_err(|_| corrupt())?;
+            // The script's bound (its arithmetic is in doubles).
+            if n.unsigned_abs() >= MAX_AMOUNT {
+                return Err(corrupt());
+            }
+            Ok(n)
         })
     }
 
@@ -531,7 +625,17 @@ impl Drop for FleetStock {
         if let Some(mut w) = self.worker.take() {
             w.stop();
         }
-        let _ = self.flush();
+        let mut link = lock(&self.inner.link);
+        if self.inner.give_back(&mut link).is_ok() && !link.stale_possible {
+            // Nothing of this token is left in flight: its record guards
+            // nothing any more (see the module notes).
+            let (key, token) = (self.inner.leases_key.clone(), link.token.clone());
+            if let Ok(conn) = link.connect(self.inner.config.timeout) {
+                // Relaxed: a reporting tally.
+                self.inner.round_trips.fetch_add(1, Ordering::Relaxed);
+                let _: Result<(), _> = redis::cmd("HDEL").arg(key).arg(token).query(conn);
+            }
+        }
     }
 }
 
@@ -549,10 +653,8 @@ impl Inner {
     #[cold]
     #[inline(never)]
     fn refill(&self, n: u64) -> Result<(), FleetError> {
-        assert!(
-            n <= MAX_AMOUNT,
-            "shardcount: FleetStock::try_sub({n}): at most 2^53 units"
-        );
+        // Before the lock: a panic under it would poison it.
+        assert_amount(n, "try_sub");
         let mut link = lock(&self.link);
         loop {
             // Another thread may have refilled while we waited.
@@ -600,10 +702,9 @@ impl Inner {
     /// Runs a new operation (after settling the previous one) and applies
     /// its effect on the lease.
     fn run(&self, link: &mut Link, kind: Kind, amount: u64) -> Result<Reply, FleetError> {
-        assert!(
-            amount <= MAX_AMOUNT,
-            "shardcount: FleetStock: {amount} units in one operation, at most 2^53"
-        );
+        // Callers checked `n` before locking; a chunk is at most 2^53 and
+        // a lease never holds more than was granted.
+        debug_assert!(amount <= MAX_AMOUNT);
         self.settle(link)?;
         link.seq += 1;
         let op = Op {
@@ -643,13 +744,15 @@ impl Inner {
     }
 
     fn call_once(&self, link: &mut Link, op: Op) -> Result<Reply, FleetError> {
+        // Only after a request went out: it may still be queued in Redis.
         let fail = |link: &mut Link, e: String| {
             link.conn = None;
+            link.stale_possible = true;
             FleetError::Redis(e)
         };
         let timeout = self.config.timeout;
         if let Err(e) = link.connect(timeout) {
-            return Err(fail(link, e.to_string()));
+            return Err(link.failed(&e, &self.stock_key));
         }
         let kind = match op.kind {
             Kind::Take => "t",
@@ -679,6 +782,7 @@ impl Inner {
         let conn = link.conn.as_mut().expect("connected above");
         let values: Vec<Value> = match pipe.query(conn) {
             Ok(v) => v,
+            Err(e) if answered(&e) => return Err(link.failed(&e, &self.stock_key)),
             Err(e) => return Err(fail(link, e.to_string())),
         };
         if wait {
@@ -707,6 +811,14 @@ impl Inner {
             _ => None,
         };
         match ints.as_deref() {
+            // A grant is never negative nor above 2^53 (the script's
+            // bound); anything else came from a record edited by hand.
+            Some([0 | 1, amount, ..]) if !(0..=MAX_AMOUNT as i64).contains(amount) => {
+                Err(FleetError::Corrupt(format!(
+                    "{}: this token's record holds an amount out of range: {amount}",
+                    self.leases_key
+                )))
+            }
             Some([code @ (0 | 1), amount, stock, lost]) => {
                 if *code == 1 && *lost > 0 {
                     // Relaxed: a reporting tally.
@@ -732,7 +844,7 @@ impl Inner {
 
     /// The idle worker's pass: returns a lease unchanged for `idle`.
     fn idle_pass(&self) {
-        let Ok(mut link) = self.link.try_lock() else {
+        let Some(mut link) = try_lock(&self.link) else {
             return; // a refill is running: not idle
         };
         let now = Instant::now();
@@ -751,6 +863,20 @@ impl Inner {
 }
 
 impl Link {
+    /// The error for a failed call on `key`: `Corrupt` when Redis answered
+    /// that the key holds another type, `Redis` otherwise. The connection
+    /// is kept when Redis answered (it is in step), dropped when not.
+    fn failed(&mut self, e: &redis::RedisError, key: &str) -> FleetError {
+        if !answered(e) {
+            self.conn = None;
+        }
+        if e.code() == Some("WRONGTYPE") {
+            FleetError::Corrupt(format!("{key} holds another type than the stock's: {e}"))
+        } else {
+            FleetError::Redis(e.to_string())
+        }
+    }
+
     fn connect(&mut self, timeout: Duration) -> Result<&mut Connection, redis::RedisError> {
         if self.conn.is_none() {
             let mut conn = self.client.get_connection_with_timeout(timeout)?;
@@ -788,6 +914,24 @@ fn has_waitaof(info: &str) -> bool {
     let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     (major, minor) >= (7, 2) && field("aof_enabled") == Some("1")
+}
+
+/// Whether Redis answered with an error reply, leaving the connection in
+/// step (as opposed to a lost connection, a timeout or an unreadable
+/// reply).
+fn answered(e: &redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+    )
+}
+
+/// Panics (as documented) on an amount the script cannot count exactly.
+fn assert_amount(n: u64, call: &str) {
+    assert!(
+        n <= MAX_AMOUNT,
+        "shardcount: FleetStock::{call}({n}): at most 2^53 units"
+    );
 }
 
 /// Takes everything out of `local`; returns how much.
