@@ -554,3 +554,136 @@ fn labelled_counter_exports_each_member_with_both_texts() {
     assert_eq!(totals["req:get,ok"], (0..THREADS as i64).sum::<i64>());
     assert_eq!(totals.get("req:get,failed").copied().unwrap_or(0), 0);
 }
+
+/// A sink that forgets everything once the test says so, and records the
+/// largest delivery it was handed.
+#[derive(Clone, Default)]
+struct Amnesiac {
+    inner: Arc<Mutex<MemorySink>>,
+    forget: Arc<AtomicBool>,
+    widest: Arc<AtomicU64>,
+}
+
+impl Sink for Amnesiac {
+    fn deliver(&mut self, batches: &[Batch]) -> Result<Vec<Outcome>, SinkError> {
+        self.widest
+            .fetch_max(batches.len() as u64, Ordering::Relaxed);
+        if self.forget.swap(false, Ordering::Relaxed) {
+            *self.inner.lock().unwrap() = MemorySink::new();
+        }
+        self.inner.lock().unwrap().deliver(batches)
+    }
+}
+
+/// After a gap, the retained batches go back one `pipeline` at a time,
+/// and a flush whose deadline has passed reports what it delivered without
+/// going below zero (it un-counts the batches it must send again).
+#[test]
+fn a_gap_resends_within_the_pipeline_and_a_late_flush_does_not_underflow() {
+    let sink = Amnesiac::default();
+    let config = ExportConfig {
+        interval: Duration::from_secs(3600),
+        batch_keys: 1,
+        pipeline: 2,
+        retain: Duration::from_secs(600),
+        ..fast()
+    };
+    let exporter = Exporter::with_config(sink.clone(), config);
+    let c = Arc::new(RoughCounter::new());
+    exporter.register("c", Arc::clone(&c));
+    for _ in 0..5 {
+        c.add(3);
+        exporter.flush(soon()).unwrap(); // one batch each, all retained
+    }
+    sink.forget.store(true, Ordering::Relaxed);
+    c.add(1);
+    // Past its deadline: one delivery, a gap, the 5 retained batches back
+    // in front of the new one (before the fix: 15 - 0 underflowed).
+    let late = exporter.flush(Instant::now());
+    let delivered = match &late {
+        Ok(r) => r.delivered,
+        Err(e) => e.report.delivered,
+    };
+    assert!(delivered <= 16, "{late:?}");
+    exporter.flush(soon()).unwrap();
+    assert_eq!(sink.inner.lock().unwrap().get("c"), 16);
+    assert_eq!(exporter.stats().delivered, 16);
+    assert!(
+        sink.widest.load(Ordering::Relaxed) <= 2,
+        "a delivery above the pipeline"
+    );
+}
+
+/// A sink that answers no outcome, or rejects no key of the batch it
+/// refuses, breaks the contract: each is a delivery error (the flush
+/// returns it, the thread backs off), not an endless loop under the lock.
+#[test]
+fn a_sink_that_breaks_its_contract_is_an_error_not_a_spin() {
+    struct Broken(bool);
+    impl Sink for Broken {
+        fn deliver(&mut self, _: &[Batch]) -> Result<Vec<Outcome>, SinkError> {
+            Ok(if self.0 {
+                vec![]
+            } else {
+                vec![Outcome::Rejected {
+                    keys: vec!["nobody".into()],
+                }]
+            })
+        }
+    }
+    for silent in [true, false] {
+        let exporter = Exporter::with_config(Broken(silent), fast());
+        let c = Arc::new(RoughCounter::new());
+        exporter.register("c", Arc::clone(&c));
+        c.add(1);
+        std::thread::sleep(Duration::from_millis(20)); // the thread meets it too
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = exporter.flush(Instant::now() + Duration::from_millis(100));
+            let _ = tx.send(r.map(|_| ()).map_err(|e| e.error.map(|e| e.to_string())));
+        });
+        let r = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("flush hung");
+        let e = r
+            .unwrap_err()
+            .expect("a delivery error, not only the deadline");
+        assert!(
+            e.contains("outcomes") || e.contains("rejected no key"),
+            "{e}"
+        );
+    }
+}
+
+/// Gauges whose magnitudes add past 2^64 in one batch: the statistics
+/// saturate instead of overflowing (a panic in a debug build).
+#[test]
+fn huge_gauges_saturate_the_statistics_and_export_exactly() {
+    let sink = Amnesiac::default();
+    let exporter = Exporter::with_config(
+        sink.clone(),
+        ExportConfig {
+            batch_keys: 8,
+            ..fast()
+        },
+    );
+    let gauges: Vec<Arc<shardcount::MaxCounter>> = (0..3).map(|_| Arc::default()).collect();
+    for (i, g) in gauges.iter().enumerate() {
+        g.record(i64::MAX as u64 - i as u64);
+        exporter.register(&format!("g{i}"), Arc::clone(g));
+    }
+    exporter.flush(soon()).unwrap();
+    assert_eq!(exporter.stats().delivered, u64::MAX);
+    for i in 0..3 {
+        assert_eq!(
+            sink.inner.lock().unwrap().get(&format!("g{i}")),
+            i64::MAX - i as i64
+        );
+    }
+}
+
+#[test]
+#[should_panic(expected = "HistogramSource::new(\"_\")")]
+fn a_histogram_key_of_one_underscore_panics_naming_it() {
+    let _ = shardcount::export::HistogramSource::new("_", Arc::new(shardcount::Histogram::new()));
+}

@@ -539,3 +539,40 @@ fn a_key_repeated_in_one_batch_is_rejected_before_any_write() {
         [0, 9_100_000_000_000_000_000]
     );
 }
+
+/// A writers hash whose record for this writer went negative (edited by
+/// hand): the delivery fails naming the hash, instead of a gap at
+/// `u64::MAX` (an overflow panic in a debug build); once repaired, the
+/// batch applies once.
+#[test]
+fn a_negative_writer_record_fails_the_batch_and_writes_nothing() {
+    let server = Server::started("everysec");
+    let mut s = sink(&server, "n:");
+    let w = WriterId::random();
+    let mut c = server.conn();
+    let _: () = redis::cmd("HSET")
+        .arg("n:__writers")
+        .arg(w.to_string())
+        .arg(-1)
+        .query(&mut c)
+        .unwrap();
+    let b = Batch::new(w, 1, vec![("a".into(), 5)]);
+    let err = s.deliver(std::slice::from_ref(&b)).unwrap_err();
+    assert!(err.to_string().contains("below 0"), "{err}");
+    assert_eq!(server.values(&["n:a".into()]), [0]);
+    let _: () = redis::cmd("HDEL")
+        .arg("n:__writers")
+        .arg(w.to_string())
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(s.deliver(&[b]).unwrap(), [Outcome::Applied]);
+    assert_eq!(server.values(&["n:a".into()]), [5]);
+}
+
+#[test]
+#[should_panic(expected = "RedisSink::with_timeout: the timeout must not be zero")]
+fn a_zero_sink_timeout_panics_naming_it() {
+    let _ = RedisSink::new("redis://127.0.0.1:1", "z:")
+        .unwrap()
+        .with_timeout(Duration::ZERO);
+}

@@ -542,7 +542,9 @@ impl Exporter {
             let res = engine.deliver_all(Some(deadline));
             engine.publish(&self.inner);
             let report = FlushReport {
-                delivered: engine.stats.delivered - before,
+                // Saturating: a gap un-counts batches confirmed before
+                // this flush until they are resent.
+                delivered: engine.stats.delivered.saturating_sub(before),
                 undelivered: engine.stats.pending,
                 undelivered_keys: engine.stats.pending_keys,
             };
@@ -654,11 +656,28 @@ impl Engine {
             // The deadline is checked after a delivery, so a flush whose
             // deadline passed while it read the sources still tries once
             // (and reports that try's error).
-            match self.sink.deliver(&self.frozen) {
-                Ok(outcomes) => {
+            // At most `pipeline` batches, also after a gap put the
+            // retained ones back in front.
+            let sent = self.frozen.len().min(self.config.pipeline.max(1));
+            let settled = match self.sink.deliver(&self.frozen[..sent]) {
+                Ok(outcomes) if outcomes.is_empty() || outcomes.len() > sent => {
+                    Err(SinkError::new(format!(
+                        "the sink answered {} outcomes for {sent} batches (1 to {sent} expected)",
+                        outcomes.len()
+                    )))
+                }
+                Ok(outcomes) => match self.settle(outcomes) {
+                    true => Ok(()),
+                    false => Err(SinkError::new(
+                        "the sink rejected no key of the batch it refused".to_owned(),
+                    )),
+                },
+                Err(e) => Err(e),
+            };
+            match settled {
+                Ok(()) => {
                     self.failures = 0;
                     self.stats.last_error = None;
-                    self.settle(outcomes);
                     if deadline.is_some_and(|d| Instant::now() >= d) {
                         return Ok(());
                     }
@@ -696,10 +715,14 @@ impl Engine {
     /// `retained`; at the first batch not applied, rejected keys are
     /// dropped or, for a gap, the writer starts over (`restart`). Batches
     /// after it stay as they are (their answers only follow from it).
-    fn settle(&mut self, outcomes: Vec<Outcome>) {
+    /// Returns whether anything moved: `false` only for a rejection that
+    /// names no key of its batch (a sink breaking its contract, which
+    /// would otherwise be resent for ever).
+    fn settle(&mut self, outcomes: Vec<Outcome>) -> bool {
         let now = Instant::now();
         self.prune(now);
         let mut gap = None;
+        let mut moved = true;
         for outcome in outcomes {
             let Some(batch) = self.frozen.first_mut() else {
                 break;
@@ -709,15 +732,20 @@ impl Engine {
                     if outcome == Outcome::Duplicate {
                         self.stats.duplicates += 1;
                     }
-                    self.stats.delivered += batch.magnitude();
+                    self.stats.delivered = self.stats.delivered.saturating_add(batch.magnitude());
                     self.stats.batches += 1;
                     let batch = self.frozen.remove(0);
                     self.retained.push_back((now, batch));
                 }
                 Outcome::Rejected { keys } => {
                     let before = batch.magnitude();
+                    let len = batch.deltas.len();
                     batch.deltas.retain(|(k, _)| !keys.contains(k));
-                    self.stats.rejected += before - batch.magnitude();
+                    moved = batch.deltas.len() < len;
+                    self.stats.rejected = self
+                        .stats
+                        .rejected
+                        .saturating_add(before - batch.magnitude());
                     break;
                 }
                 Outcome::Gap { last } => {
@@ -730,6 +758,7 @@ impl Engine {
             self.restart(last);
         }
         self.prune(now);
+        moved
     }
 
     /// Lets go of confirmed batches older than `config.retain`.
@@ -756,14 +785,14 @@ impl Engine {
         let mut resend: Vec<Batch> = Vec::new();
         for (_, b) in self.retained.drain(..) {
             if b.seq > last {
-                self.stats.delivered -= b.magnitude();
+                self.stats.delivered = self.stats.delivered.saturating_sub(b.magnitude());
                 self.stats.batches -= 1;
                 resend.push(b);
             }
         }
         // Lost batches we no longer hold: last + 1 .. the first resent one.
         let held_from = resend.first().map_or(first_frozen, |b| b.seq);
-        if held_from > last + 1 {
+        if held_from > last.saturating_add(1) {
             // Their content is gone; count what the sink had confirmed
             // (its magnitude is unknown here): the batches, not counts.
             self.stats.lost += held_from - (last + 1);
@@ -799,9 +828,10 @@ impl Engine {
 
     /// Recomputes the pending numbers and publishes the stats.
     fn publish(&mut self, inner: &Inner) {
-        let frozen = self.frozen.iter().map(Batch::magnitude).sum::<u64>();
-        let pending = self.pending.values().map(|d| d.unsigned_abs()).sum::<u64>();
-        self.stats.pending = frozen + pending;
+        // Saturating, as `Batch::magnitude`.
+        let frozen = self.frozen.iter().map(Batch::magnitude);
+        let pending = self.pending.values().map(|d| d.unsigned_abs());
+        self.stats.pending = frozen.chain(pending).fold(0u64, u64::saturating_add);
         // Distinct keys: a key may be frozen (even in several resent
         // batches) and pending again at once.
         let mut frozen_only = std::collections::HashSet::new();

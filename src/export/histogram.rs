@@ -45,7 +45,8 @@ where
     ///
     /// # Panics
     ///
-    /// If `key` starts with the reserved prefix `__`, naming it.
+    /// If `key` starts with the reserved prefix `__`, or is `"_"` (its
+    /// keys `__count` and `__sum` would be reserved), naming it.
     ///
     /// ```
     /// use shardcount::export::HistogramSource;
@@ -55,7 +56,7 @@ where
     #[track_caller]
     pub fn new(key: &str, histogram: P) -> Self {
         assert!(
-            !key.starts_with(RESERVED_PREFIX),
+            !key.starts_with(RESERVED_PREFIX) && key != "_",
             "shardcount: HistogramSource::new({key:?}): keys starting with `__` are reserved \
              for sinks' bookkeeping"
         );

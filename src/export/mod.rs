@@ -289,7 +289,10 @@ impl Batch {
     /// The sum of the deltas' magnitudes: how many counts the batch moves.
     #[must_use]
     pub fn magnitude(&self) -> u64 {
-        self.deltas.iter().map(|(_, d)| d.unsigned_abs()).sum()
+        // Saturating: gauges near 2^63 could wrap a plain sum.
+        self.deltas
+            .iter()
+            .fold(0u64, |m, (_, d)| m.saturating_add(d.unsigned_abs()))
     }
 }
 

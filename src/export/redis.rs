@@ -193,6 +193,11 @@ impl RedisSink {
 
     /// Sets the connect, read and write timeout (default 2 s).
     ///
+    /// # Panics
+    ///
+    /// If `timeout` is zero (std refuses a zero socket timeout: every
+    /// delivery would fail).
+    ///
     /// ```
     /// use std::time::Duration;
     /// let sink = shardcount::export::redis::RedisSink::new("redis://127.0.0.1:1", "")
@@ -202,6 +207,10 @@ impl RedisSink {
     /// ```
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> RedisSink {
+        assert!(
+            !timeout.is_zero(),
+            "shardcount: RedisSink::with_timeout: the timeout must not be zero"
+        );
         self.timeout = timeout;
         self
     }
@@ -298,7 +307,9 @@ impl RedisSink {
     /// Forgets the connection after an error, so the next delivery
     /// reconnects (and reloads the script).
     fn fail(&mut self, e: redis::RedisError) -> SinkError {
-        self.conn = None;
+        if !answered(&e) {
+            self.conn = None;
+        }
         SinkError::new(e)
     }
 
@@ -315,7 +326,14 @@ impl RedisSink {
             Value::Array(items) => match ints(&items).as_deref() {
                 Some([1]) => Ok(Outcome::Applied),
                 Some([0, _]) => Ok(Outcome::Duplicate),
-                Some([2, last]) => Ok(Outcome::Gap { last: *last as u64 }),
+                Some([2, last]) => match u64::try_from(*last) {
+                    Ok(last) => Ok(Outcome::Gap { last }),
+                    Err(_) => Err(SinkError::new(format!(
+                        "redis: {} records batch {last} for this writer, below 0: \
+                         nothing was written; batches wait until it is repaired",
+                        self.writers_key
+                    ))),
+                },
                 Some([4]) => Err(SinkError::new(format!(
                     "redis: {} is not a hash of writers' batch numbers: \
                      nothing was written; batches wait until it is repaired",
@@ -394,4 +412,14 @@ impl fmt::Debug for RedisSink {
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
+}
+
+/// Whether Redis answered with an error reply, which leaves the connection
+/// in step (as opposed to a lost connection, a timeout or an unreadable
+/// reply, after which a late reply could still arrive on it).
+pub(crate) fn answered(e: &redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+    )
 }
