@@ -38,7 +38,7 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     processes: usize,
     /// Distinct keys in the workload.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     keys: usize,
     /// Counting threads per process.
     #[arg(long, default_value_t = 2)]
@@ -55,11 +55,12 @@ struct Args {
     /// Internal: the worker's seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Inventory mode: the units in the shared stock (0: counting mode).
-    #[arg(long, default_value_t = 0)]
+    /// Inventory mode: the units in the shared stock, below 2^53 (0:
+    /// counting mode).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..1 << 53))]
     inventory: u64,
     /// Inventory mode: units a lease refill takes from Redis.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..1 << 53))]
     chunk: u64,
 }
 
@@ -288,6 +289,15 @@ fn seller(args: &Args, url: &str) {
         ..FleetStockConfig::default()
     };
     let stock = FleetStock::new(url, PREFIX, STOCK, config).expect("redis url");
+    // Every seller runs the same start-up; only the first init sets it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = stock.init(args.inventory) {
+        if Instant::now() > deadline {
+            eprintln!("worker {}: stock not set: {e}", args.seed);
+            std::process::exit(2);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let sold: u64 = std::thread::scope(|s| {
         let threads: Vec<_> = (0..args.threads)
             .map(|_| {
@@ -333,11 +343,6 @@ fn inventory(args: &Args) -> i32 {
         .get_connection()
         .unwrap();
     let key = format!("{PREFIX}{STOCK}");
-    let _: () = redis::cmd("SET")
-        .arg(&key)
-        .arg(args.inventory)
-        .query(&mut conn)
-        .unwrap();
     println!(
         "redis-server at {url}; {} processes x {} threads selling {} units (chunk {})",
         args.processes, args.threads, args.inventory, args.chunk

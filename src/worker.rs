@@ -20,9 +20,13 @@
 //! waits only in its join. `stop` is checked before every pass, so a stop
 //! during a pass ends the thread when that pass returns. A wake during a
 //! pass ends the next wait at once: some pass always starts after the last
-//! wake. A pass that panics ends the thread (the panic hook reports it);
-//! the join then returns the panic, which `stop` ignores, so dropping the
-//! owner neither hangs nor panics.
+//! wake. A pass that panics does not end the thread: the panic hook
+//! reports it and the next pass runs after the usual wait, but at least
+//! [`AFTER_PANIC`] later (a background task that stopped silently would
+//! export, fold or return nothing more, with nobody told; one that
+//! panics every time reports it once a second at most). The owners lock a
+//! pass's state ignoring poison: what a panicking pass had done (a fold,
+//! a delivery) stays done, and the next pass carries on from there.
 
 use crate::primitive::sync::{lock, Arc, Condvar, Mutex};
 use std::sync::PoisonError;
@@ -31,6 +35,9 @@ use std::time::{Duration, Instant};
 
 /// The shortest wait between passes; see the module docs.
 pub(crate) const MIN_WAIT: Duration = Duration::from_millis(1);
+
+/// The least wait after a pass that panicked; see the module docs.
+pub(crate) const AFTER_PANIC: Duration = Duration::from_secs(1);
 
 /// The wait a worker keeps for `interval`: the module docs' rule.
 pub(crate) fn effective(interval: Duration) -> Duration {
@@ -121,8 +128,8 @@ impl Worker {
         // A pass that drops its own worker would wait for itself; it
         // returns instead, and the flag ends the thread after that pass.
         if t.thread().id() != thread::current().id() {
-            // Err only if a pass panicked: the hook has reported it, and
-            // a destructor has no one to hand it to.
+            // Passes' panics are caught in `run`; a destructor has no one
+            // to hand any other to.
             let _ = t.join();
         }
     }
@@ -168,7 +175,10 @@ fn run(shared: &Shared, first: Duration, mut pass: impl FnMut() -> Duration) {
             };
         }
         drop(flags);
-        wait = pass();
+        wait = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut pass)) {
+            Ok(next) => next,
+            Err(_) => wait.max(AFTER_PANIC),
+        };
     }
 }
 
@@ -250,14 +260,24 @@ mod tests {
     }
 
     #[test]
-    fn drop_returns_after_a_pass_panicked() {
-        let (tx, rx) = mpsc::channel::<()>();
+    fn a_pass_that_panicked_runs_again_later_and_drop_returns() {
+        let (tx, rx) = mpsc::channel::<u32>();
+        let mut n = 0;
+        let start = Instant::now();
         let w = Worker::spawn("shardcount-test", Duration::from_millis(1), move || {
-            let _tx = &tx; // moved in, dropped as the thread unwinds
-            panic!("a pass that fails");
+            n += 1;
+            let _ = tx.send(n);
+            if n == 1 {
+                panic!("a pass that fails once");
+            }
         });
-        let unwound = rx.recv_timeout(PATIENCE);
-        assert_eq!(unwound, Err(mpsc::RecvTimeoutError::Disconnected));
+        assert_eq!(rx.recv_timeout(PATIENCE), Ok(1));
+        assert_eq!(
+            rx.recv_timeout(PATIENCE),
+            Ok(2),
+            "the worker stopped after a panic"
+        );
+        assert!(start.elapsed() >= AFTER_PANIC, "no pause after the panic");
         assert!(returns(move || drop(w)), "drop hung after a panic");
     }
 

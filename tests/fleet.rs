@@ -739,7 +739,7 @@ fn a_zero_timeout_is_refused_at_construction() {
     };
     let e = FleetStock::new("redis://127.0.0.1:1", PREFIX, NAME, zero).unwrap_err();
     assert!(
-        matches!(&e, FleetError::Config(m) if m.contains("timeout")),
+        matches!(&e, FleetError::Invalid(m) if m.contains("timeout")),
         "{e}"
     );
 }
@@ -785,4 +785,33 @@ fn an_empty_key_set_reads_zero_without_a_round_trip() {
     assert_eq!(none.total().unwrap().value, 0);
     assert_eq!(none.values().unwrap().0, []);
     assert_eq!(reader.round_trips(), 0);
+}
+
+#[test]
+#[should_panic(expected = "FleetReader::with_timeout: the timeout must not be zero")]
+fn a_zero_reader_timeout_panics_naming_it() {
+    let _ = FleetReader::new("redis://127.0.0.1:1", "z:", Duration::from_secs(1))
+        .unwrap()
+        .with_timeout(Duration::ZERO);
+}
+
+/// An add that would take the stock to 2^53 (where the script's doubles
+/// stop being exact) is refused, changes nothing, and leaves no operation
+/// pending: the stock keeps working.
+#[test]
+fn an_add_past_2_pow_53_is_refused_and_the_stock_keeps_working() {
+    let server = Server::started("everysec");
+    let stock = FleetStock::new(&server.url(), PREFIX, NAME, config(10)).unwrap();
+    let top = (1i64 << 53) - 1;
+    assert_eq!(stock.add(top as u64).unwrap(), top);
+    let e = stock.add(1).unwrap_err();
+    assert!(
+        matches!(&e, FleetError::Invalid(m) if m.contains("2^53")),
+        "{e}"
+    );
+    assert_eq!(stock.remaining().unwrap(), top);
+    stock.try_sub(1).unwrap();
+    assert_eq!(stock.remaining().unwrap(), top - 10);
+    assert_eq!(stock.stats().lost_ops, 0, "the refused add used no number");
+    assert_eq!(stock.add(10).unwrap(), top);
 }

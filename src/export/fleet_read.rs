@@ -21,7 +21,7 @@
 //! total is always one refresh's sum). `round_trips` is a Relaxed tally.
 
 use crate::primitive::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use crate::primitive::sync::{lock, Arc, Mutex};
+use crate::primitive::sync::{lock, try_lock, Arc, Mutex};
 use redis::{Client, Connection};
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -150,6 +150,11 @@ impl FleetReader {
     /// Sets the connect, read and write timeout (default 2 s) of the key
     /// sets made after it.
     ///
+    /// # Panics
+    ///
+    /// If `timeout` is zero (std refuses a zero socket timeout: every read
+    /// would fail).
+    ///
     /// ```
     /// use shardcount::export::FleetReader;
     /// use std::time::Duration;
@@ -160,6 +165,10 @@ impl FleetReader {
     /// ```
     #[must_use]
     pub fn with_timeout(self, timeout: Duration) -> FleetReader {
+        assert!(
+            !timeout.is_zero(),
+            "shardcount: FleetReader::with_timeout: the timeout must not be zero"
+        );
         let s = &self.shared;
         FleetReader {
             shared: Arc::new(Shared {
@@ -187,7 +196,7 @@ impl FleetReader {
     }
 
     /// Several keys, read together (one `MGET` per refresh); absent keys
-    /// read 0.
+    /// read 0, and no key at all reads a total of 0 with no round trip.
     ///
     /// ```
     /// # use shardcount::export::FleetReader;
@@ -411,18 +420,20 @@ impl FleetKeys {
     #[cold]
     #[inline(never)]
     fn refresh_due(&self) -> Result<Duration, FleetReadError> {
-        let mut guard = match self.refresh.try_lock() {
-            Ok(g) => Some(g),
+        // Poison is ignored (`try_lock`): `Refresh` holds only a connection
+        // and the last error, consistent at any point.
+        let mut guard = match try_lock(&self.refresh) {
+            Some(g) => Some(g),
             // Acquire: see `age`.
-            Err(_) if self.stamp.load(Ordering::Acquire) != 0 => None,
+            None if self.stamp.load(Ordering::Acquire) != 0 => None,
             // Never read: wait for the refresh in progress.
-            Err(_) => Some(lock(&self.refresh)),
+            None => Some(lock(&self.refresh)),
         };
         if let Some(r) = guard.as_mut() {
             let now = self.now();
             // Acquire: see `age`. Someone may have refreshed meanwhile.
             if now >= self.due.load(Ordering::Acquire) {
-                self.fetch(r, now);
+                self.fetch(r);
             }
         }
         // Acquire: see `age`.
@@ -437,10 +448,14 @@ impl FleetKeys {
     }
 
     /// One round trip; stores the values, or records the error. Either way
-    /// the next refresh is one TTL from now.
-    fn fetch(&self, r: &mut Refresh, now: u64) {
-        let ttl = self.shared.ttl.as_nanos() as u64;
-        match self.query(r) {
+    /// the next refresh is one TTL after the round trip ends (not after it
+    /// starts: a fetch as slow as the TTL would be due again at once).
+    fn fetch(&self, r: &mut Refresh) {
+        // Saturating: `as` would wrap a TTL past 584 years to a short one.
+        let ttl = u64::try_from(self.shared.ttl.as_nanos()).unwrap_or(u64::MAX);
+        let got = self.query(r);
+        let now = self.now();
+        match got {
             Ok(values) => {
                 let mut total = 0i64;
                 // Relaxed: published by the Release store of `due` below.
@@ -458,8 +473,10 @@ impl FleetKeys {
                 r.last_error = None;
             }
             Err(e) => {
-                r.conn = None;
-                r.last_error = Some(e.to_string());
+                if !e.answered {
+                    r.conn = None;
+                }
+                r.last_error = Some(e.message);
             }
         }
         // Release: publishes the values and stamp stored above.
@@ -467,8 +484,12 @@ impl FleetKeys {
             .store(now.saturating_add(ttl).max(1), Ordering::Release);
     }
 
-    fn query(&self, r: &mut Refresh) -> Result<Vec<(String, i64)>, redis::RedisError> {
+    fn query(&self, r: &mut Refresh) -> Result<Vec<(String, i64)>, Failure> {
         let s = &self.shared;
+        if self.fixed.as_ref().is_some_and(Vec::is_empty) {
+            // `MGET` needs a key: no key reads nothing, with no round trip.
+            return Ok(Vec::new());
+        }
         // Relaxed: a tally (of attempts: a failed connect counts too).
         s.round_trips.fetch_add(1, Ordering::Relaxed);
         if r.conn.is_none() {
@@ -481,12 +502,20 @@ impl FleetKeys {
         match &self.fixed {
             Some(keys) => {
                 let full: Vec<String> = keys.iter().map(|k| format!("{}{k}", s.prefix)).collect();
-                let got: Vec<Option<i64>> = redis::cmd("MGET").arg(&full).query(conn)?;
-                Ok(keys
-                    .iter()
-                    .cloned()
-                    .zip(got.into_iter().map(Option::unwrap_or_default))
-                    .collect())
+                // As strings: one value that is not an integer names its
+                // key (decoding all as integers fails the set, nameless).
+                let got: Vec<Option<String>> = redis::cmd("MGET").arg(&full).query(conn)?;
+                keys.iter()
+                    .zip(got)
+                    .map(|(k, v)| match v.map(|v| v.parse::<i64>()) {
+                        None => Ok((k.clone(), 0)),
+                        Some(Ok(v)) => Ok((k.clone(), v)),
+                        Some(Err(_)) => Err(Failure {
+                            message: format!("{}{k} is not an integer", s.prefix),
+                            answered: true,
+                        }),
+                    })
+                    .collect()
             }
             None => {
                 let pattern = format!("{}*", glob_escape(&s.prefix));
@@ -507,6 +536,22 @@ impl FleetKeys {
                 out.sort();
                 Ok(out)
             }
+        }
+    }
+}
+
+/// Why a fetch failed, and whether Redis answered (the connection is then
+/// in step and kept).
+struct Failure {
+    message: String,
+    answered: bool,
+}
+
+impl From<redis::RedisError> for Failure {
+    fn from(e: redis::RedisError) -> Failure {
+        Failure {
+            answered: super::redis::answered(&e),
+            message: e.to_string(),
         }
     }
 }

@@ -26,7 +26,7 @@
 //! * The idle worker (`worker::Worker`) returns the lease when `local`
 //!   has not changed for `idle`; it only tries the link lock, never
 //!   waiting behind a refill.
-//! * Poison: every documented panic (an amount above 2^53) is checked
+//! * Poison: every documented panic (an amount of 2^53 or more) is checked
 //!   before `link` is taken, and `Link` is consistent at every point
 //!   where anything else could panic (an op in flight stays in
 //!   `unresolved` and is resent), so `link` is locked ignoring poison,
@@ -41,6 +41,7 @@
 //! for reporting only); `local` has its own protocol; the mutex orders
 //! everything else.
 
+use super::redis::answered;
 use super::WriterId;
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex};
@@ -56,7 +57,9 @@ use std::time::{Duration, Instant};
 /// (for a take, `amount` is the grant: `min(asked, stock)`, never below
 /// zero); `{0, amount, stock_now, 0}` when the number is the token's last
 /// one (a retry: nothing changes, the recorded amount is repeated);
-/// `{-2, last}` for an older number; `{-1}` if a key holds something else
+/// `{-2, last}` for an older number; `{-3, stock}` for an add that would
+/// take the stock to 2<sup>53</sup> or more (nothing changes, the number
+/// is not used); `{-1}` if a key holds something else
 /// than this layout (a stock that is not an integer below ±2<sup>53</sup>,
 /// a leases key that is not a hash of records). `lost_ops` counts numbers skipped since the token's
 /// record: operations Redis confirmed and then lost (an AOF that had not
@@ -82,9 +85,12 @@ local last, net = 0, 0
 local rec = redis.call('HGET', KEYS[2], ARGV[1])
 if rec then
   local s, g, h = string.match(rec, '^(%d+) (%d+) (%-?%d+)$')
-  if not s or #s > 15 or #g > 15 or #h > 16 then return {-1} end
-  last, net = tonumber(s), tonumber(h)
-  if seq == last then return {0, tonumber(g), cur, 0} end
+  if not s or #rec > 52 then return {-1} end
+  last, net, g = tonumber(s), tonumber(h), tonumber(g)
+  if last >= 9007199254740992 or g >= 9007199254740992 or math.abs(net) >= 9007199254740992 then
+    return {-1}
+  end
+  if seq == last then return {0, g, cur, 0} end
   if seq < last then return {-2, last} end
 end
 local lost = seq - last - 1
@@ -96,6 +102,7 @@ if ARGV[3] == 't' then
   net = net + g
   cur = cur - g
 else
+  if ARGV[3] == 'a' and cur + n >= 9007199254740992 then return {-3, cur} end
   if n > 0 then redis.call('INCRBY', KEYS[1], n) end
   if ARGV[3] == 'r' then net = net - n end
   cur = cur + n
@@ -113,8 +120,8 @@ if t == 'string' then return 0 end
 return -1
 ";
 
-/// The largest amount one operation moves, and the largest stock: Redis
-/// runs the script's arithmetic in doubles, exact up to 2<sup>53</sup>.
+/// Every amount and the stock stay below this: Redis runs the script's
+/// arithmetic in doubles, exact below 2<sup>53</sup>.
 const MAX_AMOUNT: u64 = 1 << 53;
 
 /// How a [`FleetStock`] leases.
@@ -175,9 +182,11 @@ pub enum FleetError {
     /// was changed, the connection is kept, and the pending operation is
     /// kept and sent again by the next call.
     Corrupt(String),
-    /// The configuration given to [`FleetStock::new`] cannot work (a zero
-    /// `timeout`); the message names the field.
-    Config(String),
+    /// The call cannot work as given, and retrying it will not help: a
+    /// zero `timeout` in [`FleetStock::new`] (the message names the field),
+    /// or an [`add`](FleetStock::add) that would take the stock to
+    /// 2<sup>53</sup> or more (nothing was added).
+    Invalid(String),
 }
 
 impl fmt::Display for FleetError {
@@ -186,7 +195,7 @@ impl fmt::Display for FleetError {
             FleetError::Insufficient(e) => write!(f, "fleet stock: {e}"),
             FleetError::Redis(e) => write!(f, "fleet stock: redis: {e}"),
             FleetError::Corrupt(e) => write!(f, "fleet stock: {e}"),
-            FleetError::Config(e) => write!(f, "fleet stock: config: {e}"),
+            FleetError::Invalid(e) => write!(f, "fleet stock: invalid: {e}"),
         }
     }
 }
@@ -349,11 +358,11 @@ impl FleetStock {
     /// # Errors
     ///
     /// [`FleetError::Redis`] if `url` cannot be parsed;
-    /// [`FleetError::Config`] if `config.timeout` is zero.
+    /// [`FleetError::Invalid`] if `config.timeout` is zero.
     ///
     /// # Panics
     ///
-    /// If `config.chunk` is 0 or above 2<sup>53</sup>, or the worker
+    /// If `config.chunk` is 0 or 2<sup>53</sup> or more, or the worker
     /// thread cannot be spawned.
     ///
     /// ```
@@ -362,7 +371,7 @@ impl FleetStock {
     /// assert_eq!(s.lease(), 0);
     /// let zero = FleetStockConfig { timeout: std::time::Duration::ZERO, ..FleetStockConfig::default() };
     /// let e = FleetStock::new("redis://127.0.0.1:1", "p:", "n", zero).unwrap_err();
-    /// assert_eq!(e.to_string(), "fleet stock: config: FleetStockConfig::timeout must not be zero");
+    /// assert_eq!(e.to_string(), "fleet stock: invalid: FleetStockConfig::timeout must not be zero");
     /// ```
     pub fn new(
         url: &str,
@@ -371,13 +380,13 @@ impl FleetStock {
         config: FleetStockConfig,
     ) -> Result<FleetStock, FleetError> {
         assert!(
-            config.chunk >= 1 && config.chunk <= MAX_AMOUNT,
-            "shardcount: FleetStockConfig::chunk must be in 1..=2^53, got {}",
+            config.chunk >= 1 && config.chunk < MAX_AMOUNT,
+            "shardcount: FleetStockConfig::chunk must be in 1..2^53, got {}",
             config.chunk
         );
         if config.timeout.is_zero() {
             // std refuses a zero socket timeout: every call would fail.
-            return Err(FleetError::Config(
+            return Err(FleetError::Invalid(
                 "FleetStockConfig::timeout must not be zero".into(),
             ));
         }
@@ -426,7 +435,7 @@ impl FleetStock {
     ///
     /// # Panics
     ///
-    /// If `n` exceeds 2<sup>53</sup> and the lease cannot cover it.
+    /// If `n` is 2<sup>53</sup> or more and the lease cannot cover it.
     ///
     /// ```no_run
     /// # use shardcount::export::{FleetStock, FleetStockConfig};
@@ -452,7 +461,7 @@ impl FleetStock {
     ///
     /// # Panics
     ///
-    /// If `n` exceeds 2<sup>53</sup>.
+    /// If `n` is 2<sup>53</sup> or more.
     ///
     /// ```no_run
     /// # use shardcount::export::{FleetStock, FleetStockConfig};
@@ -503,7 +512,7 @@ impl FleetStock {
     ///
     /// # Panics
     ///
-    /// If `n` exceeds 2<sup>53</sup>.
+    /// If `n` is 2<sup>53</sup> or more.
     ///
     /// ```no_run
     /// # use shardcount::export::{FleetStock, FleetStockConfig};
@@ -702,9 +711,9 @@ impl Inner {
     /// Runs a new operation (after settling the previous one) and applies
     /// its effect on the lease.
     fn run(&self, link: &mut Link, kind: Kind, amount: u64) -> Result<Reply, FleetError> {
-        // Callers checked `n` before locking; a chunk is at most 2^53 and
-        // a lease never holds more than was granted.
-        debug_assert!(amount <= MAX_AMOUNT);
+        // Callers checked `n` before locking; a chunk is below 2^53 and a
+        // lease never holds more than was granted.
+        debug_assert!(amount < MAX_AMOUNT);
         self.settle(link)?;
         link.seq += 1;
         let op = Op {
@@ -734,13 +743,21 @@ impl Inner {
     /// One script call for `op` (reconnecting and reloading the script as
     /// needed); a NOSCRIPT reply reloads and resends once.
     fn call(&self, link: &mut Link, op: Op) -> Result<Reply, FleetError> {
-        match self.call_once(link, op) {
+        let r = match self.call_once(link, op) {
             Err(FleetError::Redis(e)) if e.contains("NOSCRIPT") => {
                 link.sha = None;
                 self.call_once(link, op)
             }
             r => r,
+        };
+        if let Err(FleetError::Invalid(_)) = r {
+            // An add refused as too large used no number: drop it, so it
+            // is neither resent nor seen as a lost operation.
+            debug_assert_eq!(op.seq, link.seq);
+            link.unresolved = None;
+            link.seq -= 1;
         }
+        r
     }
 
     fn call_once(&self, link: &mut Link, op: Op) -> Result<Reply, FleetError> {
@@ -772,10 +789,9 @@ impl Inner {
         // Only a lost take can oversell: it alone waits for the fsync.
         let wait = link.waitaof && matches!(op.kind, Kind::Take);
         if wait {
-            pipe.cmd("WAITAOF")
-                .arg(1)
-                .arg(0)
-                .arg(timeout.as_millis() as u64);
+            // At least 1 ms: WAITAOF's 0 means "block for ever".
+            let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+            pipe.cmd("WAITAOF").arg(1).arg(0).arg(ms.max(1));
         }
         // Relaxed: a reporting tally.
         self.round_trips.fetch_add(1, Ordering::Relaxed);
@@ -811,9 +827,9 @@ impl Inner {
             _ => None,
         };
         match ints.as_deref() {
-            // A grant is never negative nor above 2^53 (the script's
+            // A grant is never negative nor 2^53 or more (the script's
             // bound); anything else came from a record edited by hand.
-            Some([0 | 1, amount, ..]) if !(0..=MAX_AMOUNT as i64).contains(amount) => {
+            Some([0 | 1, amount, ..]) if !(0..MAX_AMOUNT as i64).contains(amount) => {
                 Err(FleetError::Corrupt(format!(
                     "{}: this token's record holds an amount out of range: {amount}",
                     self.leases_key
@@ -833,6 +849,10 @@ impl Inner {
                 "{}: this token's record is at operation {last}, past {}: \
                  another writer changed it; nothing was applied",
                 self.leases_key, op.seq
+            ))),
+            Some([-3, stock]) => Err(FleetError::Invalid(format!(
+                "adding {} to {} would take the stock to 2^53 or more",
+                op.amount, stock
             ))),
             Some([-1]) => Err(FleetError::Corrupt(format!(
                 "{} or {} does not hold a stock's layout",
@@ -916,21 +936,11 @@ fn has_waitaof(info: &str) -> bool {
     (major, minor) >= (7, 2) && field("aof_enabled") == Some("1")
 }
 
-/// Whether Redis answered with an error reply, leaving the connection in
-/// step (as opposed to a lost connection, a timeout or an unreadable
-/// reply).
-fn answered(e: &redis::RedisError) -> bool {
-    matches!(
-        e.kind(),
-        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
-    )
-}
-
 /// Panics (as documented) on an amount the script cannot count exactly.
 fn assert_amount(n: u64, call: &str) {
     assert!(
-        n <= MAX_AMOUNT,
-        "shardcount: FleetStock::{call}({n}): at most 2^53 units"
+        n < MAX_AMOUNT,
+        "shardcount: FleetStock::{call}({n}): the amount must be below 2^53"
     );
 }
 
