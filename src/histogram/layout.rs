@@ -83,6 +83,12 @@ impl Layout {
                 w[0]
             );
         }
+        // The overflow bucket starts one above the last bound.
+        assert!(
+            bounds.last() != Some(&u64::MAX),
+            "shardcount: Histogram::with_bounds: a bound of u64::MAX would leave no value \
+             for the +Inf bucket: leave it out (+Inf holds every value above the last bound)"
+        );
         Layout::Bounds(bounds.into())
     }
 
@@ -172,6 +178,22 @@ mod tests {
             }
             assert!((high - low) as f64 <= low as f64 / 16.0 || high < 32);
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "a bound of u64::MAX")]
+    fn a_bound_of_u64_max_is_refused() {
+        let _ = Layout::bounds(&[10, u64::MAX]);
+    }
+
+    #[test]
+    fn the_largest_bound_below_u64_max_walks_every_bucket() {
+        let l = Layout::bounds(&[10, u64::MAX - 1]);
+        assert_eq!(
+            (l.range(1), l.range(2)),
+            ((11, u64::MAX - 1), (u64::MAX, u64::MAX))
+        );
+        assert_eq!((l.index(u64::MAX - 1), l.index(u64::MAX)), (1, 2));
     }
 
     #[test]

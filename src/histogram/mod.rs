@@ -114,7 +114,9 @@ impl Histogram {
     ///
     /// # Panics
     ///
-    /// If the bounds do not increase strictly, naming the first bad one.
+    /// If the bounds do not increase strictly, naming the first bad one,
+    /// or the last is `u64::MAX` (the `+Inf` bucket holds the values above
+    /// the last bound, and none is above `u64::MAX`).
     ///
     /// ```
     /// let h = shardcount::Histogram::with_bounds(&[100, 1_000, 10_000]);
