@@ -165,8 +165,10 @@ unsafe impl Sync for Place {}
 ///   counter; no lock, no allocation, nothing lost.
 /// * Keys that share a hash (possible only with the seeds, or with a key
 ///   type whose `Hash` ignores its data): an add compares with every
-///   interned key of that hash before it, so it costs up to
-///   `max_keys` comparisons; memory is unchanged, counts stay exact.
+///   interned key of that hash before it. A new key, or one beyond the
+///   bound, is looked up twice (lock-free, then again under the lock or
+///   once the map is full), so an add costs up to `2 × max_keys`
+///   comparisons; memory is unchanged, counts stay exact.
 ///
 /// So a bound caps both memory and the length of any probe.
 ///

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use shardcount::CounterMap;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 const THREADS: u64 = 8;
 
@@ -581,4 +581,47 @@ proptest! {
             prop_assert_eq!(m.get(k.as_str()), Some(*v));
         }
     }
+}
+
+/// A key type whose hash ignores its data, so every key collides, and
+/// whose `eq` counts the comparisons made: holds the "Hostile keys" bound
+/// to the code.
+#[derive(Clone, Debug, Eq)]
+struct Colliding(u32);
+
+static COMPARISONS: AtomicU64 = AtomicU64::new(0);
+
+impl std::hash::Hash for Colliding {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u8(0);
+    }
+}
+
+impl PartialEq for Colliding {
+    fn eq(&self, other: &Self) -> bool {
+        COMPARISONS.fetch_add(1, Ordering::Relaxed);
+        self.0 == other.0
+    }
+}
+
+#[test]
+fn keys_that_share_a_hash_cost_at_most_twice_max_keys_comparisons() {
+    const MAX: usize = 64;
+    let m: CounterMap<Colliding> = CounterMap::with_max_keys(MAX);
+    for i in 0..MAX as u32 {
+        m.inc(&Colliding(i));
+    }
+    let count = |key: u32| {
+        let before = COMPARISONS.load(Ordering::Relaxed);
+        m.inc(&Colliding(key));
+        COMPARISONS.load(Ordering::Relaxed) - before
+    };
+    let past_the_bound = count(1_000);
+    assert!(past_the_bound <= 2 * MAX as u64, "{past_the_bound}");
+    assert!(
+        past_the_bound > MAX as u64,
+        "it looks twice: {past_the_bound}"
+    );
+    assert!(count(MAX as u32 - 1) <= MAX as u64);
+    assert_eq!((m.overflow(), m.len()), (1, MAX));
 }
