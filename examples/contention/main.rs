@@ -82,6 +82,7 @@
 //! pinning/barrier harness live in the `shardcount-harness` crate
 //! (`harness/`), shared with the benches.
 
+mod http;
 mod inventory;
 mod keyed;
 mod serve;

@@ -74,12 +74,12 @@ use shardcount::{Counter, Stock};
 use shardcount_harness::measure;
 use shardcount_harness::subjects::{self, Subject, Visit};
 use std::collections::VecDeque;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::http;
 use super::{fmt_duration, run_case, write_loop, Args, Case, Host, Outcome};
 
 /// Where `--serve` with no address listens.
@@ -107,10 +107,6 @@ const KEEP: usize = 300;
 const STOCK: u64 = 200_000_000;
 /// Units a restocker adds, 10 at a time, during each sell-out.
 const RESTOCK: u64 = 100_000;
-/// Connections served at once; more are closed unanswered.
-const MAX_CONNECTIONS: usize = 32;
-/// The longest request head read.
-const MAX_HEAD: usize = 8192;
 
 /// The addresses `addr` names, refused unless every one is loopback or
 /// `allow_remote`: the page and `/state` have no authentication.
@@ -226,7 +222,6 @@ struct Live {
     seen: Mutex<Seen>,
     /// `(seq, JSON)`, oldest first.
     snapshots: Mutex<VecDeque<(u64, Arc<str>)>>,
-    connections: AtomicUsize,
 }
 
 impl Live {
@@ -723,20 +718,10 @@ fn route(head: &[u8], snapshots: &Mutex<VecDeque<(u64, Arc<str>)>>) -> (Response
     (response, head_only)
 }
 
-/// Reads one request and answers it; the connection then closes.
-fn handle(mut stream: TcpStream, live: &Live) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
-    let mut head = Vec::new();
-    let mut chunk = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&chunk[..n]);
-    }
-    let (r, head_only) = route(&head, &live.snapshots);
+/// The whole response to a request whose head is `head` (the connection
+/// then closes; `http` reads and writes it).
+fn respond(head: &[u8], live: &Live) -> Vec<u8> {
+    let (r, head_only) = route(head, &live.snapshots);
     let mut out = format!(
         "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
          X-Content-Type-Options: nosniff\r\nConnection: close\r\n",
@@ -748,30 +733,16 @@ fn handle(mut stream: TcpStream, live: &Live) -> std::io::Result<()> {
         out += "Allow: GET, HEAD\r\n";
     }
     out += "\r\n";
-    stream.write_all(out.as_bytes())?;
+    let mut bytes = out.into_bytes();
     if !head_only {
-        stream.write_all(r.body.as_bytes())?;
+        bytes.extend_from_slice(r.body.as_bytes());
     }
-    stream.flush()
+    bytes
 }
 
-/// Accepts connections for ever, one thread each, at most
-/// [`MAX_CONNECTIONS`] at once.
+/// Serves the page and `/state` for ever (see `http` for the limits).
 fn serve(listener: TcpListener, live: Arc<Live>) {
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        // Relaxed: a count of threads, guarding nothing else.
-        if live.connections.fetch_add(1, Ordering::Relaxed) >= MAX_CONNECTIONS {
-            live.connections.fetch_sub(1, Ordering::Relaxed);
-            continue;
-        }
-        let live = Arc::clone(&live);
-        std::thread::spawn(move || {
-            // A client that goes away is its own business.
-            let _ = handle(stream, &live);
-            live.connections.fetch_sub(1, Ordering::Relaxed);
-        });
-    }
+    http::serve(listener, move |head| respond(head, &live));
 }
 
 /// Runs the live view; returns the exit status (only on an error).
@@ -837,7 +808,6 @@ pub fn main(args: &Args, addr: &str, host: &Host) -> i32 {
         inventory: Inventory::new(workers),
         seen: Mutex::new(Seen::default()),
         snapshots: Mutex::new(VecDeque::new()),
-        connections: AtomicUsize::new(0),
     });
     // A first snapshot before the first request can come.
     publish(&live, 0, &names);
@@ -863,6 +833,8 @@ pub fn main(args: &Args, addr: &str, host: &Host) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
 
     #[test]
     fn only_loopback_unless_allowed() {
@@ -1026,7 +998,6 @@ mod tests {
             inventory: Inventory::new(1),
             seen: Mutex::new(Seen::default()),
             snapshots: Mutex::new(VecDeque::new()),
-            connections: AtomicUsize::new(0),
         }
     }
 
