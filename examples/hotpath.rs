@@ -135,6 +135,29 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             n - s.sum()
         }
+        "counter-owned" => {
+            // Split first: the thread owns a shard and adds with a load
+            // and a store (the owned-row path of a contended counter).
+            let c = Counter::new();
+            assert_eq!(c.split(2), 2);
+            let c = escape(&c);
+            for _ in 0..n {
+                c.inc();
+                opaque();
+            }
+            c.sum()
+        }
+        "set-owned" => {
+            // `set-inc`'s walk on an owned row (split first).
+            let s = CounterSet::new(1024);
+            assert_eq!(s.split(2), 2);
+            let s = escape(&s);
+            for i in 0..n {
+                s.inc((i & 1023) as usize);
+                opaque();
+            }
+            s.snapshot().iter().sum()
+        }
         "set-inc" => {
             // Walks 1,024 counters of one set, as a per-route family would.
             let s = CounterSet::new(1024);

@@ -7,9 +7,10 @@
 //!   were there when it was created; it stays part of the sum for ever).
 //! * `table: ShardTable` is the grow-only chain of padded shards (its own
 //!   module docs give its protocol: publication, growth, take epochs).
-//! * All counting uses `Relaxed` read-modify-writes: every add is a single
-//!   atomic RMW on one location, so nothing is published through the counts
-//!   and exactness follows from RMW atomicity alone.
+//! * Counting on the base and on shared shards uses `Relaxed`
+//!   read-modify-writes; an owner adds to its owned shard with a plain
+//!   load and store, as its only writer (`shard/owned.rs`). Nothing is
+//!   published through the counts.
 //!
 //! # Detecting contention
 //!
@@ -25,25 +26,25 @@
 //! Once there is a table, the thread holding owner id `i`
 //! (`thread::owner`: small, dense, unique among live threads, leased on a
 //! thread's first add to any sharded table and given back at its exit)
-//! owns shard `i - 1` while the table has it. No other thread owns it, so
-//! an owner's add is a plain locked add whose result is not even read: the
-//! sampling test after a `lock xadd` cost a fifth of a 2-thread add where
-//! it was measured. Only threads that add to sharded tables hold ids, so
-//! idle threads (a main thread that touched a `RoughCounter`) do not push
-//! busy ones beyond the table.
+//! owns shard `i - 1` while the table has it, and is its only writer: an
+//! owner's add is a load and a store, no locked instruction and no test
+//! (`shard/owned.rs`: takes keep baselines instead of swapping owned
+//! words). Only threads that add to sharded tables hold ids, so idle
+//! threads (a main thread that touched a `RoughCounter`) do not push busy
+//! ones beyond the table.
 //!
 //! Threads beyond the table (an id above its shard count: ids are
 //! process-wide, so this happens when more live threads have added to
-//! sharded tables than this table has shards) add on their probe's shard
-//! and sample as on the base: a change moves the thread to another shard,
-//! and when the same counter shows interference twice in a row the table
-//! doubles, up to the cap. So whenever two threads share a shard, one of
-//! them checks it (sharing is a matter of speed only: every add is an
-//! atomic RMW). A `take` in between gives no verdict (the shard table's
-//! take epoch), so takes never grow a counter.
+//! sharded tables than this table has shards) and threads without an id
+//! add on their probe's *shared* shard (a second set of shards, made on
+//! the first such add) with an RMW, and sample as on the base: a change
+//! moves the thread to another shard, and when the same counter shows
+//! interference twice in a row the table doubles, up to the cap. A `take`
+//! in between gives no verdict (the shard table's take epoch), so takes
+//! never grow a counter.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::{Check, Head, ShardTable, Table};
+use crate::shard::{store_add, Check, Head, ShardTable, Table};
 use crate::thread::sampler;
 use crate::thread::{self, owner, MAX_SHARDS};
 use std::fmt;
@@ -74,8 +75,13 @@ use std::fmt;
 /// # Memory
 ///
 /// An idle counter is 16 bytes and allocates nothing. Under contention it
-/// allocates at most about twice its shard cap in 128-byte padded shards,
-/// freed when it is dropped.
+/// allocates at most about twice its shard cap in 128-byte padded shards
+/// (the tables of 2, 4, ... up to the cap), freed when it is dropped. A
+/// table gets as many again the first time a thread without a shard of
+/// its own adds to it (more threads than the cap, or adds from
+/// thread-local destructors), and as many again on its first
+/// [`take`](Self::take) (the take baselines): at most about six times the
+/// cap in all.
 ///
 /// Shards go to the threads that add to sharded counters and sets (each
 /// leases a small owner id on its first such add, the smallest free, and
@@ -174,8 +180,9 @@ impl Counter {
     /// word and a sampling test on the value it returns: no thread-local is
     /// read. Once sharded, a thread adds to the shard its owner id owns
     /// (an id is leased on a thread's first add to a sharded counter or
-    /// set), with one thread-local load and no test; a thread beyond the
-    /// table adds to its probe's shard and samples it.
+    /// set), of which it is the only writer: one thread-local load, a load
+    /// and a store, no locked instruction and no test. A thread beyond the
+    /// table adds to a shared shard with a `fetch_add` and samples it.
     ///
     /// ```
     /// let c = shardcount::Counter::new();
@@ -208,12 +215,9 @@ impl Counter {
                 }
             }
             Some(t) => match t.owned_shard(owner::owner()) {
-                // A row this thread alone owns: nobody to detect, so the
-                // add's result is not even read (a plain locked add).
-                // Relaxed: as above.
-                Some(at) => {
-                    at.fetch_add(n, Ordering::Relaxed);
-                }
+                // A row this thread alone writes: a load and a store, no
+                // locked instruction, nothing to detect (`shard/owned.rs`).
+                Some(at) => store_add(at, n),
                 None => self.add_unowned(head, t, n),
             },
         }
@@ -227,21 +231,25 @@ impl Counter {
     fn add_unowned(&self, head: Head, t: &Table, n: u64) {
         if owner::owner() == 0 {
             if let Some(at) = t.owned_shard(owner::lease()) {
-                // Relaxed: as in `add`.
-                at.fetch_add(n, Ordering::Relaxed);
+                store_add(at, n);
                 return;
             }
         }
         self.add_probed(head, t, n);
     }
 
-    /// An add on the probe's shard of `t`, the table `head` names, sampled
-    /// for sharing: a shard other threads may write too.
+    /// An add on the probe's shared shard of `t`, the table `head` names,
+    /// sampled for sharing: a shard other threads may write too.
     #[inline]
     fn add_probed(&self, head: Head, t: &Table, n: u64) {
         // Threads start on shard 0; the first collision gives one a probe
         // of its own (`sampler::collided` rehashes).
-        let at = t.shard(thread::probe_or_zero());
+        let Some(at) = t.shared_shard(thread::probe_or_zero()) else {
+            // No memory for the shared rows: the base takes it.
+            // Relaxed: as in `add`.
+            self.base.fetch_add(n, Ordering::Relaxed);
+            return;
+        };
         // Relaxed: as in `add`.
         let prev = at.fetch_add(n, Ordering::Relaxed);
         // As on the base: the cold check only on a change or a watch.
@@ -259,10 +267,10 @@ impl Counter {
         }
     }
 
-    /// An add that skips the owned-row path, so that loom models of the
-    /// sharing check on shards run it from any thread.
-    #[cfg(all(test, shardcount_loom))]
-    pub(crate) fn add_probed_for_model(&self, n: u64) {
+    /// An add that skips the owned-row path, so that models and tests of
+    /// the shared shards run it from any thread.
+    #[cfg(test)]
+    pub(crate) fn add_probed_for_test(&self, n: u64) {
         let head = self.table.load();
         match self.table.table(head) {
             Some(t) => self.add_probed(head, t, n),
@@ -302,9 +310,8 @@ impl Counter {
     #[inline(never)]
     fn sum_shards(&self) -> u64 {
         let mut total = 0u64;
-        // Relaxed: as in `sum`, coherence is all a count read needs.
         self.table
-            .for_each_shard(|s| total = total.wrapping_add(s.load(Ordering::Relaxed)));
+            .for_each_count_row(|_, row| total = total.wrapping_add(row.read(0)));
         total
     }
 
@@ -325,7 +332,7 @@ impl Counter {
         // The take ends when `take` drops, after the last swap.
         let take = self.table.take();
         let mut total = take.swap(&self.base);
-        take.swap_shards(|v| total = total.wrapping_add(v));
+        take.for_each_row(|row| total = total.wrapping_add(row.take(0)));
         total
     }
 
@@ -367,6 +374,25 @@ impl Counter {
     #[must_use]
     pub fn shards(&self) -> usize {
         self.table.shards()
+    }
+
+    /// Grows to at least `n` shards now (a power of two, at most
+    /// [`max_shards`](Self::max_shards)) instead of waiting for contention
+    /// to show: before a burst the caller knows is coming, or for one
+    /// thread's hot loop (an adding thread then owns a shard and adds with
+    /// a plain load and store instead of a locked `fetch_add`). Returns the
+    /// shard count after. Memory: as a contended counter's (see
+    /// [Memory](Self#memory)); `split(0)` does nothing.
+    ///
+    /// ```
+    /// let c = shardcount::Counter::with_max_shards(8);
+    /// assert_eq!(c.split(3), 4);
+    /// assert_eq!(c.split(100), 8); // the cap
+    /// c.inc();
+    /// assert_eq!(c.sum(), 1);
+    /// ```
+    pub fn split(&self, n: usize) -> usize {
+        self.table.split(n, 1)
     }
 
     /// The most shards this counter will grow to (a power of two).
@@ -411,36 +437,24 @@ impl Counter {
     #[must_use]
     pub fn shard_values(&self) -> Vec<u64> {
         loop {
-            // Tables only grow, each larger than the one before, so the same
-            // shard count before and after the visit means it started at that
-            // newest table: its rows come first, in order, then the older
-            // tables'. Otherwise a growth raced the visit: look again (a
-            // counter grows at most 16 times).
+            // Tables only grow, so the same shard count before and after the
+            // visit means every row visited is at most the newest table's
+            // size: row `r` of any table (owned or shared) goes to shard
+            // `r`. Otherwise a growth raced the visit: look again (a counter
+            // grows at most 16 times).
             let newest = self.shards();
-            let mut words = Vec::with_capacity(2 * newest);
-            // Relaxed: as in `sum`, coherence is all a count read needs.
-            self.table
-                .for_each_shard(|s| words.push(s.load(Ordering::Relaxed)));
-            if self.shards() != newest {
-                continue;
-            }
             // Relaxed: as in `sum`.
             let mut values = vec![self.base.load(Ordering::Relaxed)];
-            values.extend_from_slice(&words[..newest.min(words.len())]);
-            // Each older table has half the rows of the one after it (a
-            // growth doubles), so the rest splits into tables of n/2, n/4,
-            // ... rows; row j of each goes to shard j.
-            let mut rest = words.get(newest..).unwrap_or_default();
-            let mut rows = newest;
-            while !rest.is_empty() {
-                rows = (rows / 2).max(1);
-                let (table, older) = rest.split_at(rows.min(rest.len()));
-                for (j, v) in table.iter().enumerate() {
-                    values[1 + j] = values[1 + j].wrapping_add(*v);
-                }
-                rest = older;
+            values.resize(1 + newest, 0);
+            let mut fits = true;
+            self.table
+                .for_each_count_row(|r, row| match values.get_mut(1 + r) {
+                    Some(v) => *v = v.wrapping_add(row.read(0)),
+                    None => fits = false,
+                });
+            if fits && self.shards() == newest {
+                return values;
             }
-            return values;
         }
     }
 
@@ -560,6 +574,43 @@ mod tests {
         assert_eq!(c.sum(), 400_000);
     }
 
+    /// Each owned shard holds exactly its owner's adds (one writer), and
+    /// the shared shards exactly the adds of the threads beyond the table.
+    #[test]
+    fn owned_shards_hold_exactly_their_owners_adds() {
+        let c = Counter::with_max_shards(2);
+        assert_eq!(c.split(2), 2);
+        let go = std::sync::Barrier::new(4);
+        let done: Vec<(usize, u64)> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let (c, go) = (&c, &go);
+                    s.spawn(move || {
+                        let n = 50_000 + t;
+                        go.wait();
+                        (0..n).for_each(|_| c.inc());
+                        // Alive until all are done: no id is handed on.
+                        go.wait();
+                        (owner::owner(), n)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let (base, owned) = c.base_and_newest_shards();
+        assert_eq!(base, 0);
+        let mut beyond = 0;
+        for (id, n) in &done {
+            match id {
+                1 | 2 => assert_eq!(owned[id - 1], *n, "shard of id {id}"),
+                _ => beyond += n,
+            }
+        }
+        let shared = c.sum() - owned.iter().sum::<u64>();
+        assert_eq!(shared, beyond);
+        assert_eq!(c.sum(), done.iter().map(|d| d.1).sum::<u64>());
+    }
+
     #[test]
     fn a_sharded_add_lands_on_the_owned_shard_or_the_probed_one() {
         let c = Counter::with_max_shards(4);
@@ -572,12 +623,13 @@ mod tests {
                 let i = owner::owner();
                 assert_ne!(i, 0);
                 let t = c.table.table(c.table.load()).expect("grown");
-                // Id i owns shard i - 1 of the two; beyond them, the
-                // add took the probed path (probe 0 until a collision).
+                // Id i owns shard i - 1 of the two; beyond them, the add
+                // took the probed path to a shared shard (probe 0 until a
+                // collision).
                 let at = if i <= 2 {
                     t.shard(i as u32 - 1)
                 } else {
-                    t.shard(thread::probe_or_zero())
+                    t.shared_shard(thread::probe_or_zero()).expect("allocated")
                 };
                 assert_eq!(at.load(Ordering::Relaxed), 5, "id {i}");
                 assert_eq!(c.sum(), 5);

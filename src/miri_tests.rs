@@ -28,6 +28,29 @@ fn counter_tables_are_read_summed_taken_and_freed() {
     assert!(format!("{c:?}").starts_with("Counter { sum: 18446744073709551615"));
 }
 
+/// Owned shards (plain stores), shared shards (made on the first add of a
+/// thread without one) and take baselines (made on the first take): each
+/// area allocated, read, taken and freed with its table.
+#[test]
+fn owned_shared_and_baseline_areas_are_used_and_freed() {
+    let c = Counter::with_max_shards(2);
+    assert_eq!(c.split(2), 2);
+    c.add(3); // this thread's owned shard
+    c.add_probed_for_test(4); // a shared shard
+    assert_eq!(c.sum(), 7);
+    assert_eq!(c.shard_values().iter().sum::<u64>(), 7);
+    assert_eq!(c.take(), 7);
+    c.add(1);
+    assert_eq!((c.sum(), c.take(), c.sum()), (1, 1, 0));
+    let s = CounterSet::with_max_shards(20, 2);
+    assert_eq!(s.split(2), 2);
+    s.add(17, 5);
+    assert_eq!(s.take(17), Some(5));
+    s.add(19, 1);
+    assert_eq!(s.take_all()[19], 1);
+    assert_eq!(s.snapshot().iter().sum::<u64>(), 0);
+}
+
 #[test]
 fn counters_reusing_an_address_start_clean() {
     for i in 0..20 {

@@ -13,9 +13,11 @@
 //! * Word `n` of every row is its *mark*: the token of the last thread
 //!   whose sampled add landed in that row. It is never counted, summed or
 //!   taken.
-//! * Counting uses `Relaxed` read-modify-writes, one per add, on one word:
-//!   exactness follows from RMW atomicity alone, nothing is published
-//!   through counts.
+//! * Counting on the base row and on shared rows uses `Relaxed`
+//!   read-modify-writes, one per add, on one word; an owner adds to its
+//!   owned row with a plain load and store, as its only writer, and takes
+//!   keep baselines for owned words (`shard/owned.rs`). Nothing is
+//!   published through counts.
 //! * Contention, on a sampled add (one in 128, as `Counter` picks them):
 //!   - the thread swaps its token into the row's mark; finding another
 //!     thread's token means another thread sampled an add to this row
@@ -41,18 +43,16 @@
 //!   threads, leased on a thread's first add to a sharded table) owns row
 //!   `i - 1` while the table has it, and adds there without sampling.
 //!   Only threads beyond the table (ids are process-wide, as for
-//!   `Counter`) take the probed path above. An owner
-//!   never marks its row, so one sample in 8 a thread beyond the table
-//!   watches the line of the counter it added to (`sampler::watch_line`):
-//!   another thread writing it, the owner included, is a strike. Quiet
-//!   quick looks on a table say nothing (as in `Counter`), so strikes seen
-//!   at line watches add up. An owner on other
-//!   lines of the same row is not seen: it costs nothing.
+//!   `Counter`) and threads without an id take the probed path above, on
+//!   the table's shared rows. One sample in 8 such a thread also watches
+//!   the line of the counter it added to (`sampler::watch_line`): another
+//!   thread writing it is a strike. Quiet quick looks on a table say
+//!   nothing (as in `Counter`), so strikes seen at line watches add up.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    lines_for, try_zeroed_lines, word, word_unchecked, Check, Head, Line, ShardTable, Table,
-    LINE_WORDS,
+    lines_for, store_add, try_zeroed_lines, word, word_unchecked, Check, Head, Line, ShardTable,
+    Table, LINE_WORDS,
 };
 use crate::thread::{self, owner, sampler, MAX_SHARDS};
 use std::fmt;
@@ -82,10 +82,11 @@ fn too_many(n: usize) -> ! {
 /// row's lines at the same time, to one counter or to neighbouring ones:
 /// one add in 128 checks for that. Once there are rows, each thread that
 /// adds to a grown set or counter holds a small owner id (the smallest
-/// free, until it exits), owns the row its id names and adds there with no
-/// check; a thread beyond the rows shares one, and moves (then grows the
-/// table, up to the cap) when it sees another thread writing the lines it
-/// writes.
+/// free, until it exits), owns the row its id names and is its only
+/// writer: an add there is a load and a store, no locked instruction and
+/// no check. A thread beyond the rows adds to a shared row with a
+/// `fetch_add`, and moves (then grows the table, up to the cap) when it
+/// sees another thread writing the lines it writes.
 ///
 /// Arithmetic is modulo 2<sup>64</sup> per counter, as with `AtomicU64`.
 ///
@@ -104,7 +105,11 @@ fn too_many(n: usize) -> ! {
 /// line. An uncontended set is one row. A contended one
 /// grows tables of 2, 4, ... up to the cap rows, all kept until the set is
 /// dropped: at most about `1 + 2 × cap` rows (cap: see
-/// [`with_max_shards`](Self::with_max_shards)).
+/// [`with_max_shards`](Self::with_max_shards)). A table gets as many rows
+/// again the first time a thread without a row of its own adds to it
+/// (more threads than the cap, adds from thread-local destructors), and as
+/// many again on its first take (the take baselines): at most about
+/// `1 + 6 × cap` rows in all.
 ///
 /// Rows go to the threads that add to grown sets and counters, not to
 /// every thread in the process: threads that never do (a main thread
@@ -289,10 +294,9 @@ impl CounterSet {
                 Some(row) => {
                     // SAFETY: as below.
                     let at = unsafe { word_unchecked(row, i) };
-                    // A row this thread alone owns: nothing to detect, so
-                    // the result is not read (a plain locked add).
-                    // Relaxed: as below.
-                    at.fetch_add(v, Ordering::Relaxed);
+                    // A row this thread alone writes: a load and a store,
+                    // nothing to detect (`shard/owned.rs`).
+                    store_add(at, v);
                     return;
                 }
                 // SAFETY: the caller's promise, passed on.
@@ -332,12 +336,15 @@ impl CounterSet {
         };
         if let Some(row) = row {
             // SAFETY: every row has room for `len + 1` words; `i < len`.
-            let at = unsafe { word_unchecked(row, i) };
-            // Relaxed: as in `add_unchecked`.
-            at.fetch_add(v, Ordering::Relaxed);
+            store_add(unsafe { word_unchecked(row, i) }, v);
             return;
         }
-        let row = t.row(thread::probe());
+        let Some(row) = t.shared_row(thread::probe()) else {
+            // No memory for the shared rows: the base row takes it.
+            // SAFETY: as above. Relaxed: as in `add_unchecked`.
+            unsafe { word_unchecked(&self.base, i) }.fetch_add(v, Ordering::Relaxed);
+            return;
+        };
         // SAFETY: as above.
         let at = unsafe { word_unchecked(row, i) };
         // Relaxed: as in `add_unchecked`.
@@ -474,10 +481,8 @@ impl CounterSet {
         // Relaxed: a count read publishes nothing; coherence alone makes it
         // include every update that happened-before this call.
         let mut total = word(&self.base, i).load(Ordering::Relaxed);
-        self.table.for_each_row(|row| {
-            // Relaxed: as above.
-            total = total.wrapping_add(word(row, i).load(Ordering::Relaxed));
-        });
+        self.table
+            .for_each_count_row(|_, row| total = total.wrapping_add(row.read(i)));
         total
     }
 
@@ -507,23 +512,17 @@ impl CounterSet {
         // The take ends when `take` drops, after the last swap.
         let take = self.table.take();
         let mut total = take.swap(word(&self.base, i));
-        self.table.for_each_row(|row| {
-            total = total.wrapping_add(take.swap(word(row, i)));
-        });
+        take.for_each_row(|row| total = total.wrapping_add(row.take(i)));
         total
     }
 
-    /// Adds every row `f` makes of a row into `out[..len]`.
-    fn fold_rows(&self, out: &mut [u64], mut f: impl FnMut(&AtomicU64) -> u64) {
-        let mut row_into = |row: &[Line]| {
-            for (chunk, line) in out.chunks_mut(LINE_WORDS).zip(row) {
-                for (o, w) in chunk.iter_mut().zip(line.iter()) {
-                    *o = o.wrapping_add(f(w));
-                }
+    /// Adds what `f` makes of each word of the base row into `out[..len]`.
+    fn fold_base(&self, out: &mut [u64], mut f: impl FnMut(&AtomicU64) -> u64) {
+        for (chunk, line) in out.chunks_mut(LINE_WORDS).zip(self.base.iter()) {
+            for (o, w) in chunk.iter_mut().zip(line.iter()) {
+                *o = o.wrapping_add(f(w));
             }
-        };
-        row_into(&self.base);
-        self.table.for_each_row(row_into);
+        }
     }
 
     #[track_caller]
@@ -558,7 +557,12 @@ impl CounterSet {
         self.check_out(out);
         out.fill(0);
         // Relaxed: as in `total`.
-        self.fold_rows(out, |w| w.load(Ordering::Relaxed));
+        self.fold_base(out, |w| w.load(Ordering::Relaxed));
+        self.table.for_each_count_row(|_, row| {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = o.wrapping_add(row.read(i));
+            }
+        });
     }
 
     /// Every counter's total, as a new vector (see
@@ -599,7 +603,12 @@ impl CounterSet {
         out.fill(0);
         // The take ends when `take` drops, after the last swap.
         let take = self.table.take();
-        self.fold_rows(out, |w| take.swap(w));
+        self.fold_base(out, |w| take.swap(w));
+        take.for_each_row(|row| {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = o.wrapping_add(row.take(i));
+            }
+        });
     }
 
     /// Every counter's total, as a new vector, leaving the counters at zero
@@ -641,6 +650,21 @@ impl CounterSet {
     #[must_use]
     pub fn shards(&self) -> usize {
         self.table.shards()
+    }
+
+    /// Grows to at least `n` rows besides the base row now (a power of two,
+    /// at most [`max_shards`](Self::max_shards)), instead of waiting for
+    /// contention to show, as [`Counter::split`](crate::Counter::split).
+    /// Returns the row count after.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::with_max_shards(3, 4);
+    /// assert_eq!(s.split(2), 2);
+    /// s.inc(1);
+    /// assert_eq!(s.snapshot(), [0, 1, 0]);
+    /// ```
+    pub fn split(&self, n: usize) -> usize {
+        self.table.split(n, self.row_lines())
     }
 
     /// The most rows this set grows to besides the base row.

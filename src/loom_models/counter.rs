@@ -154,21 +154,55 @@ fn take_between_checks_never_grows_a_table() {
             thread::spawn(move || c.take())
         };
         // The probed path: a thread that owns a row never checks it.
-        c.add_probed_for_model(1);
-        c.add_probed_for_model(2);
+        c.add_probed_for_test(1);
+        c.add_probed_for_test(2);
         let taken = taker.join().unwrap();
         assert_eq!(taken + c.sum(), 3);
         assert_eq!(c.shards(), 2, "a take alone grew the table");
     });
 }
 
-/// A thread leasing an owner id and adding to the row it then owns, while
-/// another adds twice to the same row through the probed path (its second
-/// check has an epoch to compare, so some interleavings grow the table)
-/// and a third sums: exact either way, and the concurrent sum never
-/// exceeds what was added.
+/// An owner storing plainly into its row (`shard/owned.rs`) racing two
+/// takes and a sum: every add is in exactly one take or in the final sum,
+/// and no read is ever "negative" (a wrapped huge value from a baseline
+/// ahead of the word it was read against).
 #[test]
-fn owned_row_shared_by_a_probed_add() {
+fn owned_stores_racing_takes_and_a_sum() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(2));
+        c.grow_once();
+        let owner = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(1);
+                c.add(2);
+                c.add(4);
+            })
+        };
+        let taker = {
+            let c = c.clone();
+            thread::spawn(move || c.take())
+        };
+        let mine = c.take();
+        let seen = c.sum();
+        assert!(
+            seen <= 7 && mine <= 7,
+            "a wrapped read: sum {seen}, take {mine}"
+        );
+        let theirs = taker.join().unwrap();
+        owner.join().unwrap();
+        assert!(theirs <= 7, "a wrapped take: {theirs}");
+        assert_eq!(mine + theirs + c.sum(), 7);
+    });
+}
+
+/// A thread leasing an owner id and storing into the row it then owns,
+/// while another adds twice through the probed path (to a shared row,
+/// never the owned one; its second check has an epoch to compare, so some
+/// interleavings grow the table) and a third sums: exact either way, and
+/// the concurrent sum never exceeds what was added.
+#[test]
+fn owned_row_beside_a_probed_add() {
     loom::model(|| {
         let c = Arc::new(Counter::with_max_shards(4));
         c.grow_once();
@@ -182,8 +216,8 @@ fn owned_row_shared_by_a_probed_add() {
         let sharer = {
             let c = c.clone();
             thread::spawn(move || {
-                c.add_probed_for_model(4);
-                c.add_probed_for_model(8);
+                c.add_probed_for_test(4);
+                c.add_probed_for_test(8);
             })
         };
         let seen = c.sum();

@@ -83,6 +83,42 @@ fn set_take_all_racing_adds() {
     });
 }
 
+/// An owner storing plainly into two counters of its row (a histogram's
+/// pair add does the same) racing `take(i)` and `take_all` on another
+/// thread and a read: every add in exactly one take or the final read,
+/// no read or take ever a wrapped huge value.
+#[test]
+fn set_owned_stores_racing_takes() {
+    loom::model(|| {
+        let s = Arc::new(CounterSet::with_max_shards(2, 2));
+        s.grow_once();
+        let owner = {
+            let s = s.clone();
+            thread::spawn(move || {
+                s.add(0, 1);
+                s.add(1, 2);
+                s.add(0, 4);
+            })
+        };
+        let taker = {
+            let s = s.clone();
+            thread::spawn(move || s.take_all())
+        };
+        let one = s.take(0).unwrap();
+        let seen = s.get(0).unwrap();
+        assert!(
+            one <= 5 && seen <= 5,
+            "a wrapped read: take {one}, get {seen}"
+        );
+        let all = taker.join().unwrap();
+        owner.join().unwrap();
+        assert!(all[0] <= 5 && all[1] <= 2, "a wrapped take: {all:?}");
+        let rest = s.snapshot();
+        assert_eq!(one + all[0] + rest[0], 5);
+        assert_eq!(all[1] + rest[1], 2);
+    });
+}
+
 /// A take alone never grows a set: the shared take epoch gives no verdict.
 #[test]
 fn set_take_never_grows() {

@@ -5,7 +5,7 @@
 
 use super::CounterSet;
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::{word_unchecked, Check, Line, LINE_WORDS};
+use crate::shard::{store_add, word_unchecked, Check, Line, LINE_WORDS};
 use crate::thread::{owner, sampler};
 
 /// Word `i` of `row`, addressed as one flat array where a line is exactly
@@ -52,10 +52,10 @@ impl CounterSet {
                     // SAFETY: every row has room for `len + 1` words; `i`
                     // and `j` are below `len` (the caller's promise).
                     let (at, and) = unsafe { (flat_word(row, i), flat_word(row, j)) };
-                    // Relaxed: lone RMWs; nothing is published through
-                    // counts. A row this thread alone owns: not sampled.
-                    and.fetch_add(b, Ordering::Relaxed);
-                    at.fetch_add(a, Ordering::Relaxed);
+                    // A row this thread alone writes: loads and stores,
+                    // not sampled (`shard/owned.rs`).
+                    store_add(and, b);
+                    store_add(at, a);
                     return;
                 }
                 None => {

@@ -15,6 +15,11 @@
 //!   newest table. A table is published once, by a compare-exchange with
 //!   `AcqRel`; readers load the head with `Acquire`, so the zeroed shards
 //!   are visible before use.
+//! * **Owned rows** (`owned.rs`): row `id - 1` of a table is written only
+//!   by the thread holding owner id `id`, with a plain load and store; the
+//!   others add to the table's shared rows; takes keep baselines for owned
+//!   words instead of swapping them. Its protocol is at the top of that
+//!   file.
 //! * Each table links to the older, smaller one it replaced. Older tables
 //!   are never freed before the owner drops and are always visited by
 //!   [`ShardTable::for_each_shard`], so an add that lands in an old table
@@ -58,10 +63,14 @@
 //!   `Drop` of their own.
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use crate::primitive::sync::Mutex;
 use crate::thread::sampler::{self, Readings, Seen};
 use crossbeam_utils::CachePadded;
 
+mod owned;
 mod take;
+
+pub(crate) use owned::store_add;
 
 /// Words per [`Line`].
 pub(crate) const LINE_WORDS: usize = 16;
@@ -183,11 +192,27 @@ pub(crate) struct Table {
     /// The take epoch, on its own line so takes do not disturb adders'
     /// reads of the header above.
     takes: CachePadded<AtomicU64>,
+    /// The shared rows, for adds by threads that own no row (`owned.rs`).
+    shared: owned::Lazy,
+    /// The owned rows' take baselines (`owned.rs`).
+    taken: owned::Lazy,
+    /// Held by a take while it visits this table's rows (`owned.rs`).
+    take_lock: Mutex<()>,
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        let len = self.lines.len();
+        self.shared.free(len);
+        self.taken.free(len);
+    }
 }
 
 impl Table {
     /// The shard for a thread's probe, in a table of one-line rows (its
-    /// first word).
+    /// first word): for owners whose rows have no single writer (the
+    /// maximum and minimum); counting owners use the shared rows
+    /// (`shared_shard`).
     #[inline]
     pub(crate) fn shard(&self, probe: u32) -> &AtomicU64 {
         debug_assert_eq!(self.row_lines, 1);
@@ -201,8 +226,9 @@ impl Table {
 
     /// The shard the thread with owner id `index` (see `thread::owner`)
     /// owns in a table of one-line rows: row `index - 1`, while the table
-    /// has it. Ids are unique among live threads, so no other thread owns
-    /// it; `None` for id 0 (none) and for ids beyond the table.
+    /// has it. Ids are unique among live threads, so no other thread
+    /// writes it (`owned.rs`); `None` for id 0 (none) and for ids beyond
+    /// the table.
     #[inline(always)]
     pub(crate) fn owned_shard(&self, index: usize) -> Option<&AtomicU64> {
         debug_assert_eq!(self.row_lines, 1);
@@ -233,8 +259,9 @@ impl Table {
         Some(unsafe { self.lines.get_unchecked(start..start + self.row_lines) })
     }
 
-    /// The row for a thread's probe: `row_lines` lines.
-    #[inline]
+    /// Owned row `probe` (masked): `row_lines` lines, for tests reading
+    /// where an add landed.
+    #[cfg(all(test, not(shardcount_loom)))]
     pub(crate) fn row(&self, probe: u32) -> &[Line] {
         let start = (probe as usize & self.mask) * self.row_lines;
         debug_assert!(start + self.row_lines <= self.lines.len());
@@ -336,6 +363,9 @@ impl ShardTable {
             older: current.0,
             max_log2,
             takes: CachePadded::new(AtomicU64::new(0)),
+            shared: owned::Lazy::new(),
+            taken: owned::Lazy::new(),
+            take_lock: Mutex::new(()),
         }));
         // AcqRel on success: Release publishes the zeroed shards to the
         // Acquire loads in `load`. Acquire on failure: the caller goes on to
@@ -351,6 +381,23 @@ impl ShardTable {
                 drop(unsafe { Box::from_raw(new) });
                 Head(winner)
             }
+        }
+    }
+
+    /// Grows until the newest table has at least `n` rows, or the cap
+    /// (or memory) stops it; returns the rows it has then.
+    pub(crate) fn split(&self, n: usize, row_lines: usize) -> usize {
+        let mut head = self.load();
+        loop {
+            let rows = self.table(head).map_or(0, Table::rows);
+            if rows >= n {
+                return rows;
+            }
+            let next = self.grow(head, row_lines);
+            if next == head {
+                return rows; // at the cap, or no memory
+            }
+            head = next;
         }
     }
 

@@ -123,7 +123,12 @@ impl ShardTable {
     }
 }
 
-impl Take<'_> {
+impl<'a> Take<'a> {
+    /// The table this take runs on.
+    pub(crate) fn table(&self) -> &'a ShardTable {
+        self.table
+    }
+
     /// Empties `word` (the owner's base, or a word of the table) and
     /// returns what it held.
     #[inline]

@@ -23,11 +23,11 @@
 //!   never add to one row *as its owner* at once. Adds the thread makes
 //!   later (from other thread-locals' destructors) see `OWNER` 0 and take
 //!   the unowned path, which cannot lease again once `LEASE` is gone.
-//! * Ownership is a matter of speed only. Any other thread may add to an
-//!   owned row too (one beyond the table, or without an id, adds on its
-//!   probe's row, which may be owned), so two threads may briefly share a
-//!   row: every add is a single atomic read-modify-write, so no count is
-//!   lost or doubled, and sums stay exact at quiescence.
+//! * An owned row has one writer: its owner adds with a plain load and
+//!   store (`shard/owned.rs`). Threads beyond the table, or without an id,
+//!   add to the table's shared rows instead, and takes keep baselines
+//!   rather than writing owned words; the hand-off above is what lets the
+//!   next holder of an id load its predecessor's last store.
 //!
 //! Ids are process-wide, not per table: a thread holds its id from its
 //! first add to any sharded table until it exits, so threads that added to

@@ -1,0 +1,270 @@
+//! Owned rows written with a plain load and store, and what that asks of
+//! everything else that touches a table's words.
+//!
+//! # Protocol
+//!
+//! * **One writer per owned word.** Row `id - 1` of a table's `lines` is
+//!   written only by the thread holding owner id `id` (`thread::owner`),
+//!   with a `Relaxed` load and a `Relaxed` store ([`store_add`]). Nobody
+//!   else writes those words: not a take, not a reset, not a thread beyond
+//!   the table, not a destructor at thread exit.
+//! * **Hand-off.** An id changes hands only through the owner pool's
+//!   mutex, after the old holder stopped owning (`OWNER` set to 0 before
+//!   the give-back): the old holder's last store happens-before the new
+//!   holder's first load, so the new holder adds to the latest value.
+//! * **Everyone else** (ids beyond the table, threads with no id: adds
+//!   from thread-local destructors, after the lease is gone) adds with a
+//!   read-modify-write to the table's *shared rows*, a second area of as
+//!   many rows, allocated on the first such add (`shared`, published with
+//!   a `Release` compare-exchange, read with `Acquire`). If it cannot be
+//!   allocated the owner of the table adds to its base instead.
+//! * **Takes keep baselines** (`taken`, one word per owned word, allocated
+//!   by the first take, under `take_lock`): a take of owned word `w` reads
+//!   it, stores the value into its baseline (`Release`) and returns the
+//!   growth since the baseline it replaced. Takes of one table run one at
+//!   a time under `take_lock`, so a baseline only moves forward: the lock
+//!   orders each taker's read of `w` after the previous taker's, and
+//!   coherence makes it see at least that value. Shared words (and the
+//!   owner's base) are still swapped with zero (`Take::swap`).
+//! * **Reads** of an owned word subtract its baseline, loading the
+//!   baseline first (`Acquire`, pairing with the taker's `Release` store)
+//!   and then the word: the word read is at least the value the baseline
+//!   was taken from, so the difference is never "negative" (a wrapped
+//!   huge value), whatever takes run meanwhile.
+//! * Growth, sums and takes visit every table of the chain, owned and
+//!   shared rows alike: an owner that stores into an older table after a
+//!   growth (it loaded the head before) is still counted there.
+//!
+//! Memory: a table of `R` rows has its `R` owned rows; the shared rows
+//! come with the first add of a thread without one (`R` more), the
+//! baselines with the first take (`R` more). All are freed with the table.
+
+use super::{try_zeroed_lines, word, Line, Table};
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use crate::primitive::sync::{lock, MutexGuard};
+
+/// Adds `n` to a word only the calling thread writes: a load and a store,
+/// no locked instruction.
+#[inline(always)]
+pub(crate) fn store_add(w: &AtomicU64, n: u64) {
+    // Relaxed: this thread is the word's only writer (module docs); readers
+    // need only coherence, and the owner pool's mutex orders a hand-off.
+    let v = w.load(Ordering::Relaxed);
+    w.store(v.wrapping_add(n), Ordering::Relaxed);
+}
+
+/// An area of `len` lines allocated on first use and freed with its
+/// table: the shared rows or the baselines.
+pub(super) struct Lazy {
+    ptr: AtomicPtr<Line>,
+}
+
+impl Lazy {
+    pub(super) fn new() -> Lazy {
+        Lazy {
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The area if it exists.
+    #[inline]
+    fn get(&self, len: usize) -> Option<&[Line]> {
+        // Acquire: pairs with the Release publish in `get_or_make`, so the
+        // zeroed lines are initialised before use.
+        let p = self.ptr.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer was published by `get_or_make` from a
+        // live `Box<[Line]>` of `len` lines (the table's fixed size), freed
+        // only in `free`, which has `&mut`.
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, len) })
+    }
+
+    /// The area, allocated (zeroed) if it does not exist yet; `None` if it
+    /// cannot be allocated.
+    #[cold]
+    #[inline(never)]
+    fn get_or_make(&self, len: usize) -> Option<&[Line]> {
+        if let Some(area) = self.get(len) {
+            return Some(area);
+        }
+        let fresh = Box::into_raw(try_zeroed_lines(len)?).cast::<Line>();
+        // AcqRel on success: Release publishes the zeroed lines to `get`.
+        // Acquire on failure: we go on to use the winner's lines.
+        match self.ptr.compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {}
+            Err(_) => {
+                // SAFETY: `fresh` came from `Box::into_raw` of `len` lines
+                // just above and was never shared.
+                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, len)) });
+            }
+        }
+        self.get(len)
+    }
+
+    /// Frees the area: only from the table's drop.
+    pub(super) fn free(&mut self, len: usize) {
+        // Relaxed: `&mut self`, every other access happened-before.
+        let p = self.ptr.load(Ordering::Relaxed);
+        if !p.is_null() {
+            // SAFETY: published by `get_or_make` from a `Box<[Line]>` of
+            // `len` lines, freed once, here.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) });
+        }
+    }
+}
+
+/// A row as a read sees it: its words, and for an owned row the baselines
+/// the takes left.
+#[derive(Clone, Copy)]
+pub(crate) struct RowRef<'a> {
+    pub(crate) lines: &'a [Line],
+    taken: Option<&'a [Line]>,
+}
+
+impl RowRef<'_> {
+    /// What word `i` holds that no take has taken yet.
+    #[inline]
+    pub(crate) fn read(&self, i: usize) -> u64 {
+        // Acquire: pairs with the taker's Release store of the baseline, so
+        // the word loaded next is at least the value it was taken from.
+        let b = self.taken.map_or(0, |t| word(t, i).load(Ordering::Acquire));
+        // Relaxed: coherence is all a count read needs.
+        word(self.lines, i).load(Ordering::Relaxed).wrapping_sub(b)
+    }
+}
+
+/// A row as a take sees it, with its table's take lock held.
+pub(crate) struct TakeRow<'a> {
+    lines: &'a [Line],
+    /// The baselines of an owned row (`None`: a shared row, or an owned
+    /// row whose baselines could not be allocated).
+    taken: Option<&'a [Line]>,
+    owned: bool,
+}
+
+impl TakeRow<'_> {
+    /// Takes what word `i` holds that no take has taken yet, leaving it
+    /// counted for no later take.
+    #[inline]
+    pub(crate) fn take(&self, i: usize) -> u64 {
+        let w = word(self.lines, i);
+        match (self.owned, self.taken) {
+            // Release: as `Take::swap` (the shard module's take epochs).
+            (false, _) => w.swap(0, Ordering::Release),
+            (true, Some(t)) => {
+                let b = word(t, i);
+                // Relaxed: baselines are written only under the take
+                // lock, which orders this load after the last store; the
+                // word's load after it sees at least that value (module
+                // docs).
+                let before = b.load(Ordering::Relaxed);
+                let now = w.load(Ordering::Relaxed);
+                // Release: pairs with a read's Acquire load of it.
+                b.store(now, Ordering::Release);
+                now.wrapping_sub(before)
+            }
+            // No baselines: nothing can be taken from the owned word, so
+            // it stays for a later take (lossless all the same).
+            (true, None) => 0,
+        }
+    }
+}
+
+impl Table {
+    /// Lines of one area (owned rows, shared rows or baselines).
+    fn area_len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// The shared row for a thread's probe, allocating the shared rows
+    /// on first use; `None` if they cannot be allocated.
+    #[inline]
+    pub(crate) fn shared_row(&self, probe: u32) -> Option<&[Line]> {
+        let len = self.area_len();
+        let area = match self.shared.get(len) {
+            Some(a) => a,
+            None => self.shared.get_or_make(len)?,
+        };
+        let start = (probe as usize & self.mask) * self.row_lines;
+        area.get(start..start + self.row_lines)
+    }
+
+    /// The shared shard (first word of a one-line row) for a probe.
+    #[inline]
+    pub(crate) fn shared_shard(&self, probe: u32) -> Option<&AtomicU64> {
+        debug_assert_eq!(self.row_lines, 1);
+        self.shared_row(probe).map(|r| &r[0][0])
+    }
+
+    /// Every owned and shared row of this table, as reads see them, with
+    /// its index among the table's owned or shared rows.
+    fn for_each_count_row(&self, f: &mut impl FnMut(usize, RowRef<'_>)) {
+        let len = self.area_len();
+        let taken = self.taken.get(len);
+        for (r, lines) in self.lines.chunks_exact(self.row_lines).enumerate() {
+            let taken = taken.map(|t| &t[r * self.row_lines..(r + 1) * self.row_lines]);
+            f(r, RowRef { lines, taken });
+        }
+        if let Some(shared) = self.shared.get(len) {
+            for (r, lines) in shared.chunks_exact(self.row_lines).enumerate() {
+                f(r, RowRef { lines, taken: None });
+            }
+        }
+    }
+
+    /// Every owned and shared row of this table, as a take sees them,
+    /// under the table's take lock (baselines allocated on first use).
+    fn for_each_take_row(&self, f: &mut impl FnMut(&TakeRow<'_>)) {
+        let _held: MutexGuard<'_, ()> = lock(&self.take_lock);
+        let len = self.area_len();
+        let taken = self.taken.get_or_make(len);
+        for (r, lines) in self.lines.chunks_exact(self.row_lines).enumerate() {
+            let taken = taken.map(|t| &t[r * self.row_lines..(r + 1) * self.row_lines]);
+            f(&TakeRow {
+                lines,
+                taken,
+                owned: true,
+            });
+        }
+        if let Some(shared) = self.shared.get(len) {
+            for lines in shared.chunks_exact(self.row_lines) {
+                f(&TakeRow {
+                    lines,
+                    taken: None,
+                    owned: false,
+                });
+            }
+        }
+    }
+}
+
+impl super::ShardTable {
+    /// Visits every row of every table of the chain, owned and shared, as
+    /// reads see them (owned words less their baselines), with the row's
+    /// index in its table (owned row `r` and shared row `r` alike).
+    #[inline]
+    pub(crate) fn for_each_count_row(&self, mut f: impl FnMut(usize, RowRef<'_>)) {
+        let mut head = self.load();
+        while let Some(t) = self.table(head) {
+            t.for_each_count_row(&mut f);
+            head = super::Head(t.older);
+        }
+    }
+}
+
+impl super::take::Take<'_> {
+    /// Visits every row of every table of the chain, owned and shared, as
+    /// this take sees them: each table's rows with its take lock held.
+    pub(crate) fn for_each_row(&self, mut f: impl FnMut(&TakeRow<'_>)) {
+        let table = self.table();
+        let mut head = table.load();
+        while let Some(t) = table.table(head) {
+            t.for_each_take_row(&mut f);
+            head = super::Head(t.older);
+        }
+    }
+}
