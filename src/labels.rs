@@ -430,9 +430,42 @@ impl<L: Label> LabelledCounter<L> {
     /// ```
     #[must_use]
     pub fn sum(&self) -> u64 {
-        self.set.get().map_or(0, |s| {
-            s.snapshot().iter().fold(0, |a, &v| a.wrapping_add(v))
-        })
+        self.set.get().map_or(0, CounterSet::sum_all)
+    }
+
+    /// Writes every counter's total into `out`, in index order (`out[i]`
+    /// is the total of the label whose `index()` is `i`), allocating
+    /// nothing: as [`CounterSet::snapshot_into`], exact at quiescence.
+    ///
+    /// # Panics
+    ///
+    /// If `out.len() != L::COUNT`.
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// static C: shardcount::LabelledCounter<Cache> = shardcount::LabelledCounter::new();
+    /// C.add(Cache::Miss, 2);
+    /// let mut out = [0; 2];
+    /// C.snapshot_into(&mut out);
+    /// assert_eq!(out, [0, 2]);
+    /// ```
+    #[track_caller]
+    pub fn snapshot_into(&self, out: &mut [u64]) {
+        match self.set.get() {
+            Some(s) => s.snapshot_into(out),
+            None => {
+                assert_eq!(
+                    out.len(),
+                    L::COUNT,
+                    "shardcount: LabelledCounter::snapshot_into: the output slice's len is {} \
+                     but the label has {} values",
+                    out.len(),
+                    L::COUNT
+                );
+                out.fill(0);
+            }
+        }
     }
 
     /// Takes `label`'s total, leaving it at zero; lossless, as

@@ -486,6 +486,23 @@ impl CounterSet {
         total
     }
 
+    /// Every counter's total, added up (wrapping), allocating nothing.
+    pub(crate) fn sum_all(&self) -> u64 {
+        // Relaxed: as in `total`.
+        let mut total = self
+            .base
+            .iter()
+            .flat_map(|l| l.iter())
+            .take(self.len)
+            .fold(0u64, |t, w| t.wrapping_add(w.load(Ordering::Relaxed)));
+        self.table.for_each_count_row(|_, row| {
+            for i in 0..self.len {
+                total = total.wrapping_add(row.read(i));
+            }
+        });
+        total
+    }
+
     /// Takes counter `i`'s total, leaving it at zero, or `None` (and no
     /// change) if `i >= len()`. Lossless, as
     /// [`take_all`](Self::take_all): every add to counter `i` is counted by
@@ -738,6 +755,27 @@ mod tests {
         while !done.load(Ordering::Relaxed) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+    }
+
+    /// `sum_all` (LabelledCounter's `sum`) equals the snapshot's sum on
+    /// the base row, owned rows with baselines, and shared rows.
+    #[test]
+    fn sum_all_matches_the_snapshot_through_rows_and_takes() {
+        let s = CounterSet::with_max_shards(20, 2);
+        s.add(3, 5);
+        assert_eq!(s.sum_all(), 5);
+        s.split(2);
+        s.add(19, 7); // this thread's owned row
+        std::thread::scope(|sc| {
+            for _ in 0..3 {
+                sc.spawn(|| (0..1000).for_each(|i| s.inc(i % 20)));
+            }
+        });
+        assert_eq!(s.take(19), Some(7 + 150));
+        s.add(0, 1);
+        let snap: u64 = s.snapshot().iter().sum();
+        assert_eq!(s.sum_all(), snap);
+        assert_eq!(snap, 5 + 3000 - 150 + 1);
     }
 
     /// A thread beyond the rows adding alone to a grown set: nobody else
