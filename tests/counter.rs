@@ -469,3 +469,48 @@ fn take_and_reset_on_one_thread_never_grow_the_table() {
     }
     assert_eq!(c.shards(), 0, "takes and resets alone grew the table");
 }
+
+/// Owned rows under churn: short-lived threads (their owner ids handed on
+/// to the next ones at exit), more of them than the cap, adding to a
+/// split `Counter` and `CounterSet` while another thread takes in a loop.
+/// Every add is in exactly one take or in the final reads.
+#[test]
+fn takes_in_a_loop_with_thread_churn_lose_and_double_nothing() {
+    let c = shardcount::Counter::with_max_shards(2);
+    let s = shardcount::CounterSet::with_max_shards(3, 2);
+    c.split(2);
+    s.split(2);
+    let done = AtomicBool::new(false);
+    let (taken, taken_set) = thread::scope(|sc| {
+        let taker = sc.spawn(|| {
+            let (mut t, mut ts) = (0u64, [0u64; 3]);
+            while !done.load(Ordering::Relaxed) {
+                t += c.take();
+                for (a, b) in ts.iter_mut().zip(s.take_all()) {
+                    *a += b;
+                }
+            }
+            (t, ts)
+        });
+        for _round in 0..20 {
+            thread::scope(|r| {
+                for k in 0..3u64 {
+                    let (c, s) = (&c, &s);
+                    r.spawn(move || {
+                        for i in 0..5_000u64 {
+                            c.add(1 + k);
+                            s.inc(((i + k) % 3) as usize);
+                        }
+                    });
+                }
+            });
+        }
+        done.store(true, Ordering::Relaxed);
+        taker.join().unwrap()
+    });
+    assert_eq!(taken + c.sum(), 20 * 5_000 * (1 + 2 + 3));
+    let rest = s.snapshot();
+    for i in 0..3 {
+        assert_eq!(taken_set[i] + rest[i], 20 * 5_000, "counter {i}");
+    }
+}
