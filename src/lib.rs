@@ -170,7 +170,7 @@ pub use counter::Counter;
 pub use histogram::{Bucket, Histogram, HistogramSnapshot};
 pub use labels::{Label, LabelledCounter};
 pub use local::LocalCounter;
-pub use map::{CounterHandle, CounterMap};
+pub use map::{CounterHandle, CounterMap, IntoKey};
 /// `#[derive(Label)]`: see the [`Label`](trait@Label) trait.
 ///
 /// ```
