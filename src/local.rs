@@ -148,6 +148,34 @@ unsafe impl Send for CellRef {}
 /// assert_eq!(HITS.approx(), 4000);
 /// ```
 ///
+/// # Thread pools: no `flush_all`
+///
+/// A pool's workers never exit, so their exit folds never run, and a
+/// worker that stops adding keeps up to `batch - 1` counts out of the sink:
+/// `approx` stays short while `sum` is exact. Unlike
+/// [`RoughCounter::flush_all`](crate::RoughCounter::flush_all), there is
+/// no `flush_all` here, because only the owner writes its cell, with a plain
+/// store (that is what keeps `add` free of locked instructions). Another
+/// thread moving the cell's counts to the sink would race that store and
+/// lose or double counts. So ask each worker to flush its own cell: with
+/// rayon, [`broadcast`](https://docs.rs/rayon/latest/rayon/fn.broadcast.html)
+/// runs a closure once on every thread of the pool.
+///
+/// ```
+/// use rayon::prelude::*;
+/// shardcount::local_counter!(static ROWS);
+///
+/// let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+/// pool.install(|| (0..10_000).into_par_iter().for_each(|_| ROWS.inc()));
+/// assert_eq!(ROWS.sum(), 10_000); // exact: reads every live cell
+/// pool.broadcast(|_| ROWS.flush()); // each worker folds its own cell
+/// assert_eq!(ROWS.approx(), 10_000);
+/// ```
+///
+/// For a pool without a broadcast, flush at the end of each job, or use a
+/// [`RoughCounter`](crate::RoughCounter), whose `flush_all` (and a
+/// [`Folder`](crate::Folder)) folds other threads' slots.
+///
 /// Memory orderings: like every counter here, counting synchronises
 /// nothing; do not publish data through it.
 ///
