@@ -5,8 +5,9 @@
 //! them queue on. shardcount splits the count over cache-padded shards or
 //! per-thread slots and pays for that only once contention shows up. The
 //! README (the repository's front page and crates.io's) has the usage
-//! guide: which counter to pick, migration from `AtomicU64` and
-//! prometheus-client, and the integrations.
+//! guide: which counter to pick and migration from `AtomicU64`; which
+//! integration to pick, with a before/after for each, is the
+//! `integration_guide` module (on docs.rs, with every feature on).
 //!
 //! * [`Counter`]: a swap-in for a hot `AtomicU64`; `const`, 16 bytes while
 //!   idle, sharded once threads contend. Exact reads.
