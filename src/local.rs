@@ -196,7 +196,8 @@ unsafe impl Send for CellRef {}
 /// * [`approx`](Self::approx) is one load of the sink: below `sum` by less
 ///   than `batch` per thread that has added and not yet exited (for
 ///   add-only use), exact once every thread that added has exited and been
-///   joined, or after each has called [`flush`](Self::flush).
+///   joined, after each has called [`flush`](Self::flush), or after a
+///   [`flush_all`](Self::flush_all) once they stopped adding.
 ///
 /// **Scoped threads.** A thread's exit fold runs in its thread-local
 /// destructors; `JoinHandle::join` waits for them, `std::thread::scope`
