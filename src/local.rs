@@ -114,6 +114,8 @@ impl Moved {
     }
 
     fn lock(&self) {
+        #[cfg(not(shardcount_loom))]
+        let mut spins = 0u32;
         // Acquire: pairs with `unlock`'s Release, so the holder sees the
         // previous holder's cell reset and `moved`.
         while self
@@ -121,7 +123,16 @@ impl Moved {
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
+            // The holder is a few instructions from done, unless it was
+            // descheduled: then give it the core.
             spin_loop();
+            #[cfg(not(shardcount_loom))]
+            {
+                spins += 1;
+                if spins > 64 {
+                    std::thread::yield_now();
+                }
+            }
         }
     }
 
