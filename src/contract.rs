@@ -92,6 +92,12 @@ pub enum Kind {
 /// assert_eq!(line("hits", &hits), "hits (counter): 4");
 /// assert_eq!(line("fastest", &fastest), "fastest (gauge): 7");
 /// ```
+// A `&STATIC` passed where a counter is wanted (`Shared::new(&REQUESTS)`)
+// lands here: say which call takes a reference.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a counter type of shardcount",
+    note = "for a `static` in prometheus-client, register `Shared::from_static(&STATIC)`; tikv's `Collected::new` and OpenTelemetry's `observe` take `&STATIC` as it is"
+)]
 pub trait Count: Send + Sync {
     /// A counter or a gauge.
     const KIND: Kind;

@@ -159,6 +159,54 @@ pub trait Label: Sized {
     /// assert_eq!((Tier::text(2, 0), Tier::text(0, 1)), (None, None));
     /// ```
     fn text(index: usize, dim: usize) -> Option<&'static str>;
+
+    /// This value's text, as exported, for a one-label type (a derived
+    /// enum): `Status::ServerError.as_str()` is `"5xx"` if renamed so. For
+    /// a type with several labels it does not compile (use
+    /// [`text_of`](Self::text_of) per label). A method, not `Display`, so
+    /// a type keeps its own `Display` if it has one.
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Status { Ok, #[label(rename = "5xx")] ServerError }
+    /// use shardcount::Label;
+    /// assert_eq!((Status::Ok.as_str(), Status::ServerError.as_str()), ("ok", "5xx"));
+    /// ```
+    ///
+    /// ```compile_fail
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Method { Get }
+    /// use shardcount::Label;
+    /// let _ = (Method::Get, Method::Get).as_str(); // two labels: which text?
+    /// ```
+    #[inline]
+    fn as_str(&self) -> &'static str {
+        const {
+            assert!(
+                Self::NAMES.len() == 1,
+                "`as_str` is for one-label types; use `text_of(dim)` for each label"
+            );
+        }
+        self.text_of(0).unwrap_or("")
+    }
+
+    /// The text of this value's label `dim` (an index into
+    /// [`NAMES`](Self::NAMES)), as exported; `None` for `dim >=
+    /// NAMES.len()`, or if `index` breaks its contract.
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Method { Get, Post }
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Status { Ok, #[label(rename = "5xx")] ServerError }
+    /// use shardcount::Label;
+    /// let r = (Method::Post, Status::ServerError);
+    /// assert_eq!((r.text_of(0), r.text_of(1), r.text_of(2)), (Some("post"), Some("5xx"), None));
+    /// ```
+    #[inline]
+    fn text_of(&self, dim: usize) -> Option<&'static str> {
+        Self::text(self.index(), dim)
+    }
 }
 
 /// `a * b`, or a compile-time panic naming the tuple.

@@ -5,8 +5,9 @@
 //! them queue on. shardcount splits the count over cache-padded shards or
 //! per-thread slots and pays for that only once contention shows up. The
 //! README (the repository's front page and crates.io's) has the usage
-//! guide: which counter to pick, migration from `AtomicU64` and
-//! prometheus-client, and the integrations.
+//! guide: which counter to pick and migration from `AtomicU64`; which
+//! integration to pick, with a before/after for each, is the
+//! `integration_guide` module (on docs.rs, with every feature on).
 //!
 //! * [`Counter`]: a swap-in for a hot `AtomicU64`; `const`, 16 bytes while
 //!   idle, sharded once threads contend. Exact reads.
@@ -60,20 +61,28 @@
 //! never panics (as `slice::get`), and every take is lossless: each add is
 //! counted by exactly one take, or stays in the counter.
 //!
-//! | | [`Counter`] | [`RoughCounter`], [`local_counter!`] | [`Stock`] | [`MaxCounter`], [`MinCounter`] | [`CounterSet`] | [`CounterMap<K>`](CounterMap) | [`CounterHandle`] |
-//! |---|---|---|---|---|---|---|---|
-//! | exact read; signed | `sum()`; `sum_i64()` | `sum()`; `sum_i64()` | `sum()`; none (never below 0) | `get()` | `get(i)`: `Option`, never a panic | `get(&k)`: `Option` | `sum()`; `sum_i64()` |
-//! | add, sub, inc, dec | `add(n)`, `sub(n)`, `inc()`, `dec()` | `add(n)`, `sub(n)`, `inc()`, `dec()` | `add(n)`, `try_sub(n)` | `record(v)` | `add(i, n)` (panics past `len()`; `try_add`), `sub(i, n)`, `inc(i)`, `dec(i)` | `add(&k, n)`, `sub(&k, n)`, `inc(&k)`, `dec(&k)` | `add(n)`, `sub(n)`, `inc()`, `dec()` |
-//! | take, reset (lossless) | `take()`, `reset()` | none: each thread stores to its own slot, which no swap can take losslessly | none | `take()`, `reset()` | `take(i)`: `Option`; `take_all()`, `take_all_into(out)`, `reset()` | `take(&k)`: `Option`; `take_all()`, `reset()` | `take()`, `reset()` |
-//! | snapshot | | | | | `snapshot()`, `snapshot_into(out)` | `snapshot()`, `top(n)` | |
-//! | construct | `new()` (`const`), `Default`, `From<u64>` | `new()` (`const`), `Default`, `From<u64>`; `local_counter!(static N)` | `new(n)`, `Default`, `From<u64>` | `new()` (`const`), `Default` | `new(len)` | `new()`, `Default` | `map.handle(&k)` |
-//! | size | `with_max_shards(m)`, `shards()`, `max_shards()` | `with_batch(b)`, `batch = b` | `with_shards(m)`, `shards()` | `shards()` | `with_max_shards(len, m)`, `shards()`, `max_shards()` | `with_max_keys(m)`, `unbounded()` | |
-//!
-//! [`LabelledCounter<L>`](LabelledCounter): `inc(l)`, `add(l, n)`, `get(l)`
-//! (a label is always in range: a `u64`), `sum()`, `take(l)`, `take_all()`,
-//! `snapshot()`, `reset()`, `new()` (`const`), `Default`. [`Histogram`]:
-//! `record(v)`, `count()`, `sum()`, `snapshot()`, `take()` (lossless),
-//! `new()`, `with_bounds(b)`, `Default`.
+//! * `add(n)`, `inc()`, `sub(n)`, `dec()`; a family takes the member
+//!   first: `add(i, n)` ([`CounterSet`], panics past `len()`; `try_add`),
+//!   `add(&key, n)` ([`CounterMap<K>`](CounterMap)), `add(label, n)`
+//!   ([`LabelledCounter<L>`](LabelledCounter)). [`Stock`]: `add(n)`,
+//!   `try_sub(n)`; [`MaxCounter`], [`MinCounter`], [`Histogram`]:
+//!   `record(v)`.
+//! * Exact reads: `sum()`, `sum_i64()` (signed); a member or gauge by
+//!   `get`: `get(i)`, `get(&k)` return an `Option`, `get(label)` a `u64`
+//!   (a label is always in range). `approx()`: one load that lags
+//!   ([`RoughCounter`], [`local_counter!`]).
+//! * `take()` and `reset()` ([`Counter`], [`CounterHandle`], gauges,
+//!   [`Histogram`]); `take(i)`, `take(&k)`, `take(label)`, `take_all()` for
+//!   families. None on [`RoughCounter`] and [`local_counter!`] (each thread
+//!   stores to its own slot, which no swap can take losslessly), nor on
+//!   [`Stock`].
+//! * Families: `snapshot()`, and for a map `top(n)` and `handle(&k)` (a
+//!   [`CounterHandle`] that adds without a lookup).
+//! * Constructors: `new()`, `const` where a `static` needs it ([`Counter`],
+//!   [`RoughCounter`], [`MaxCounter`], [`MinCounter`],
+//!   [`LabelledCounter`]), `Default`; sizes `with_max_shards(m)`,
+//!   `with_batch(b)` (`local_counter!(static N, batch = b)`),
+//!   `with_max_keys(m)`, `unbounded()`, `Histogram::with_bounds(b)`.
 //!
 //! ```
 //! use shardcount::{CounterMap, CounterSet};
@@ -170,7 +179,7 @@ pub use counter::Counter;
 pub use histogram::{Bucket, Histogram, HistogramSnapshot};
 pub use labels::{Label, LabelledCounter};
 pub use local::LocalCounter;
-pub use map::{CounterHandle, CounterMap};
+pub use map::{CounterHandle, CounterMap, IntoKey};
 /// `#[derive(Label)]`: see the [`Label`](trait@Label) trait.
 ///
 /// ```
@@ -195,9 +204,26 @@ pub use stock::{Insufficient, Stock};
 /// What [`local_counter!`] expands to names; not part of the API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::local::{Guard, LocalKey};
+    pub use crate::local::{Guard, LocalKey, Moved};
     pub use crate::primitive::sync::atomic::AtomicI64;
 }
+
+/// Which integration to use, what each exports and lacks, and a
+/// before/after for each (`docs/integrations.md`, shipped in the package):
+/// on docs.rs, and run as doc tests with every integration's feature on.
+#[cfg(any(
+    docsrs,
+    all(
+        doctest,
+        feature = "metrics",
+        feature = "prometheus-client",
+        feature = "prometheus",
+        feature = "opentelemetry",
+        feature = "serde"
+    )
+))]
+#[doc = include_str!("../docs/integrations.md")]
+pub mod integration_guide {}
 
 /// The README's examples, compiled and run as doc tests. Its `metrics` and
 /// `prometheus-client` examples need those features, so it is tested with

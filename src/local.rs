@@ -27,11 +27,27 @@
 //! * after exit (an add from another thread-local's destructor): the guard
 //!   is gone, so the add goes straight to the sink with a locked add. No
 //!   count is ever lost.
+//! * `flush_all` (another thread, a pool's workers never exiting): it may
+//!   not write a cell (the owner's plain store would race it), so each
+//!   thread has, beside its cell, a `Moved` (a third `const` thread-local
+//!   without a destructor, so no `&mut` to it ever exists while others
+//!   read it): `moved`, the cell's counts already put in the sink since
+//!   the owner's last fold, and `busy`, a spin lock over `moved` and the
+//!   fold. Under the registry lock and each `busy`, `flush_all` adds
+//!   `pending - moved` to the sink (`Release`) and stores `pending` in
+//!   `moved`; a fold, under its own `busy`, adds `pending - moved`, resets
+//!   the cell and `moved` to 0, all before its `Release` RMW; `sum` reads
+//!   each cell and `moved` under `busy` and counts `pending - moved`; the
+//!   exit fold subtracts `moved` too (under the registry lock, which
+//!   `flush_all` holds). Between folds a cell only grows, so `pending >=
+//!   moved`. Lock order: the registry, then a `busy`; a first-use fold
+//!   registers without holding `busy`. The add path is unchanged.
 //!
 //! Subtractions and adds of `2^63` or more take the cold path and go
 //! straight to the sink, so a cell only ever counts up.
 
-use crate::primitive::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use crate::primitive::hint::spin_loop;
+use crate::primitive::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use crate::primitive::sync::{lock, Mutex};
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
@@ -47,6 +63,8 @@ pub trait LocalKey: 'static {
     fn with_cell<R>(f: impl FnOnce(&AtomicI64) -> R) -> R;
     /// Runs `f` on the calling thread's guard; `None` once it is destroyed.
     fn with_guard<R>(f: impl FnOnce(&Guard) -> R) -> Option<R>;
+    /// Runs `f` on the calling thread's record of what `flush_all` moved.
+    fn with_moved<R>(f: impl FnOnce(&Moved) -> R) -> R;
     /// The counter this key belongs to.
     fn counter() -> &'static LocalCounter<Self>
     where
@@ -68,6 +86,70 @@ impl Guard {
         Guard {
             on_exit: Cell::new(None),
         }
+    }
+}
+
+/// What `flush_all` has moved out of a thread's cell, and the lock over
+/// it. Not for use by hand.
+#[doc(hidden)]
+pub struct Moved {
+    /// Counts of the cell that `flush_all` has put in the sink since the
+    /// owner's last fold. Only under `busy`.
+    moved: AtomicU64,
+    /// A spin lock over `moved` and the owner's fold: held by the owner's
+    /// fold and, under the registry lock, by `flush_all` and `sum`.
+    busy: AtomicBool,
+}
+
+impl Moved {
+    crate::primitive::const_fn! {
+        /// Nothing moved, for the macro's thread-local.
+        #[doc(hidden)]
+        pub const fn new() -> Self {
+            Moved {
+                moved: AtomicU64::new(0),
+                busy: AtomicBool::new(false),
+            }
+        }
+    }
+
+    fn lock(&self) {
+        #[cfg(not(shardcount_loom))]
+        let mut spins = 0u32;
+        // Acquire: pairs with `unlock`'s Release, so the holder sees the
+        // previous holder's cell reset and `moved`.
+        while self
+            .busy
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            // The holder is a few instructions from done, unless it was
+            // descheduled: then give it the core.
+            spin_loop();
+            #[cfg(not(shardcount_loom))]
+            {
+                spins += 1;
+                if spins > 64 {
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+
+    fn unlock(&self) {
+        self.busy.store(false, Ordering::Release);
+    }
+}
+
+impl Default for Moved {
+    fn default() -> Self {
+        Moved::new()
+    }
+}
+
+impl fmt::Debug for Moved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Moved").finish_non_exhaustive()
     }
 }
 
@@ -93,12 +175,12 @@ impl Drop for Guard {
     }
 }
 
-/// A cell's address in the registry.
-struct CellRef(*const AtomicI64);
+/// A registered thread's cell and its `Moved`, by address.
+struct CellRef(*const AtomicI64, *const Moved);
 
-// SAFETY: the address is only dereferenced under the registry lock, while
-// its thread is registered (it unregisters, under the same lock, before its
-// thread-locals are freed); the cell is an atomic.
+// SAFETY: both addresses are only dereferenced under the registry lock,
+// while their thread is registered (it unregisters, under the same lock,
+// before its thread-locals are freed), and only for their atomics.
 unsafe impl Send for CellRef {}
 
 /// A `static` add-mostly counter at the thread-local limit: `add` is a
@@ -125,7 +207,8 @@ unsafe impl Send for CellRef {}
 /// * [`approx`](Self::approx) is one load of the sink: below `sum` by less
 ///   than `batch` per thread that has added and not yet exited (for
 ///   add-only use), exact once every thread that added has exited and been
-///   joined, or after each has called [`flush`](Self::flush).
+///   joined, after each has called [`flush`](Self::flush), or after a
+///   [`flush_all`](Self::flush_all) once they stopped adding.
 ///
 /// **Scoped threads.** A thread's exit fold runs in its thread-local
 /// destructors; `JoinHandle::join` waits for them, `std::thread::scope`
@@ -146,6 +229,28 @@ unsafe impl Send for CellRef {}
 /// });
 /// assert_eq!(HITS.sum(), 4000);
 /// assert_eq!(HITS.approx(), 4000);
+/// ```
+///
+/// # Thread pools
+///
+/// A pool's workers never exit, so their exit folds never run, and a
+/// worker that stops adding keeps up to `batch - 1` counts out of the sink:
+/// `approx` stays short while `sum` is exact. Call
+/// [`flush_all`](Self::flush_all) before reading `approx` (before each
+/// scrape, say): it moves every live thread's pending counts from any
+/// thread. Or have each worker flush its own cell, with rayon's
+/// [`broadcast`](https://docs.rs/rayon/latest/rayon/fn.broadcast.html),
+/// which runs a closure once on every thread of the pool:
+///
+/// ```
+/// use rayon::prelude::*;
+/// shardcount::local_counter!(static ROWS);
+///
+/// let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+/// pool.install(|| (0..10_000).into_par_iter().for_each(|_| ROWS.inc()));
+/// assert_eq!(ROWS.sum(), 10_000); // exact: reads every live cell
+/// pool.broadcast(|_| ROWS.flush()); // each worker folds its own cell
+/// assert_eq!(ROWS.approx(), 10_000);
 /// ```
 ///
 /// Memory orderings: like every counter here, counting synchronises
@@ -282,33 +387,44 @@ impl<K: LocalKey> LocalCounter<K> {
     #[cold]
     #[inline(never)]
     fn fold(&'static self, cell: &AtomicI64, v: i64) {
-        let registered = K::with_guard(|g| g.on_exit.get().is_some());
-        let pending = match registered {
-            // `v` is `pending - batch`.
-            Some(true) => (v as u64).wrapping_add(self.batch),
-            // First use: the cell counted from 0.
-            Some(false) => v as u64,
+        let folded = K::with_guard(|g| {
+            if g.on_exit.get().is_none() {
+                // First use: the cell counted from 0. Relaxed: the Release
+                // RMW below publishes it to `sum`'s readers.
+                cell.store(-(self.batch as i64), Ordering::Relaxed);
+                // Only now, holding `pending - batch`, may `sum` read the
+                // cell: registered earlier, its count from 0 would read as
+                // that plus `batch` (the loom model `exit_fold_races_sum`
+                // caught it). Not under `g`'s lock: `flush_all` takes the
+                // registry lock first.
+                K::with_moved(|m| self.register(cell, m));
+                g.on_exit.set(Some(Self::thread_exit));
+                self.sink.fetch_add(v as u64, Ordering::Release);
+                return;
+            }
+            // `v` is `pending - batch`; `flush_all` may have moved part of
+            // `pending` already.
+            let pending = (v as u64).wrapping_add(self.batch);
+            K::with_moved(|m| {
+                m.lock();
+                let moved = m.moved.load(Ordering::Relaxed);
+                m.moved.store(0, Ordering::Relaxed);
+                cell.store(-(self.batch as i64), Ordering::Relaxed);
+                // Release: a `sum` whose Acquire load sees this sees the
+                // reset cell and `moved`, so it does not count `pending`
+                // twice.
+                self.sink
+                    .fetch_add(pending.wrapping_sub(moved), Ordering::Release);
+                m.unlock();
+            });
+        });
+        if folded.is_none() {
             // The guard is gone (an add from a thread-local destructor at
             // thread exit): no cell to keep counts in. Fold and keep it 0,
-            // so the next add comes here too.
-            None => {
-                // Relaxed: as in `add`.
-                cell.store(0, Ordering::Relaxed);
-                return self.add_to_sink(v as u64);
-            }
-        };
-        // Relaxed: the Release RMW below publishes it to `sum`'s readers.
-        cell.store(-(self.batch as i64), Ordering::Relaxed);
-        if registered == Some(false) {
-            // Only now, holding `pending - batch`, may `sum` read the cell:
-            // registered earlier, its count from 0 would read as that plus
-            // `batch` (the loom model `exit_fold_races_sum` caught it).
-            self.register(cell);
-            K::with_guard(|g| g.on_exit.set(Some(Self::thread_exit)));
+            // so the next add comes here too. Relaxed: as in `add`.
+            cell.store(0, Ordering::Relaxed);
+            self.add_to_sink(v as u64);
         }
-        // Release: a `sum` whose Acquire load sees this sees the reset cell,
-        // so it does not count `pending` twice.
-        self.sink.fetch_add(pending, Ordering::Release);
     }
 
     /// Runs the calling thread's exit fold now, as its guard's destructor
@@ -321,8 +437,8 @@ impl<K: LocalKey> LocalCounter<K> {
         }
     }
 
-    fn register(&'static self, cell: &AtomicI64) {
-        lock(&self.registry).push(CellRef(cell));
+    fn register(&'static self, cell: &AtomicI64, moved: &Moved) {
+        lock(&self.registry).push(CellRef(cell, moved));
     }
 
     /// The guard's exit action: fold the thread's cell, unregister it, and
@@ -335,10 +451,14 @@ impl<K: LocalKey> LocalCounter<K> {
         K::with_cell(|cell| {
             let mut registry = lock(&this.registry);
             registry.retain(|c| !std::ptr::eq(c.0, cell));
-            // Relaxed: as in `add`.
+            // Under the registry lock: no `flush_all` moves more meanwhile.
+            let moved = K::with_moved(|m| m.moved.load(Ordering::Relaxed));
+            // Relaxed: as in `add`; `moved` changes only under the registry
+            // lock (`flush_all`) or on this thread.
             let v = cell.load(Ordering::Relaxed);
             cell.store(0, Ordering::Relaxed);
-            this.add_to_sink((v as u64).wrapping_add(this.batch));
+            let pending = (v as u64).wrapping_add(this.batch);
+            this.add_to_sink(pending.wrapping_sub(moved));
             drop(registry);
         });
     }
@@ -377,10 +497,15 @@ impl<K: LocalKey> LocalCounter<K> {
         // then see below.
         let mut total = self.sink.load(Ordering::Acquire);
         for c in registry.iter() {
-            // SAFETY: a registered cell's thread unregisters it under this
-            // lock before its thread-locals are freed, so it is alive.
-            let v = unsafe { &*c.0 }.load(Ordering::Relaxed);
-            total = total.wrapping_add((v as u64).wrapping_add(self.batch));
+            // SAFETY: a registered thread unregisters under this lock
+            // before its thread-locals are freed, so both are alive.
+            let (cell, m) = unsafe { (&*c.0, &*c.1) };
+            m.lock();
+            let v = cell.load(Ordering::Relaxed);
+            let moved = m.moved.load(Ordering::Relaxed);
+            m.unlock();
+            let pending = (v as u64).wrapping_add(self.batch);
+            total = total.wrapping_add(pending.wrapping_sub(moved));
         }
         total
     }
@@ -417,6 +542,48 @@ impl<K: LocalKey> LocalCounter<K> {
                     self.fold(cell, v);
                 }
             });
+        }
+    }
+
+    /// Moves every live thread's pending counts into the sink, from any
+    /// thread, while the owners keep adding: for a pool whose workers never
+    /// exit, before a scrape that reads [`approx`](Self::approx). Nothing
+    /// is lost or counted twice: an owner's cell is never written here;
+    /// what was moved is recorded beside it and left out of its owner's
+    /// next fold.
+    ///
+    /// After it, `approx` includes every add that happened-before the call
+    /// (for add-only use). Cost: the registry lock, and per live thread a
+    /// spin lock its owner takes only to fold (every `batch` adds).
+    ///
+    /// ```
+    /// use rayon::prelude::*;
+    /// shardcount::local_counter!(static ROWS);
+    ///
+    /// let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    /// pool.install(|| (0..10_000).into_par_iter().for_each(|_| ROWS.inc()));
+    /// assert!(ROWS.approx() < 10_000); // the workers live on, counts pending
+    /// ROWS.flush_all();
+    /// assert_eq!(ROWS.approx(), 10_000);
+    /// ```
+    pub fn flush_all(&'static self) {
+        let registry = lock(&self.registry);
+        for c in registry.iter() {
+            // SAFETY: as in `sum`: alive while registered.
+            let (cell, m) = unsafe { (&*c.0, &*c.1) };
+            m.lock();
+            // Relaxed: the lock orders it after the owner's last fold;
+            // any later value is the owner's count so far.
+            let pending = (cell.load(Ordering::Relaxed) as u64).wrapping_add(self.batch);
+            let moved = m.moved.load(Ordering::Relaxed);
+            // Cells only count up between folds: `pending >= moved`.
+            if pending != moved {
+                // Release: as a fold's, for `approx`'s readers.
+                self.sink
+                    .fetch_add(pending.wrapping_sub(moved), Ordering::Release);
+                m.moved.store(pending, Ordering::Relaxed);
+            }
+            m.unlock();
         }
     }
 
@@ -496,6 +663,15 @@ macro_rules! local_counter {
                         const { $crate::__private::Guard::new() };
                 }
                 GUARD.try_with(f).ok()
+            }
+
+            #[inline]
+            fn with_moved<R>(f: impl FnOnce(&$crate::__private::Moved) -> R) -> R {
+                ::std::thread_local! {
+                    static MOVED: $crate::__private::Moved =
+                        const { $crate::__private::Moved::new() };
+                }
+                MOVED.with(f)
             }
 
             #[inline]

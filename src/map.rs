@@ -361,6 +361,87 @@ impl fmt::Debug for CounterHandle<'_> {
     }
 }
 
+/// How a [`CounterMap`] makes its key from the key a lookup was given,
+/// when that key is new: a clone of `&k` for a `Clone` key, `to_owned()`
+/// for the standard borrowed forms (`&str` for a `String`, `&[T]` for a
+/// `Vec<T>`, `&Path`, `&OsStr`, `&CStr`), and the reference itself for a
+/// `&'static str` key, so `handle("/")` works on a `CounterMap<&'static
+/// str>`. A lookup that may create a key takes `&'q Q` where `&'q Q:
+/// IntoKey<K>`; reads (`get`, `take`) need only `K: Borrow<Q>`.
+///
+/// For a `&'static str` key, a new key must be `'static` (a literal, a
+/// leaked string): a `&str` that borrows a shorter-lived buffer does not
+/// compile, as a map of `&'static str` cannot keep it.
+///
+/// ```
+/// use shardcount::CounterMap;
+///
+/// let routes: CounterMap<&'static str> = CounterMap::new();
+/// routes.handle("/").inc(); // a literal: the key itself, no allocation
+/// routes.add(&"/about", 2); // a `&&'static str`, as before
+/// let path = String::from("/about");
+/// assert_eq!(routes.get(path.as_str()), Some(2)); // reads take any `&str`
+///
+/// let owned: CounterMap<String> = CounterMap::new();
+/// owned.inc(path.as_str()); // `to_owned()` only because "/about" is new
+/// assert_eq!(owned.get("/about"), Some(1));
+/// ```
+pub trait IntoKey<K> {
+    /// The key to store: owned, or the `'static` reference itself.
+    ///
+    /// ```
+    /// use shardcount::IntoKey;
+    /// let k: String = "a".into_key();
+    /// let s: &'static str = "a".into_key();
+    /// assert_eq!(k, s);
+    /// ```
+    fn into_key(self) -> K;
+}
+
+// One impl per borrowed form, not one over `ToOwned`: a blanket
+// `&Q: IntoKey<Q::Owned>` would overlap the `&'static str` impl (coherence
+// does not see that `str`'s owned form is `String`).
+impl<K: Clone> IntoKey<K> for &K {
+    #[inline]
+    fn into_key(self) -> K {
+        self.clone()
+    }
+}
+
+// A literal is already the key a map of `&'static str` stores.
+impl IntoKey<&'static str> for &'static str {
+    #[inline]
+    fn into_key(self) -> &'static str {
+        self
+    }
+}
+
+/// Implements `IntoKey` for unsized borrowed forms through `to_owned`.
+macro_rules! into_owned_key {
+    ($($borrowed:ty => $owned:ty),* $(,)?) => {$(
+        impl IntoKey<$owned> for &$borrowed {
+            #[inline]
+            fn into_key(self) -> $owned {
+                self.to_owned()
+            }
+        }
+    )*};
+}
+
+into_owned_key! {
+    str => String,
+    std::path::Path => std::path::PathBuf,
+    std::ffi::OsStr => std::ffi::OsString,
+    std::ffi::CStr => std::ffi::CString,
+}
+
+impl<T: Clone> IntoKey<Vec<T>> for &[T] {
+    #[inline]
+    fn into_key(self) -> Vec<T> {
+        self.to_vec()
+    }
+}
+
 impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// An empty map that gives up to 65,536 keys their own counter.
     ///
@@ -481,10 +562,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// assert_eq!(m.get("jobs"), Some(1));
     /// ```
     #[inline]
-    pub fn handle<Q>(&self, key: &Q) -> CounterHandle<'_>
+    pub fn handle<'q, Q>(&self, key: &'q Q) -> CounterHandle<'_>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
     {
         let hash = self.hash(key);
         match self.index.find(hash, key) {
@@ -497,10 +579,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// full, else the key interned (or found under the lock).
     #[cold]
     #[inline(never)]
-    fn missed<Q>(&self, hash: u64, key: &Q) -> CounterHandle<'_>
+    fn missed<'q, Q>(&self, hash: u64, key: &'q Q) -> CounterHandle<'_>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
     {
         #[cfg(all(test, not(shardcount_loom)))]
         tests::after_miss();
@@ -517,10 +600,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         self.intern(hash, key)
     }
 
-    fn intern<Q>(&self, hash: u64, key: &Q) -> CounterHandle<'_>
+    fn intern<'q, Q>(&self, hash: u64, key: &'q Q) -> CounterHandle<'_>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
     {
         let mut w = self.index.lock();
         // Another thread may have interned it since the miss.
@@ -534,9 +618,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             // above, under the lock, missed).
             return self.overflow_handle();
         }
-        // Owned first: a panicking `to_owned` (`clone`) must leave nothing
+        // Owned first: a panicking `into_key` (`clone`) must leave nothing
         // half done.
-        let key = key.to_owned();
+        let key = key.into_key();
         let set = self.ensure_chunk(i / CHUNK);
         let place = Place {
             index: i,
@@ -598,10 +682,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// paths.add("/about", 2); // a `&str` for a `String` key
     /// assert_eq!(paths.get("/about"), Some(2));
     /// ```
-    pub fn add<Q>(&self, key: &Q, n: u64)
+    pub fn add<'q, Q>(&self, key: &'q Q, n: u64)
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
     {
         self.handle(key).add(n);
     }
@@ -617,10 +702,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// paths.inc("/about");
     /// assert_eq!(paths.get("/about"), Some(1));
     /// ```
-    pub fn inc<Q>(&self, key: &Q)
+    pub fn inc<'q, Q>(&self, key: &'q Q)
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
     {
         self.handle(key).add(1);
     }
@@ -634,10 +720,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// m.sub("open", 1);
     /// assert_eq!(m.get("open"), Some(2));
     /// ```
-    pub fn sub<Q>(&self, key: &Q, n: u64)
+    pub fn sub<'q, Q>(&self, key: &'q Q, n: u64)
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
     {
         self.handle(key).sub(n);
     }
@@ -651,10 +738,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// m.dec("open");
     /// assert_eq!(m.get("open"), Some(2));
     /// ```
-    pub fn dec<Q>(&self, key: &Q)
+    pub fn dec<'q, Q>(&self, key: &'q Q)
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
     {
         self.handle(key).dec();
     }

@@ -161,7 +161,7 @@ fn folder_folds_and_stops() {
 }
 
 #[test]
-fn local_counter_cells_are_read_while_threads_live_and_after_exit() {
+fn local_counter_cells_are_read_and_flushed_while_threads_live_and_after_exit() {
     crate::local_counter!(static C, batch = 4);
     let (tx, rx) = mpsc::channel::<()>();
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -173,6 +173,8 @@ fn local_counter_cells_are_read_while_threads_live_and_after_exit() {
     });
     ready_rx.recv().unwrap();
     assert_eq!(C.sum(), 3); // reads the live thread's cell
+    C.flush_all(); // and moves its pending count, from this thread
+    assert_eq!(C.approx(), 3);
     drop(tx);
     t.join().unwrap();
     assert_eq!((C.sum(), C.approx()), (3, 3));

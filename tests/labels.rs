@@ -60,6 +60,37 @@ fn indices_round_trip_and_texts_follow_fields() {
     assert_eq!(texts, ["ok", "5xx", "not_found", "too_many_requests"]);
 }
 
+/// A derived value prints its own exported text (renamed or snake case),
+/// and a type's own `Display` still compiles beside the derive and wins
+/// for `{}`.
+#[test]
+fn a_value_shows_its_exported_text() {
+    assert_eq!(Status::ServerError.as_str(), "5xx");
+    assert_eq!(Status::TooManyRequests.as_str(), "too_many_requests");
+    let r = Request {
+        method: Method::Put,
+        code: Status::NotFound,
+    };
+    assert_eq!(
+        (r.text_of(0), r.text_of(1), r.text_of(2)),
+        (Some("put"), Some("not_found"), None)
+    );
+
+    #[derive(Clone, Copy, Label)]
+    enum Tier {
+        Free,
+    }
+    impl std::fmt::Display for Tier {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Free tier")
+        }
+    }
+    assert_eq!(
+        (Tier::Free.to_string(), Tier::Free.as_str()),
+        ("Free tier".to_string(), "free")
+    );
+}
+
 /// Four threads add pseudo-random labels and amounts; the family's totals
 /// equal a sequential replay of the same streams, per label and in sum.
 #[test]

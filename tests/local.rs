@@ -195,3 +195,77 @@ fn after_a_thread_scope_sum_is_exact_and_flushed_threads_make_approx_exact() {
         assert_eq!(SCOPED_FLUSHED.approx(), trial * 4000, "trial {trial}");
     }
 }
+
+/// Workers that added and stay alive, as a pool's do: `flush_all` from
+/// another thread makes `approx` exact, and their later adds and folds
+/// (and exit folds) still count each add once.
+#[test]
+fn flush_all_moves_live_workers_counts_once() {
+    local_counter!(static C, batch = 100);
+    const WORKERS: u64 = 3;
+    let added = Barrier::new(WORKERS as usize + 1);
+    let moved = Barrier::new(WORKERS as usize + 1);
+    thread::scope(|s| {
+        for w in 0..WORKERS {
+            let (added, moved) = (&added, &moved);
+            s.spawn(move || {
+                C.add(1); // first use: folds
+                C.add(10 + w); // pending
+                added.wait();
+                moved.wait(); // alive while flush_all runs
+                (0..250).for_each(|_| C.inc()); // folds twice, 50 pending
+                C.flush();
+            });
+        }
+        added.wait();
+        assert_eq!(C.approx(), WORKERS, "only the first-use folds");
+        C.flush_all();
+        assert_eq!((C.approx(), C.sum()), (3 + 30 + 3, 3 + 30 + 3));
+        C.flush_all(); // nothing left to move
+        assert_eq!(C.approx(), 36);
+        moved.wait();
+    });
+    assert_eq!(
+        (C.approx(), C.sum()),
+        (36 + WORKERS * 250, 36 + WORKERS * 250)
+    );
+}
+
+/// `flush_all` in a loop while threads add: `approx` never exceeds what
+/// will have been added (nothing counted twice) and never falls, and at
+/// the end `sum` and `approx` are exact (nothing lost).
+#[test]
+fn flush_all_racing_adders_loses_and_doubles_nothing() {
+    local_counter!(static C, batch = 64);
+    const THREADS: u64 = 3;
+    const PER_THREAD: u64 = 20_000;
+    let done = AtomicBool::new(false);
+    thread::scope(|s| {
+        let adders: Vec<_> = (0..THREADS)
+            .map(|_| s.spawn(|| (0..PER_THREAD).for_each(|i| C.add(1 + i % 3))))
+            .collect();
+        let flusher = s.spawn(|| {
+            let mut last = 0;
+            while !done.load(Ordering::Relaxed) {
+                C.flush_all();
+                let now = C.approx();
+                assert!(now >= last, "approx fell from {last} to {now}");
+                assert!(
+                    now <= THREADS * PER_THREAD * 2,
+                    "approx {now} counted a move twice"
+                );
+                last = now;
+            }
+        });
+        for a in adders {
+            a.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        flusher.join().unwrap();
+    });
+    // 1 + i % 3 over 20,000 adds: 6,667 ones, 6,667 twos, 6,666 threes.
+    let total = THREADS * (6_667 + 2 * 6_667 + 3 * 6_666);
+    assert_eq!(C.sum(), total);
+    C.flush_all(); // the scope's threads may not have run their exit folds yet
+    assert_eq!(C.approx(), total);
+}

@@ -405,9 +405,26 @@ fn with_max_keys_usize_max_builds_and_counts_exactly() {
     assert_eq!(u.max_keys(), usize::MAX);
 }
 
+/// A `CounterMap<&'static str>` takes a literal `&str` for every keyed
+/// call (not `&"/"`), and reads take any `&str`, borrowed from a `String`
+/// too.
+#[test]
+fn static_str_keys_take_literals() {
+    let routes: CounterMap<&'static str> = CounterMap::new();
+    routes.handle("/").inc();
+    routes.add("/", 2);
+    routes.inc(&"/about"); // the old spelling still works
+    routes.sub("/about", 1);
+    routes.dec("/");
+    let asked = String::from("/");
+    assert_eq!(routes.get(asked.as_str()), Some(2));
+    assert_eq!((routes.get("/about"), routes.take("/")), (Some(0), Some(2)));
+    assert_eq!(routes.snapshot(), [("/", 0), ("/about", 0)]);
+}
+
 /// A `CounterMap<String>` takes `&str` for every keyed call, and a key is
 /// made owned only when it is inserted (counted through a borrowed form
-/// whose `to_owned` counts its calls).
+/// whose `IntoKey` counts its calls).
 #[test]
 fn keyed_calls_take_a_borrowed_form_and_own_the_key_only_when_new() {
     let paths = CounterMap::<String>::new();
@@ -422,7 +439,7 @@ fn keyed_calls_take_a_borrowed_form_and_own_the_key_only_when_new() {
     use std::borrow::Borrow;
     use std::sync::atomic::AtomicUsize;
     static OWNED: AtomicUsize = AtomicUsize::new(0);
-    /// The borrowed form; not `Clone`, so its `ToOwned` is this one.
+    /// The borrowed form; not `Clone`, so its `IntoKey` is this one.
     #[derive(PartialEq, Eq, Hash, Debug)]
     struct Id(u32);
     /// The owned key: hashes and compares as its `Id` (derived through
@@ -439,9 +456,9 @@ fn keyed_calls_take_a_borrowed_form_and_own_the_key_only_when_new() {
             &self.0
         }
     }
-    impl ToOwned for Id {
-        type Owned = Key;
-        fn to_owned(&self) -> Key {
+    // How the map makes a `Key` from a lookup's `&Id` when it is new.
+    impl shardcount::IntoKey<Key> for &Id {
+        fn into_key(self) -> Key {
             OWNED.fetch_add(1, Ordering::Relaxed);
             Key(Id(self.0))
         }

@@ -284,3 +284,99 @@ fn labelled_counter_encodes_both_label_pairs() {
     assert_eq!(got[r#"requests_total{method="get",status="5xx"}"#], 0);
     assert_eq!(got.len(), 4, "{got:?}");
 }
+
+/// Statics of every counter type and family register through
+/// `Shared::from_static` (or `From<&'static _>`) and encode exactly what was
+/// counted through the statics themselves, after registration.
+#[test]
+fn statics_of_every_type_register_and_encode() {
+    use shardcount::{
+        CounterMap, CounterSet, Histogram, LabelledCounter, MaxCounter, MinCounter, Stock,
+    };
+    use std::sync::LazyLock;
+
+    #[derive(Clone, Copy, shardcount::Label)]
+    enum Method {
+        Get,
+        Post,
+    }
+    static EXACT: Counter = Counter::new();
+    static ROUGH: RoughCounter = RoughCounter::new();
+    shardcount::local_counter!(static LOCAL);
+    static BY_METHOD: LabelledCounter<Method> = LabelledCounter::new();
+    static PEAK: MaxCounter = MaxCounter::new();
+    static LOW: MinCounter = MinCounter::new();
+    static SET: LazyLock<CounterSet> = LazyLock::new(|| CounterSet::new(2));
+    static ROUTES: LazyLock<CounterMap<&'static str>> = LazyLock::new(CounterMap::new);
+    static TICKETS: LazyLock<Stock> = LazyLock::new(|| Stock::new(10));
+    static LATENCY: LazyLock<Histogram> = LazyLock::new(|| Histogram::with_bounds(&[10]));
+
+    let mut registry = Registry::default();
+    registry.register("exact", "e", Shared::from_static(&EXACT));
+    registry.register("rough", "r", Shared::from(&ROUGH));
+    registry.register("local", "l", Shared::from_static(&LOCAL));
+    registry.register("by_method", "m", Shared::from_static(&BY_METHOD));
+    registry.register("peak", "p", Shared::from_static(&PEAK));
+    registry.register("low", "w", Shared::from_static(&LOW));
+    registry.register("set", "s", Shared::from_static(&*SET));
+    registry.register("routes", "r", Shared::from_static(&*ROUTES));
+    registry.register("tickets", "t", Shared::from_static(&*TICKETS));
+    registry.register("latency", "h", Shared::from_static(&*LATENCY));
+
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            EXACT.add(3);
+            ROUGH.add(4);
+            LOCAL.add(5);
+            BY_METHOD.add(Method::Post, 6);
+            PEAK.record(7);
+            LOW.record(8);
+            SET.add(1, 9);
+            ROUTES.add("/", 10);
+            TICKETS.try_sub(1).unwrap();
+            LATENCY.record(5);
+            LATENCY.record(50);
+        });
+    });
+
+    let text = encoded(&registry);
+    let expected = "\
+# HELP exact e.
+# TYPE exact counter
+exact_total 3
+# HELP rough r.
+# TYPE rough counter
+rough_total 4
+# HELP local l.
+# TYPE local counter
+local_total 5
+# HELP by_method m.
+# TYPE by_method counter
+by_method_total{method=\"get\"} 0
+by_method_total{method=\"post\"} 6
+# HELP peak p.
+# TYPE peak gauge
+peak 7
+# HELP low w.
+# TYPE low gauge
+low 8
+# HELP set s.
+# TYPE set counter
+set_total{index=\"0\"} 0
+set_total{index=\"1\"} 9
+# HELP routes r.
+# TYPE routes counter
+routes_total{key=\"/\"} 10
+# HELP tickets t.
+# TYPE tickets gauge
+tickets 9
+# HELP latency h.
+# TYPE latency histogram
+latency_sum 55.0
+latency_count 2
+latency_bucket{le=\"10.0\"} 1
+latency_bucket{le=\"+Inf\"} 2
+# EOF
+";
+    assert_eq!(text, expected);
+}

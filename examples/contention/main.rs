@@ -16,11 +16,12 @@
 //! The sweep runs 3 rounds by default (`--repeat`), every other round in
 //! reverse order. Each figure is the median over the quiet rounds with its
 //! range `[min..max]`; a ratio to `AtomicU64` is taken within each round.
-//! Under the table: one line per kind saying what it is and why it is there,
-//! and at the end a verdict, from the same medians, naming the CPU and the
-//! thread count: how `Counter` compares with a shared `AtomicU64` and the
-//! ideal stripe, and `RoughCounter` with `AtomicU64` and the thread-local
-//! limit.
+//! First a verdict, from the same medians, naming the CPU and the thread
+//! count: the type to pick for each use (an exact hot counter: `Counter`,
+//! against a shared `AtomicU64` and the ideal stripe; a metrics counter:
+//! `RoughCounter`; a `static`: `local_counter!`, both against the
+//! thread-local limit). Then the table, and under it one line per kind
+//! saying what it is and why it is there.
 //!
 //! A busy host slows everything and shifts ratios, so an empty-loop canary
 //! (the benches' one, `harness/src/measure.rs`) is timed on the case's cores
@@ -33,17 +34,17 @@
 //!
 //! Threads beyond the cores (workers plus readers) are marked `*` in the
 //! table, and a ratio from a run under 100 ms is marked `?`: such a run is
-//! too short to compare anything. With stderr not a terminal (a log file, a
-//! CI job), the progress bar gives way to one plain line per case (per
-//! round).
+//! too short to compare anything. Progress is one line on stderr that
+//! updates in place; with stderr not a terminal (a log file, a CI job), one
+//! plain line per case (per round).
 //!
 //! # JSON (`--json`)
 //!
 //! Top level: the host (`cpu_model`, `cores`, `rustc`, `shardcount_version`),
 //! `duration_s`, `repeat` (rounds), `min_reliable_s`, `canary_fastest_s` (the
 //! fastest canary of the sweep), `canary_limit` (1.5), `noisy_runs` (runs
-//! whose canary exceeded the limit times the fastest), `verdict` (the last
-//! line printed, or null when a counter failed its check), and `results`,
+//! whose canary exceeded the limit times the fastest), `verdict` (the lines
+//! printed above the table, or null when a counter failed its check), and `results`,
 //! one object per table row:
 //!
 //! * `counter`, `threads`, `readers`, `oversubscribed`, `ok`;
@@ -337,9 +338,10 @@ impl Host {
     }
 }
 
-/// Per-case progress on stderr: above a progress bar on a terminal, else
-/// (a log file, a pipe, a CI job, where the bar draws nothing) as plain
-/// lines numbered `[case/cases]`.
+/// Per-case progress on stderr: on a terminal, one bar line that updates
+/// in place (a failed case is printed above it), so the table and verdict
+/// are all that remain on screen; else (a log file, a pipe, a CI job, where
+/// the bar draws nothing) plain lines numbered `[case/cases]`.
 struct Progress {
     bar: ProgressBar,
     plain: bool,
@@ -353,7 +355,7 @@ impl Progress {
         let bar = if terminal {
             let bar = ProgressBar::new(len);
             bar.set_style(
-                ProgressStyle::with_template("{msg:>28} [{bar:40}] {percent:>3}% eta {eta}")
+                ProgressStyle::with_template("{msg:>32} [{bar:30}] {percent:>3}% eta {eta}")
                     .expect("static template")
                     .progress_chars("=> "),
             );
@@ -370,11 +372,11 @@ impl Progress {
     }
 
     /// Reports one finished case.
-    fn case_done(&mut self, text: &str) {
+    fn case_done(&mut self, text: &str, ok: bool) {
         self.done += 1;
         if self.plain {
             eprintln!("[{}/{}] {text}", self.done, self.total);
-        } else {
+        } else if !ok {
             self.bar.println(text);
         }
     }
@@ -763,7 +765,11 @@ fn main() {
             // The canary runs on as many cores as the case keeps busy.
             let canary_threads = (threads + readers).min(cores);
             for e in order {
-                bar.set_message(format!("{} x {threads}", e.name));
+                bar.set_message(format!(
+                    "round {}/{rounds}: {} x {threads}",
+                    round + 1,
+                    e.name
+                ));
                 let case = Case {
                     round,
                     threads,
@@ -775,20 +781,29 @@ fn main() {
                 let before = measure::canary(canary_threads);
                 let mut o = (e.run)(&case);
                 o.canary = before.max(measure::canary(canary_threads));
-                progress.case_done(&format!(
-                    "round {:<3} {:>14} x {:<3} {:>9.1} Mops/s  {}",
-                    round + 1,
-                    o.name,
-                    o.threads,
-                    o.mops(),
-                    if o.ok() { "OK" } else { "FAIL" }
-                ));
+                progress.case_done(
+                    &format!(
+                        "round {:<3} {:>14} x {:<3} {:>9.1} Mops/s  {}",
+                        round + 1,
+                        o.name,
+                        o.threads,
+                        o.mops(),
+                        if o.ok() { "OK" } else { "FAIL" }
+                    ),
+                    o.ok(),
+                );
                 outcomes.push(o);
             }
         }
     }
     bar.finish_and_clear();
 
+    // The verdict first, so it is on the first screen; the table backs it.
+    let verdict = conclusion(&outcomes, &host, readers);
+    match &verdict {
+        Some(v) => println!("\n{v}"),
+        None => println!("\nno verdict: a counter failed its check (see FAIL below)"),
+    }
     let rows = summarize(&outcomes);
     print!("{}", table(&rows, cores));
     print!("{}", legend(&rows));
@@ -810,8 +825,6 @@ fn main() {
     {
         eprintln!("{w}");
     }
-    let verdict = conclusion(&outcomes, &host, readers);
-
     if let Some(path) = &args.json {
         write_or_die(
             path,
@@ -832,11 +845,6 @@ fn main() {
         }
         println!("chart written to {}", path.display());
     }
-    match &verdict {
-        Some(v) => println!("\n{v}"),
-        None => println!("\nno verdict: a counter failed its check (see FAIL below)"),
-    }
-
     let failed: Vec<_> = outcomes.iter().filter(|o| !o.ok()).collect();
     if !failed.is_empty() {
         for o in &failed {
@@ -969,7 +977,7 @@ fn table(rows: &[Row], cores: usize) -> String {
 }
 
 /// What a kind in the table is, and why it is there, in a line.
-fn about(name: &str) -> Option<&'static str> {
+pub(crate) fn about(name: &str) -> Option<&'static str> {
     Some(match name {
         "AtomicU64" => {
             "one std AtomicU64 shared by every thread (fetch_add): what most code starts \
@@ -1009,6 +1017,12 @@ fn about(name: &str) -> Option<&'static str> {
         }
         _ => return None,
     })
+}
+
+/// A kind that is a yardstick, not a library: what the table's ratios
+/// should approach.
+pub(crate) fn is_reference(name: &str) -> bool {
+    name == <subjects::Stripe as Subject>::NAME || name == <subjects::TlLimit as Subject>::NAME
 }
 
 /// One line per kind in the table, in table order.
@@ -1103,12 +1117,69 @@ fn verdict_threads(threads: &[usize], readers: usize, cores: usize) -> Option<us
         .or_else(|| threads.iter().copied().min())
 }
 
-/// The bottom line a newcomer reads, from the paired medians: `Counter`
-/// and `RoughCounter` against a shared `AtomicU64` and against the
-/// reference each should approach, naming the CPU and thread count.
-/// `None` when a counter failed its check (its figures mean nothing).
+/// The verdict's uses: what each is for, the kind to pick, the reference
+/// that kind should approach and what that reference is.
+const USES: [(&str, &str, &str, &str); 3] = [
+    (
+        "exact hot counter, read often",
+        <shardcount::Counter as Subject>::NAME,
+        <subjects::Stripe as Subject>::NAME,
+        "the ideal stripe",
+    ),
+    (
+        "metrics counter, read rarely",
+        <shardcount::RoughCounter as Subject>::NAME,
+        <subjects::TlLimit as Subject>::NAME,
+        "the thread-local limit",
+    ),
+    (
+        "a static, the fastest",
+        <subjects::Local as Subject>::NAME,
+        <subjects::TlLimit as Subject>::NAME,
+        "the thread-local limit",
+    ),
+];
+
+/// The hand-rolled per-thread counter the metrics line compares with.
+const HAND_ROLLED: &str =
+    <shardcount_harness::peers::thread_local::ThreadLocal<AtomicU64> as Subject>::NAME;
+
+/// One line per use whose kind ran: its speed against `AtomicU64` and
+/// against its reference, as `ratio(kind, other)` gives them (the demo's
+/// paired medians, or the live page's medians of the last minute).
+pub(crate) fn use_lines(ratio: impl Fn(&str, &str) -> Option<f64>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (what, kind, reference, reference_is) in USES {
+        let Some(h) = ratio(kind, BASELINE) else {
+            continue;
+        };
+        let mut line = format!("  {:<31} {kind:<15} {:>6}", format!("{what}:"), times(h));
+        if let Some(r) = ratio(kind, reference) {
+            line += &format!(" ({r:.2} of {reference_is})");
+        }
+        if kind == <shardcount::RoughCounter as Subject>::NAME {
+            if let Some(x) = ratio(HAND_ROLLED, BASELINE) {
+                line += &format!("; a hand-rolled {HAND_ROLLED}: {}", times(x));
+            }
+        }
+        lines.push(line);
+    }
+    lines
+}
+
+/// Which type to pick, after the use lines.
+pub(crate) const PICK: &str = "\
+Pick: Counter when reads must be exact and frequent (or taken);
+      RoughCounter for a counter scraped every few seconds, in a struct, an Arc or a map
+      (as fast as a hand-rolled per-thread counter, with the folding and exact sum done);
+      local_counter! for a static: the fastest adds, a locked sub.";
+
+/// The bottom line a newcomer reads, from the paired medians: which type
+/// to pick for each use, each against a shared `AtomicU64` and the
+/// reference it should approach, naming the CPU and thread count. A use
+/// whose kind did not run is left out. `None` when a counter failed its
+/// check (its figures mean nothing).
 fn conclusion(all: &[Outcome], host: &Host, readers: usize) -> Option<String> {
-    use shardcount_harness::subjects::{Stripe, TlLimit};
     if all.iter().any(|o| !o.ok()) {
         return None;
     }
@@ -1116,65 +1187,40 @@ fn conclusion(all: &[Outcome], host: &Host, readers: usize) -> Option<String> {
     threads.sort_unstable();
     threads.dedup();
     let t = verdict_threads(&threads, readers, host.cores)?;
-    let (counter, rough) = (
-        <shardcount::Counter as Subject>::NAME,
-        <shardcount::RoughCounter as Subject>::NAME,
-    );
-    let hot = paired(all, counter, BASELINE, t);
-    let stripe = paired(all, counter, Stripe::NAME, t);
-    let metrics = paired(all, rough, BASELINE, t);
-    let limit = paired(all, rough, TlLimit::NAME, t);
-
-    let mut parts = Vec::new();
-    if let Some(h) = hot {
-        let mut p = format!(
-            "for a hot counter, {counter} adds {} as fast as a shared {BASELINE}",
-            times(h.ratio.median)
-        );
-        if let Some(s) = stripe {
-            p += &format!(" ({:.2} of the ideal stripe)", s.ratio.median);
-        }
-        parts.push(p);
-    }
-    if let Some(m) = metrics {
-        let mut p = format!(
-            "for metrics, {rough} adds {} as fast",
-            times(m.ratio.median)
-        );
-        if let Some(l) = limit {
-            p += &format!(" ({:.2} of the thread-local limit)", l.ratio.median);
-        }
-        parts.push(p);
-    }
-    if parts.is_empty() {
+    let lines = use_lines(|a, b| Some(paired(all, a, b, t)?.ratio.median));
+    if lines.is_empty() {
+        let kinds: Vec<&str> = USES.iter().map(|u| u.1).collect();
         return Some(format!(
-            "no verdict: {counter}, {rough} or {BASELINE} did not run at {t} thread(s)"
+            "no verdict: none of {} ran at {t} thread(s) beside {BASELINE}",
+            kinds.join(", ")
         ));
     }
+    let used: Vec<Paired> = USES
+        .iter()
+        .flat_map(|&(_, kind, reference, _)| [(kind, BASELINE), (kind, reference)])
+        .filter_map(|(a, b)| paired(all, a, b, t))
+        .collect();
     let with = if readers > 0 {
         format!(" with {readers} reader(s)")
     } else {
         String::new()
     };
     let mut v = format!(
-        "On this host ({}, {} core(s)), at {t} thread(s){with}: {}.",
+        "On this host ({}, {} core(s)), at {t} thread(s){with}, adds as fast as a shared \
+         {BASELINE}:\n{}\n{PICK}",
         host.cpu,
         host.cores,
-        parts.join("; ")
+        lines.join("\n")
     );
-    let used: Vec<Paired> = [hot, stripe, metrics, limit]
-        .into_iter()
-        .flatten()
-        .collect();
     if used.iter().any(|p| p.busy) {
-        v += " Not to be trusted: the host was busy in every round of some of these (see the \
+        v += "\nNot to be trusted: the host was busy in every round of some of these (see the \
               warnings).";
     } else if used.iter().any(|p| p.kept < p.rounds) {
-        v += " Busy rounds were set aside (see the warnings).";
+        v += "\nBusy rounds were set aside (see the warnings).";
     }
     if used.iter().any(|p| !p.reliable) {
         v += &format!(
-            " Not to be trusted: runs under {} ms.",
+            "\nNot to be trusted: runs under {} ms.",
             MIN_RELIABLE.as_millis()
         );
     }
@@ -1675,7 +1721,7 @@ mod tests {
 
     /// Each kind at 1, 2 and 4 threads over two rounds; at 2 threads the
     /// ratios are Counter 2x AtomicU64, half the stripe, RoughCounter 10x,
-    /// half the thread-local limit. `canary(name, threads)` sets canaries.
+    /// half the thread-local limit, ThreadLocal 9x, local_counter! 19x. `canary(name, threads)` sets canaries.
     fn sweep(canary: impl Fn(&str, usize) -> u64) -> Vec<Outcome> {
         let mut all = Vec::new();
         for round in 0..2 {
@@ -1688,6 +1734,8 @@ mod tests {
                     ("stripe", 400),
                     ("RoughCounter", 1000 * k),
                     ("tl-limit", 2000),
+                    ("ThreadLocal", 900 * k),
+                    ("local_counter!", 1900 * k),
                 ] {
                     all.push(outcome(name, threads, round, ops, canary(name, threads)));
                 }
@@ -1697,21 +1745,55 @@ mod tests {
     }
 
     #[test]
-    fn the_verdict_names_the_host_and_threads_and_uses_paired_medians() {
+    fn the_verdict_names_a_type_per_use_with_paired_medians() {
         let all = sweep(|_, _| 3);
         let v = conclusion(&all, &test_host(), 0).expect("every run passed");
         assert_eq!(
             v,
-            "On this host (Test CPU 9000, 2 core(s)), at 2 thread(s): for a hot counter, \
-             Counter adds 2.00x as fast as a shared AtomicU64 (0.50 of the ideal stripe); \
-             for metrics, RoughCounter adds 10.0x as fast (0.50 of the thread-local limit)."
+            format!("On this host (Test CPU 9000, 2 core(s)), at 2 thread(s), adds as fast as a shared \
+             AtomicU64:\n  \
+             exact hot counter, read often:  Counter          2.00x (0.50 of the ideal stripe)\n  \
+             metrics counter, read rarely:   RoughCounter     10.0x (0.50 of the thread-local \
+             limit); a hand-rolled ThreadLocal: 9.00x\n  \
+             a static, the fastest:          local_counter!   19.0x (0.95 of the thread-local \
+             limit)\n\
+             {PICK}")
         );
+        // Which to pick: one line per type, each under 100 columns.
+        let pick: Vec<&str> = PICK.lines().collect();
+        assert!(pick[0].starts_with("Pick: Counter when"), "{PICK}");
+        assert!(
+            pick[1].trim_start().starts_with("RoughCounter for"),
+            "{PICK}"
+        );
+        assert!(
+            pick[3]
+                .trim_start()
+                .starts_with("local_counter! for a static"),
+            "{PICK}"
+        );
+        assert!(pick.iter().all(|l| l.len() < 100), "{PICK}");
         // Readers take a core: 1 worker is what fits then.
         let v = conclusion(&all, &test_host(), 1).expect("every run passed");
-        assert!(v.contains("at 1 thread(s) with 1 reader(s):"), "{v}");
-        assert!(v.contains("Counter adds 6.00x"), "{v}");
-        // The verdict line is not a table row to the smoke test.
-        assert!(!v.ends_with(" OK") && !v.ends_with(" FAIL"), "{v}");
+        assert!(v.contains("at 1 thread(s) with 1 reader(s),"), "{v}");
+        assert!(v.contains("Counter          6.00x"), "{v}");
+        // No line of the verdict is a table row to the smoke test.
+        assert!(
+            v.lines()
+                .all(|l| !l.ends_with(" OK") && !l.ends_with(" FAIL")),
+            "{v}"
+        );
+        // A use whose kind did not run is left out, not guessed.
+        let v = conclusion(
+            &all.iter()
+                .filter(|o| o.name != "local_counter!")
+                .cloned()
+                .collect::<Vec<_>>(),
+            &test_host(),
+            0,
+        )
+        .expect("every run passed");
+        assert!(!v.contains("a static, the fastest:"), "{v}");
     }
 
     #[test]
@@ -1736,7 +1818,7 @@ mod tests {
         }
         let v = conclusion(&all, &test_host(), 0).expect("every run passed");
         assert!(
-            v.ends_with("Busy rounds were set aside (see the warnings)."),
+            v.ends_with("\nBusy rounds were set aside (see the warnings)."),
             "{v}"
         );
         // A failed check leaves nothing to conclude.

@@ -43,9 +43,19 @@
 //!   (the first snapshot to show it), `kind` (`new`: a fresh counter, one
 //!   word, 0 shards; `grow`: more shards than at the previous look) and
 //!   `shards`.
+//! * `verdict`: the table's verdict from the last minute (each subject's
+//!   median Mops/s over its points, one against another): `lines`, one per
+//!   use whose subjects have run (the type to pick, its speed against
+//!   `AtomicU64` and against its reference), and `pick`, which to pick when.
+//! * `legend`: per subject of the table, in its order, `name`, `about`
+//!   (what it is, as under the table) and `reference` (true for `stripe`
+//!   and `tl-limit`: yardsticks, not libraries).
 //! * `stock`: the `Stock` of the newest sell-out: `amounts`
 //!   (`Stock::shard_amounts`), `sum` (their sum: the units left), `shards`,
-//!   `live`, and `events` in the last 60 s, each `t`, `seq`, `kind` (`new`:
+//!   `live`; `peak`: that stock at its widest (the first look with the most
+//!   shards holding units), kept after it sells out, so there is something
+//!   to show between sell-outs: `n` (the stock's number), `t`, `seq`,
+//!   `amounts`, `sum`, `holding`; and `events` in the last 60 s, each `t`, `seq`, `kind` (`new`:
 //!   a fresh stock; `split`: more than one shard holds units where at most
 //!   one did at the previous look; `merge`: one shard holds them all where
 //!   several did; `empty`: none holds any where some did) and `holding`
@@ -80,7 +90,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::http;
-use super::{fmt_duration, run_case, write_loop, Args, Case, Host, Outcome};
+use super::{
+    about, fmt_duration, is_reference, run_case, use_lines, write_loop, Args, Case, Host, Outcome,
+    PICK,
+};
 
 /// Where `--serve` with no address listens.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
@@ -198,6 +211,20 @@ struct Seen {
     stock: Option<(u64, usize)>,
     counter_events: VecDeque<Event>,
     stock_events: VecDeque<Event>,
+    /// The newest stock at its widest, kept after it sells out.
+    stock_peak: Option<Peak>,
+}
+
+/// A look at a stock when the most of its shards held units: what the
+/// page shows between sell-outs, instead of empty shards.
+#[derive(Debug, Clone)]
+struct Peak {
+    /// The stock's number.
+    n: u64,
+    t: f64,
+    seq: u64,
+    amounts: Vec<u64>,
+    holding: usize,
 }
 
 /// Everything the driver, the sampler and the server share.
@@ -521,6 +548,20 @@ fn watch(live: &Live, t: f64, seq: u64) -> Look {
             stock_event,
             None,
         );
+        // The first look at the most shards holding units, per stock.
+        if seen
+            .stock_peak
+            .as_ref()
+            .is_none_or(|p| p.n != n || holding > p.holding)
+        {
+            seen.stock_peak = Some(Peak {
+                n,
+                t,
+                seq,
+                amounts: amounts.clone(),
+                holding,
+            });
+        }
         (s, amounts)
     });
     Look { counter, stock }
@@ -546,6 +587,7 @@ fn sample(live: &Live, seq: u64, subject_names: &[&'static str]) -> String {
             })
         })
         .collect();
+    let (verdict, legend) = verdict_and_legend(&live.history.lock().unwrap());
     let look = watch(live, t, seq);
     let seen = live.seen.lock().unwrap();
     let counter_json = match &look.counter {
@@ -569,6 +611,14 @@ fn sample(live: &Live, seq: u64, subject_names: &[&'static str]) -> String {
                 "amounts": amounts,
                 "live": live.stock_live.load(Ordering::Relaxed),
                 "events": events_json(&seen.stock_events, "holding"),
+                "peak": seen.stock_peak.as_ref().map(|p| json!({
+                    "n": p.n,
+                    "t": p.t,
+                    "seq": p.seq,
+                    "amounts": p.amounts,
+                    "sum": p.amounts.iter().sum::<u64>(),
+                    "holding": p.holding,
+                })),
             })
         }
         None => Value::Null,
@@ -598,6 +648,8 @@ fn sample(live: &Live, seq: u64, subject_names: &[&'static str]) -> String {
         "cycles": load(&live.cycles),
         "running": subject_names.get(running).copied().unwrap_or("Stock (inventory)"),
         "subjects": subjects,
+        "verdict": verdict,
+        "legend": legend,
         "counter": counter_json,
         "stock": stock_json,
         "inventory": {
@@ -615,6 +667,39 @@ fn sample(live: &Live, seq: u64, subject_names: &[&'static str]) -> String {
         },
     });
     doc.to_string()
+}
+
+/// The table's verdict from the last minute's cases (the median Mops/s of
+/// each subject's points, one subject against another), and one legend
+/// entry per subject saying what it is and whether it is a reference.
+fn verdict_and_legend(history: &[History]) -> (Value, Value) {
+    let median = |name: &str| {
+        let h = history.iter().find(|h| h.name == name)?;
+        let mut m: Vec<f64> = h.points.iter().map(|&(_, m)| m).collect();
+        m.sort_by(f64::total_cmp);
+        let mid = m.len() / 2;
+        match m.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(m[mid]),
+            _ => Some((m[mid - 1] + m[mid]) / 2.0),
+        }
+    };
+    let lines = use_lines(|a, b| {
+        let (a, b) = (median(a)?, median(b)?);
+        (b > 0.0).then(|| a / b)
+    });
+    let verdict = json!({ "lines": lines, "pick": PICK });
+    let legend = history
+        .iter()
+        .map(|h| {
+            json!({
+                "name": h.name,
+                "about": about(h.name),
+                "reference": is_reference(h.name),
+            })
+        })
+        .collect();
+    (verdict, legend)
 }
 
 /// Looks at the counters every [`LOOK`] for events, and takes a snapshot
@@ -1020,5 +1105,89 @@ mod tests {
         assert_eq!(v["inventory"]["last_mtakes"], Value::Null);
         let c = live.counter.lock().unwrap().clone().unwrap().1;
         assert_eq!(c.sum(), 7, "sampling added nothing");
+    }
+
+    /// After a sell-out the stock's shards are empty, but its widest look
+    /// stays in `peak` until the next stock replaces it.
+    #[test]
+    fn a_sold_out_stock_keeps_its_widest_look() {
+        let names = ["Counter"];
+        let live = test_live();
+        publish(&live, 0, &names);
+        let stock = live.stock.lock().unwrap().clone().unwrap().1;
+        stock.try_sub(5).unwrap();
+        publish(&live, 1, &names);
+        let v: Value = serde_json::from_str(&live.snapshots.lock().unwrap()[1].1).unwrap();
+        assert_eq!(v["stock"]["sum"], 0);
+        assert_eq!(v["stock"]["peak"]["n"], 0);
+        assert_eq!(v["stock"]["peak"]["seq"], 0);
+        assert_eq!(v["stock"]["peak"]["sum"], 5);
+        assert_eq!(v["stock"]["peak"]["holding"], 1);
+        // A new stock: its own peak, even if narrower.
+        *live.stock.lock().unwrap() = Some((1, Arc::new(Stock::new(0))));
+        publish(&live, 2, &names);
+        let v: Value = serde_json::from_str(&live.snapshots.lock().unwrap()[2].1).unwrap();
+        assert_eq!(
+            (
+                v["stock"]["peak"]["n"].clone(),
+                v["stock"]["peak"]["sum"].clone()
+            ),
+            (json!(1), json!(0))
+        );
+    }
+
+    /// The verdict names a type per use from the last minute's medians,
+    /// and the legend marks the references.
+    #[test]
+    fn the_page_gets_the_verdict_and_a_legend_marking_references() {
+        let point = |name: &'static str, mops: &[f64]| History {
+            name,
+            cases: mops.len() as u64,
+            total_ops: 0,
+            ok: true,
+            last_mops: mops.last().copied(),
+            points: mops.iter().map(|&m| (0.0, m)).collect(),
+        };
+        let history = [
+            point("AtomicU64", &[10.0, 30.0, 20.0]),
+            point("Counter", &[40.0]),
+            point("stripe", &[80.0]),
+            point("RoughCounter", &[]),
+            point("tl-limit", &[100.0, 300.0]),
+            point("local_counter!", &[190.0]),
+        ];
+        let (verdict, legend) = verdict_and_legend(&history);
+        let lines: Vec<&str> = verdict["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "RoughCounter has no case yet: {lines:?}");
+        assert!(
+            lines[0].contains("Counter ") && lines[0].contains("2.00x (0.50 of the ideal stripe)"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].contains("local_counter!")
+                && lines[1].contains("9.50x (0.95 of the thread-local limit)"),
+            "{lines:?}"
+        );
+        assert!(verdict["pick"]
+            .as_str()
+            .unwrap()
+            .starts_with("Pick: Counter"));
+        let refs: Vec<&str> = legend
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["reference"] == true)
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(refs, ["stripe", "tl-limit"]);
+        assert!(legend[2]["about"]
+            .as_str()
+            .unwrap()
+            .starts_with("a reference, not a library"));
     }
 }

@@ -4,6 +4,9 @@
 //! A `Registry` takes ownership of what is registered, so the program needs
 //! a second handle to count with: [`Shared`] is an `Arc` around any counter
 //! type of this crate; clone it, register one clone, count with the other.
+//! For a `static` (any counter type, family, histogram or `local_counter!`),
+//! register [`Shared::from_static(&STATIC)`](Shared::from_static) and count
+//! through the `static`.
 //! It encodes through the [contract](crate::contract), with the type's
 //! exact read:
 //!
@@ -135,10 +138,10 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write};
 use std::ops::Deref;
 
-/// A shared counter of any type here: cheap to clone (one `Arc`),
-/// dereferences to the counter, and encodes its exact read as an
-/// OpenMetrics counter, gauge or labelled family (see [the module
-/// docs](self)).
+/// A shared counter of any type here: cheap to clone (one `Arc`, or a
+/// `&'static` for a `static`), dereferences to the counter, and encodes
+/// its exact read as an OpenMetrics counter, gauge, labelled family or
+/// histogram (see [the module docs](self)).
 ///
 /// ```
 /// use shardcount::integrations::prometheus_client::Shared;
@@ -149,32 +152,69 @@ use std::ops::Deref;
 /// also.inc();
 /// assert_eq!(hits.sum(), 1);
 /// ```
-pub struct Shared<C>(Arc<C>);
+pub struct Shared<C: 'static>(Holder<C>);
+
+/// Where the counter lives: an `Arc` the handles share, or a `static`
+/// (a `Registry` keeps what it is given, and a `static` cannot be moved
+/// into it).
+enum Holder<C: 'static> {
+    Arc(Arc<C>),
+    Static(&'static C),
+}
 
 impl<C> Shared<C> {
-    /// Wraps `counter` for sharing.
+    /// Wraps `counter` for sharing. For a `static`, use
+    /// [`from_static`](Self::from_static) (or `Shared::from(&STATIC)`).
     ///
     /// ```
     /// let c = shardcount::integrations::prometheus_client::Shared::new(shardcount::Counter::from(2));
     /// assert_eq!(c.sum(), 2);
     /// ```
     pub fn new(counter: C) -> Self {
-        Shared(Arc::new(counter))
+        Shared(Holder::Arc(Arc::new(counter)))
+    }
+
+    /// Shares a `static` counter of any type (a family, a histogram or a
+    /// `local_counter!` too): register it and keep counting through the
+    /// `static`. Nothing is allocated.
+    ///
+    /// ```
+    /// use prometheus_client::{encoding::text::encode, registry::Registry};
+    /// use shardcount::{integrations::prometheus_client::Shared, Counter};
+    ///
+    /// static REQUESTS: Counter = Counter::new();
+    /// let mut registry = Registry::default();
+    /// registry.register("requests", "Requests served", Shared::from_static(&REQUESTS));
+    /// REQUESTS.add(2);
+    ///
+    /// let mut text = String::new();
+    /// encode(&mut text, &registry).unwrap();
+    /// assert!(text.contains("requests_total 2\n"));
+    /// ```
+    #[must_use]
+    pub const fn from_static(counter: &'static C) -> Self {
+        Shared(Holder::Static(counter))
     }
 
     /// The `Arc` inside, e.g. to hand the same counter to code that takes an
-    /// `Arc`.
+    /// `Arc`; `None` for a `Shared` made [`from_static`](Self::from_static).
     ///
     /// ```
     /// use shardcount::integrations::prometheus_client::Shared;
     /// let c = Shared::new(shardcount::Counter::new());
-    /// let arc = c.arc().clone();
+    /// let arc = c.arc().unwrap().clone();
     /// arc.inc();
     /// assert_eq!(c.sum(), 1);
+    ///
+    /// static S: shardcount::Counter = shardcount::Counter::new();
+    /// assert!(Shared::from_static(&S).arc().is_none());
     /// ```
     #[must_use]
-    pub fn arc(&self) -> &Arc<C> {
-        &self.0
+    pub fn arc(&self) -> Option<&Arc<C>> {
+        match &self.0 {
+            Holder::Arc(arc) => Some(arc),
+            Holder::Static(_) => None,
+        }
     }
 }
 
@@ -188,7 +228,10 @@ impl<C> Clone for Shared<C> {
     /// assert_eq!(a.sum(), 1);
     /// ```
     fn clone(&self) -> Self {
-        Shared(Arc::clone(&self.0))
+        Shared(match &self.0 {
+            Holder::Arc(arc) => Holder::Arc(Arc::clone(arc)),
+            Holder::Static(counter) => Holder::Static(counter),
+        })
     }
 }
 
@@ -215,7 +258,22 @@ impl<C> From<Arc<C>> for Shared<C> {
     /// assert_eq!(c.sum(), 1);
     /// ```
     fn from(arc: Arc<C>) -> Self {
-        Shared(arc)
+        Shared(Holder::Arc(arc))
+    }
+}
+
+impl<C> From<&'static C> for Shared<C> {
+    /// Shares a `static`, as [`Shared::from_static`].
+    ///
+    /// ```
+    /// use shardcount::{integrations::prometheus_client::Shared, MaxCounter};
+    /// static PEAK: MaxCounter = MaxCounter::new();
+    /// let peak = Shared::from(&PEAK);
+    /// PEAK.record(7);
+    /// assert_eq!(peak.get(), 7);
+    /// ```
+    fn from(counter: &'static C) -> Self {
+        Shared::from_static(counter)
     }
 }
 
@@ -223,7 +281,10 @@ impl<C> Deref for Shared<C> {
     type Target = C;
 
     fn deref(&self) -> &C {
-        &self.0
+        match &self.0 {
+            Holder::Arc(arc) => arc,
+            Holder::Static(counter) => counter,
+        }
     }
 }
 
@@ -235,7 +296,7 @@ impl<C: fmt::Debug> fmt::Debug for Shared<C> {
     /// assert_eq!(format!("{c:?}"), "Counter { sum: 3, shards: 0 }");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        (**self).fmt(f)
     }
 }
 
@@ -260,7 +321,7 @@ impl<C: CountFamily> EncodeMetric for Shared<C> {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
         let mut result = Ok(());
         match C::LABEL_NAMES {
-            [] => self.0.read_each(|_, value| {
+            [] => (**self).read_each(|_, value| {
                 result = encode_value::<C>(&mut encoder, value);
             }),
             names => {
@@ -270,7 +331,7 @@ impl<C: CountFamily> EncodeMetric for Shared<C> {
                 // is left out (not the whole encoding; see
                 // `CountFamily::read_each_labels`).
                 let mut members: BTreeMap<Vec<String>, u64> = BTreeMap::new();
-                self.0.read_each_labels(|texts, value| {
+                (**self).read_each_labels(|texts, value| {
                     let shown = texts.iter().map(|t| (*t).to_owned()).collect();
                     let sum = members.entry(shown).or_insert(0);
                     *sum = sum.wrapping_add(value);

@@ -6,7 +6,7 @@
 //! (`exit_now`) as its last step; the destructor wiring is tested with real
 //! threads (tests/local.rs).
 
-use crate::local::{Guard, LocalCounter, LocalKey};
+use crate::local::{Guard, LocalCounter, LocalKey, Moved};
 use crate::primitive::sync::atomic::AtomicI64;
 use loom::thread;
 
@@ -19,6 +19,7 @@ loom::lazy_static! {
 loom::thread_local! {
     static CELL: AtomicI64 = AtomicI64::new(0);
     static GUARD: Guard = Guard::new();
+    static MOVED: Moved = Moved::new();
 }
 
 impl LocalKey for Key {
@@ -27,6 +28,9 @@ impl LocalKey for Key {
     }
     fn with_guard<R>(f: impl FnOnce(&Guard) -> R) -> Option<R> {
         GUARD.try_with(f).ok()
+    }
+    fn with_moved<R>(f: impl FnOnce(&Moved) -> R) -> R {
+        MOVED.with(f)
     }
     fn counter() -> &'static LocalCounter<Self> {
         &COUNTER
@@ -106,5 +110,71 @@ fn sum_racing_an_exit_fold_after_the_last_add_is_exact() {
         }
         assert_eq!(COUNTER.sum(), 2);
         t.join().unwrap();
+    });
+}
+
+/// `flush_all` from another thread racing an owner's adds and folds
+/// (batch 2: the first add folds, the third folds again): `approx` and a
+/// concurrent `sum` never exceed the adds (nothing counted twice), and
+/// once the owner exits both are exact (nothing lost): what `flush_all`
+/// moved is left out of the owner's next fold and its exit fold.
+#[test]
+fn flush_all_races_adds_and_folds() {
+    loom::model(|| {
+        let t = thread::spawn(|| {
+            COUNTER.inc(); // first use: folds
+            COUNTER.inc(); // pending
+            COUNTER.inc(); // a batch of 2 since: folds
+            COUNTER.inc(); // pending until exit
+            COUNTER.exit_now();
+        });
+        COUNTER.flush_all();
+        let approx = COUNTER.approx();
+        assert!(approx <= 4, "approx {approx} counted a move twice");
+        let seen = COUNTER.sum();
+        assert!(seen <= 4, "sum {seen} counted a move twice");
+        t.join().unwrap();
+        assert_eq!(COUNTER.sum(), 4);
+        assert_eq!(COUNTER.approx(), 4);
+    });
+}
+
+/// A pool worker that added and stays alive: `flush_all` after its adds
+/// are visible makes `approx` exact, and `sum` stays exact.
+#[test]
+fn flush_all_of_a_live_worker_is_exact() {
+    use crate::primitive::sync::atomic::{AtomicBool, Ordering};
+    use loom::sync::Arc;
+    loom::model(|| {
+        let (added, exit) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let t = {
+            let (added, exit) = (Arc::clone(&added), Arc::clone(&exit));
+            thread::spawn(move || {
+                COUNTER.inc(); // first use: folds
+                COUNTER.inc(); // pending
+                               // Release: the adds are done, as a pool job's end.
+                added.store(true, Ordering::Release);
+                // Acquire: stays alive, as a pool worker, until told.
+                while !exit.load(Ordering::Acquire) {
+                    thread::yield_now();
+                }
+                COUNTER.inc(); // pending again, after the move
+                COUNTER.exit_now();
+            })
+        };
+        // Acquire: pairs with the store above.
+        while !added.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        assert_eq!(COUNTER.approx(), 1);
+        COUNTER.flush_all();
+        assert_eq!((COUNTER.approx(), COUNTER.sum()), (2, 2));
+        // Release: pairs with the worker's Acquire.
+        exit.store(true, Ordering::Release);
+        t.join().unwrap();
+        assert_eq!((COUNTER.approx(), COUNTER.sum()), (3, 3));
     });
 }

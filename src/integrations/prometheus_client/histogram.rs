@@ -42,7 +42,7 @@ impl TypedMetric for Shared<Histogram> {
 /// ```
 impl EncodeMetric for Shared<Histogram> {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
-        let s = self.0.read_distribution();
+        let s = (**self).read_distribution();
         let buckets: Vec<(f64, u64)> = s
             .le_buckets()
             .map(|(le, n)| (le.map_or(f64::INFINITY, |le| le as f64), n))
