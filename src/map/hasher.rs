@@ -11,7 +11,7 @@
 //!   reads, so every byte counts; longer inputs take 16 bytes a step. The
 //!   length enters the state as a secret multiple of it, so inputs of
 //!   different lengths whose reads agree still differ.
-//! * integers: one step each.
+//! * integers: one step and a second fold (a `u8`: one step).
 //!
 //! `finish` returns the state. A `str` key costs two steps (its bytes, then
 //! the `0xff` that `str`'s `Hash` appends): a few nanoseconds, where
@@ -138,9 +138,11 @@ impl Hasher for KeyHasher {
         self.step(a, b);
     }
 
+    /// One step: `str`'s `Hash` ends with a `0xff` written here, after
+    /// its bytes have mixed the state (and a `u8` key has 256 values).
     #[inline]
     fn write_u8(&mut self, i: u8) {
-        self.write_u64(u64::from(i));
+        self.step(u64::from(i), 0);
     }
 
     #[inline]
@@ -153,14 +155,20 @@ impl Hasher for KeyHasher {
         self.write_u64(u64::from(i));
     }
 
+    /// Two folds: one folded multiply of a small integer xored with a
+    /// seed left its low bits clustered for some seeds (up to 14 of 10,000
+    /// sequential keys in one of 16,384 slots, where chance gives about
+    /// 6); a second fold by another seed spreads them as chance does.
     #[inline]
     fn write_u64(&mut self, i: u64) {
         self.step(i, 0);
+        self.acc = fold_mul(self.acc ^ self.k[1], self.k[0] | 1);
     }
 
     #[inline]
     fn write_u128(&mut self, i: u128) {
         self.step(i as u64, (i >> 64) as u64);
+        self.acc = fold_mul(self.acc ^ self.k[1], self.k[0] | 1);
     }
 
     #[inline]
@@ -201,10 +209,17 @@ mod tests {
     }
 
     /// URL-like keys and small integers spread over the low bits (the
-    /// slot) about as well as chance: no slot of 16,384 takes more than a
-    /// handful of 10,000 keys.
+    /// slot) about as well as chance, for every seed tried: no slot of
+    /// 16,384 takes more than a handful of 10,000 keys. (With one fold for
+    /// integers, 4 seeds in 300 put 11 to 14 in one slot.)
     #[test]
     fn url_keys_and_integers_spread_over_the_low_bits() {
+        for _ in 0..50 {
+            spread_once();
+        }
+    }
+
+    fn spread_once() {
         let s = KeyedState::new();
         let urls = (0..10_000).map(|i| s.hash_one(format!("/page/{i}")));
         let ints = (0..10_000u64).map(|i| s.hash_one(i));
@@ -225,5 +240,29 @@ mod tests {
     fn seeds_differ_per_map() {
         let (a, b) = (KeyedState::new(), KeyedState::new());
         assert_ne!(a.hash_one("/"), b.hash_one("/"));
+    }
+}
+#[cfg(all(test, not(shardcount_loom)))]
+mod tmp_probe {
+    use super::*;
+    #[test]
+    fn tmp_worst_over_seeds() {
+        let mut worsts = vec![];
+        for _ in 0..300 {
+            let s = KeyedState::new();
+            let mut per_slot = vec![0u32; 1 << 14];
+            for i in 0..10_000u64 {
+                per_slot[s.hash_one(i) as usize & ((1 << 14) - 1)] += 1;
+            }
+            worsts.push(*per_slot.iter().max().unwrap());
+        }
+        worsts.sort();
+        eprintln!(
+            "TMP worst ints: median {} p90 {} max {} over10 {}",
+            worsts[150],
+            worsts[270],
+            worsts[299],
+            worsts.iter().filter(|&&w| w > 10).count()
+        );
     }
 }
