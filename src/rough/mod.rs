@@ -297,7 +297,7 @@ impl RoughCounter {
             }
             return;
         }
-        self.add_uncached(n);
+        self.add_uncached::<true>(n);
     }
 
     /// `add_checked` from the cached path, which has no `&Shared` at hand.
@@ -316,8 +316,13 @@ impl RoughCounter {
     /// so it reads no more than the bucket and the slot's first line: an
     /// add that is not due proves the slot taken over (only the owner's
     /// check arms a window; a free slot's `hi` is 0, so every add is due).
+    ///
+    /// Generic only so that it is compiled in the caller's crate, still out
+    /// of line: there its thread-local reads are plain `fs:` loads, where a
+    /// copy compiled in this crate (a user's build without LTO) calls
+    /// `__tls_get_addr` and saves registers around it.
     #[inline(never)]
-    fn add_uncached(&self, n: u64) {
+    fn add_uncached<const IN_CALLER: bool>(&self, n: u64) {
         if let Some(shared) = self.shared() {
             let (bucket, offset) = thread::slot_position();
             if let Some(slot) = shared.slots.at(bucket, offset) {
