@@ -158,6 +158,18 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             s.snapshot().iter().sum()
         }
+        "rough-1024" => {
+            // Round-robin over 1,024 counters on one thread: every add
+            // misses the thread's last-used cache (`benches/rough.rs` times
+            // the same walk against one counter).
+            let cs: Vec<RoughCounter> = (0..1024).map(|_| RoughCounter::new()).collect();
+            let cs = escape(&cs[..]);
+            for i in 0..n {
+                cs[(i & 1023) as usize].inc();
+                opaque();
+            }
+            cs.iter().map(RoughCounter::sum).sum()
+        }
         "set-inc" => {
             // Walks 1,024 counters of one set, as a per-route family would.
             let s = CounterSet::new(1024);
@@ -291,7 +303,7 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
         }
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
-             cas-take, stock-take, set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, \
+             cas-take, stock-take, rough-1024, set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, \
              map-inc-url, dashmap-url, max-record, hist-record",
             add_keys.join(", ")
         ),

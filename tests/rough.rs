@@ -110,6 +110,49 @@ fn interleaved_counters_on_one_thread() {
     }
 }
 
+/// The hot path compares the total with the window's upper end only, so
+/// an add that wraps the slot's total past 2^64 must still reach the
+/// check: near 2^64 every add is due (`hi` 0), and an add of more than 512
+/// always is. Without either, the unfolded delta here would reach 3 or 20
+/// batches with no fold.
+#[test]
+fn adds_that_wrap_a_slot_total_are_still_checked() {
+    const BATCH: u64 = 100;
+    let c = RoughCounter::new()
+        .with_batch(BATCH)
+        .with_interval(Duration::MAX);
+    c.sub(101); // folded: the slot's total is now 2^64 - 101
+    assert_eq!(lag(&c), 0);
+    c.add(300); // wraps the total within a hot add's reach
+    assert!(lag(&c).unsigned_abs() < BATCH, "lag {}", lag(&c));
+    assert_eq!(c.sum(), 199);
+
+    let c = RoughCounter::new()
+        .with_batch(BATCH)
+        .with_interval(Duration::MAX);
+    c.sub(1001); // total 2^64 - 1001: far enough from 2^64 for a hot bound
+    c.add(2000); // a large add that wraps the total
+    assert!(lag(&c).unsigned_abs() < BATCH, "lag {}", lag(&c));
+    assert_eq!(c.sum(), 999);
+}
+
+/// The thread's last-used cache is keyed by the counter's shared block,
+/// not its address: a counter moved away leaves its address to the next
+/// one, whose adds must not reach the first one's slot.
+#[test]
+fn a_new_counter_at_a_used_counters_address_counts_on_its_own() {
+    let mut moved = Vec::new();
+    for _ in 0..64 {
+        let c = RoughCounter::new();
+        c.inc();
+        c.inc();
+        moved.push(c); // likely the same stack address on every round
+    }
+    for c in &moved {
+        assert_eq!(c.sum(), 2);
+    }
+}
+
 /// 100,000 short-lived threads each add once; slots are reused, so memory
 /// follows the peak number of threads alive at once in the process (thread
 /// indexes are process-wide: 8 here, plus whatever other tests in this

@@ -268,10 +268,13 @@ impl RoughCounter {
 
     /// Adds `n`, wrapping at 2<sup>64</sup>.
     ///
-    /// Costs a relaxed load and store on the thread's own slot, found in
-    /// O(1) by the thread's index however many counters the thread uses; no
-    /// locked instruction, no clock, unless a check is due (every
-    /// 512 counts at most).
+    /// Costs a relaxed load and store on the thread's own slot and one
+    /// compare, with no locked instruction and no clock unless a check is
+    /// due (every 512 counts at most). The slot of the counter the thread
+    /// used last is cached; any other is found in O(1) by the thread's
+    /// index, however many counters the thread uses. A `sub`, or an add of
+    /// more than 512, takes an out-of-line call (still no locked
+    /// instruction unless a check is due).
     ///
     /// ```
     /// let c = shardcount::RoughCounter::new();
@@ -294,7 +297,7 @@ impl RoughCounter {
             }
             return;
         }
-        self.add_uncached(n);
+        self.add_uncached::<true>(n);
     }
 
     /// `add_checked` from the cached path, which has no `&Shared` at hand.
@@ -308,25 +311,28 @@ impl RoughCounter {
     }
 
     /// A cache miss: the thread's slot through the table, O(1) in the
-    /// number of counters the thread uses; cached once taken over.
+    /// number of counters the thread uses; cached once taken over. A
+    /// thread rotating over many counters comes through here on every add,
+    /// so it reads no more than the bucket and the slot's first line: an
+    /// add that is not due proves the slot taken over (only the owner's
+    /// check arms a window; a free slot's `hi` is 0, so every add is due).
+    ///
+    /// Generic only so that it is compiled in the caller's crate, still out
+    /// of line: there its thread-local reads are plain `fs:` loads, where a
+    /// copy compiled in this crate (a user's build without LTO) calls
+    /// `__tls_get_addr` and saves registers around it.
     #[inline(never)]
-    fn add_uncached(&self, n: u64) {
+    fn add_uncached<const IN_CALLER: bool>(&self, n: u64) {
         if let Some(shared) = self.shared() {
             let (bucket, offset) = thread::slot_position();
             if let Some(slot) = shared.slots.at(bucket, offset) {
-                if Shared::owns(slot) {
-                    // Cached first, so that the add below ends the function
-                    // (a tail call when a check is due): a thread rotating
-                    // over many counters comes through here on every add.
+                if slot.try_bump(n) {
                     thread::slots::cache(
                         std::ptr::from_ref(shared).cast(),
                         std::ptr::from_ref(slot).cast(),
                     );
-                    if !slot.try_bump(n) {
-                        self.add_checked(shared, slot, n);
-                    }
                 } else {
-                    self.add_first(shared, slot, n);
+                    self.add_due(shared, slot, n);
                 }
                 return;
             }
@@ -334,11 +340,11 @@ impl RoughCounter {
         self.add_slow(n);
     }
 
-    /// The thread's first add to its slot (through the table): takes it
-    /// over, then caches it.
+    /// A due add through the table: the thread's first add to its slot
+    /// (taken over here) or a check; then caches the slot.
     #[cold]
     #[inline(never)]
-    fn add_first(&self, shared: &Shared, slot: &Slot, n: u64) {
+    fn add_due(&self, shared: &Shared, slot: &Slot, n: u64) {
         self.add_checked(shared, slot, n);
         if Shared::owns(slot) {
             thread::slots::cache(

@@ -59,7 +59,10 @@
 //!   takeover), `false` with `Release` when it exits. The next holder of the
 //!   index happens-after that exit (the index pool is a mutex), so it sees
 //!   the last `total` its predecessor wrote.
-//! * owner-only bookkeeping (`lo`, `width`, `last_fold`), `Relaxed`.
+//! * owner-only bookkeeping (`lo`, `width`, `last_fold`), `Relaxed`, and
+//!   `hi`, a plain cell for the hot path's one compare: only the thread
+//!   holding the slot's index touches them, and the index pool's mutex
+//!   hands them over with the index.
 //!
 //! # Why `approx() ≤ sum()` for add-only use
 //!
@@ -114,33 +117,53 @@
 //!
 //! # Finding the slot
 //!
-//! The hot path loads the thread's index (a `const` thread-local without a
-//! destructor), the index's bucket in `slots` (`Acquire`) and the slot. A
-//! slot the thread has not taken over yet has an empty window (`width` 0),
-//! so the first add runs the slow check, which takes it over: marks it in
-//! use, starts a generation, arms a window and asks the thread's exit
-//! registry for a [`ThreadExit`] call, which folds and frees the slot when
-//! the thread exits.
+//! The hot path compares the counter's shared block with the thread's
+//! last-used cache (`thread::slots`) and, on a hit, adds to the cached
+//! slot: a load and a store of `total` and one compare with `hi`. `arm`
+//! sets `hi` to the window's upper end (`t0 + w`), so an add of at most
+//! `CHECK_EVERY` that stays below it stays inside the window; a sub (an add
+//! of 2^64 - n) or a larger add is always due, and the slow path tests the
+//! window both ways (`lo`, `width`). Where `t0 + w` is within
+//! `CHECK_EVERY` of 2^64, `hi` is 0 (every add due) until a check further
+//! from it, so the hot compare never misses a wrap.
+//!
+//! On a miss (another counter was used last), it loads the thread's
+//! position (a `const` thread-local without a destructor), the position's
+//! bucket in `slots` (`Acquire`) and the slot, adds, and caches the slot
+//! if the add was not due. A slot the thread has not taken over yet has
+//! `hi` 0 and an empty window (`width` 0), so the first add runs the slow
+//! check, which takes it over: marks it in use, starts a generation, arms
+//! a window and asks the thread's exit registry for a [`ThreadExit`] call,
+//! which folds and frees the slot when the thread exits. An add that is
+//! not due therefore proves the slot taken over by the calling thread.
 use super::RoughCounter;
 use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::primitive::sync::Arc;
 use crate::thread::slots::{SlotTable, ThreadExit};
 use crossbeam_utils::CachePadded;
+use std::cell::UnsafeCell;
 use std::time::Instant;
 
 /// One per-thread slot, padded to its own cache lines.
 pub(super) struct Slot {
     /// Cumulative adds through this slot; written only by its owner.
     total: AtomicU64,
+    /// Owner-only, the hot path's whole test: an add of at most
+    /// `CHECK_EVERY` that brings `total` to `hi` or above is due for the
+    /// slow check (`hi` = `lo + width`, or 0, "always due": see `arm`).
+    /// A plain cell, beside `total`, so the test is one compare with a
+    /// memory operand (an atomic load would be a separate move).
+    hi: UnsafeCell<u64>,
     /// The prefix of `total` already moved into the sink.
     folded: AtomicU64,
     /// The slot's generation: bumped when its owner checks, takes or gives
     /// back the slot, and at every orphan add. A fold that sees it move
     /// between its read of `total` and its claim claims again.
     armed: AtomicU64,
-    /// Owner-only: the hot path takes the slow check when
+    /// Owner-only: the window. The slow path checks when
     /// `total - lo >= width` (wrapping), i.e. once the total has moved `w`
-    /// away from where the last check left it, with `width = 2w - 1`.
+    /// away from where the last check left it, with `width = 2w - 1`; the
+    /// hot path tests the upper end only (`hi`).
     lo: AtomicU64,
     /// Owner-only: see `lo`.
     width: AtomicU64,
@@ -158,6 +181,7 @@ impl Slot {
     fn new(in_use: bool) -> Self {
         Slot {
             total: AtomicU64::new(0),
+            hi: UnsafeCell::new(0),
             folded: AtomicU64::new(0),
             armed: AtomicU64::new(0),
             lo: AtomicU64::new(0),
@@ -172,14 +196,20 @@ impl Slot {
     /// nothing and returns `false`, and the caller takes the slow path
     /// (which may first have to take the slot over: a slot not taken over
     /// has an empty window, so every add to it is due).
+    ///
+    /// Only an add of at most `CHECK_EVERY` can stay here (a sub is an
+    /// add of 2^64 - n: always due); for those, `t >= hi` is exactly
+    /// "left the window upwards", as `arm` keeps `hi` clear of wrapping.
+    /// `bump` on the slow path then tests the window both ways.
     #[inline]
     pub(super) fn try_bump(&self, n: u64) -> bool {
         // Relaxed: only the owner writes `total`, so its own last store is
         // what it reads; folds and sums read it without synchronising.
         let t = self.total.load(Ordering::Relaxed).wrapping_add(n);
-        // Relaxed: owner-only bookkeeping.
-        let due =
-            t.wrapping_sub(self.lo.load(Ordering::Relaxed)) >= self.width.load(Ordering::Relaxed);
+        // SAFETY: `hi` is owner-only (see `Slot`'s `Sync`): the caller is
+        // the thread holding the slot's index.
+        let hi = unsafe { *self.hi.get() };
+        let due = n > RoughCounter::CHECK_EVERY || t >= hi;
         if !due {
             // Relaxed: single writer; nothing else is published with it.
             self.total.store(t, Ordering::Relaxed);
@@ -244,6 +274,21 @@ impl Slot {
         self.lo.store(t.wrapping_sub(w - 1), Ordering::Relaxed);
         // Relaxed: owner-only bookkeeping.
         self.width.store(2 * w - 1, Ordering::Relaxed);
+        // The window's upper end, if an add of up to CHECK_EVERY from
+        // inside the window cannot wrap past it; else 0, and every add is
+        // due until a check far enough from 2^64 (at most a window's worth
+        // of adds, once per wrap of the total).
+        let hi = t
+            .checked_add(w)
+            .filter(|&h| h <= u64::MAX - RoughCounter::CHECK_EVERY)
+            .unwrap_or(0);
+        self.set_hi(hi);
+    }
+
+    /// Owner only: sets the hot path's bound (0: every add is due).
+    pub(super) fn set_hi(&self, hi: u64) {
+        // SAFETY: owner-only, as in `try_bump`.
+        unsafe { *self.hi.get() = hi };
     }
 }
 
@@ -260,6 +305,13 @@ pub(super) struct Shared {
     /// Origin of the owner-only `last_fold` timestamps.
     epoch: Instant,
 }
+
+// SAFETY: every field but `hi` is an atomic. `hi` is read and written only
+// by the thread holding the slot's index (its owner, or the thread about to
+// take it over); the next holder of an index happens-after the previous one
+// gave it back (the index pool is a mutex), and a slot's initial state is
+// published with its bucket (Release/Acquire).
+unsafe impl Sync for Slot {}
 
 impl Default for Slot {
     fn default() -> Self {
@@ -435,6 +487,7 @@ impl Shared {
         // An empty window: the next holder's first add takes the slot over.
         // Relaxed: owner-only bookkeeping, handed over with the index.
         slot.width.store(0, Ordering::Relaxed);
+        slot.set_hi(0);
         // Release: pairs with `live_slots`'s Acquire, so a slot read as free
         // has its exit fold visible.
         slot.in_use.store(false, Ordering::Release);
