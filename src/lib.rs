@@ -72,8 +72,9 @@
 //! [`LabelledCounter<L>`](LabelledCounter): `inc(l)`, `add(l, n)`, `get(l)`
 //! (a label is always in range: a `u64`), `sum()`, `take(l)`, `take_all()`,
 //! `snapshot()`, `reset()`, `new()` (`const`), `Default`. [`Histogram`]:
-//! `record(v)`, `count()`, `sum()`, `snapshot()`, `take()` (lossless),
-//! `new()`, `with_bounds(b)`, `Default`.
+//! `record(v)`, `record_since(t)`, `start_timer()`, `time(f)`, `count()`,
+//! `sum()`, `snapshot()`, `take()` (lossless), `new()` (`const`),
+//! `with_bounds(b)`, `Default`.
 //!
 //! ```
 //! use shardcount::{CounterMap, CounterSet};
@@ -167,7 +168,7 @@ mod take_race_tests;
 pub use accumulator::{MaxCounter, MinCounter};
 pub use contract::{Count, CountFamily};
 pub use counter::Counter;
-pub use histogram::{Bucket, Histogram, HistogramSnapshot};
+pub use histogram::{Bucket, Histogram, HistogramSnapshot, HistogramTimer};
 pub use labels::{Label, LabelledCounter};
 pub use local::LocalCounter;
 pub use map::{CounterHandle, CounterMap};

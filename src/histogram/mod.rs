@@ -11,12 +11,15 @@
 
 mod layout;
 mod snapshot;
+mod timer;
 
-use crate::CounterSet;
+use crate::set::CounterSet;
 use layout::Layout;
 pub use snapshot::{Bucket, HistogramSnapshot};
 use std::fmt;
+use std::sync::OnceLock;
 use std::time::Duration;
+pub use timer::HistogramTimer;
 
 /// The sum's counter in the set.
 const SUM: usize = 0;
@@ -51,22 +54,30 @@ const SUM: usize = 0;
 /// A row is `buckets + 2` words (the buckets, the sum and a contention
 /// mark) rounded up to 128-byte lines: 7,936 bytes with the default
 /// buckets, `ceil((bounds + 3) / 16) × 128` bytes with user bounds. An
-/// uncontended histogram is one row; a contended one adds tables of 2, 4,
-/// ... rows up to the cap (the number of CPUs rounded up to a power of
-/// two), all kept until it is dropped: at most about `1 + 2 × cap` rows.
+/// uncontended histogram is one row (made by [`with_bounds`](Self::with_bounds),
+/// or on the first record for [`new`](Self::new)); a contended one adds
+/// tables of 2, 4, ... rows up to the cap (the number of CPUs rounded up
+/// to a power of two), all kept until it is dropped: at most about
+/// `1 + 2 × cap` rows.
 ///
-/// # Statics
+/// # Statics and timers
 ///
-/// `new` is not `const`: the first row is a heap allocation sized by the
-/// bucket layout (as a `CounterSet`'s). Use a `LazyLock`:
+/// [`new`](Self::new) is `const`, so a `static` needs no `LazyLock`; a
+/// [`start_timer`](Self::start_timer) guard records the time until it is
+/// dropped, and [`time`](Self::time) times a closure:
 ///
 /// ```
 /// use shardcount::Histogram;
-/// use std::sync::LazyLock;
 ///
-/// static LATENCY: LazyLock<Histogram> = LazyLock::new(Histogram::new);
-/// LATENCY.record_duration(std::time::Duration::from_micros(250));
-/// assert_eq!(LATENCY.count(), 1);
+/// static LATENCY: Histogram = Histogram::new();
+///
+/// fn handle() -> u32 {
+///     let _timer = LATENCY.start_timer(); // records when it goes
+///     42
+/// }
+/// assert_eq!(handle(), 42);
+/// assert_eq!(LATENCY.time(|| 7), 7);
+/// assert_eq!(LATENCY.count(), 2);
 /// ```
 ///
 /// # Example
@@ -90,20 +101,28 @@ const SUM: usize = 0;
 /// assert!(p50.abs_diff(500) <= 500 / 32);
 /// ```
 pub struct Histogram {
-    set: CounterSet,
+    // Made on the first record for `new` (a `const fn` cannot allocate),
+    // at construction for `with_bounds`.
+    set: OnceLock<CounterSet>,
     layout: Layout,
 }
 
 impl Histogram {
-    /// An empty histogram with the default log-linear buckets.
+    /// An empty histogram with the default log-linear buckets. `const`,
+    /// and allocates nothing: the first record makes its row.
     ///
     /// ```
-    /// let h = shardcount::Histogram::new();
-    /// assert_eq!(h.buckets(), 976);
+    /// static H: shardcount::Histogram = shardcount::Histogram::new();
+    /// assert_eq!(H.buckets(), 976);
+    /// H.record(3);
+    /// assert_eq!(H.count(), 1);
     /// ```
     #[must_use]
-    pub fn new() -> Self {
-        Histogram::with_layout(Layout::LogLinear)
+    pub const fn new() -> Self {
+        Histogram {
+            set: OnceLock::new(),
+            layout: Layout::LogLinear,
+        }
     }
 
     /// An empty histogram with Prometheus-style buckets: bucket `i` holds
@@ -136,9 +155,25 @@ impl Histogram {
 
     fn with_layout(layout: Layout) -> Self {
         Histogram {
-            set: CounterSet::new(layout.len() + 1),
+            set: OnceLock::from(CounterSet::new(layout.len() + 1)),
             layout,
         }
+    }
+
+    /// The rows, made on first use.
+    #[inline(always)]
+    fn set(&self) -> &CounterSet {
+        match self.set.get() {
+            Some(set) => set,
+            None => self.make(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn make(&self) -> &CounterSet {
+        self.set
+            .get_or_init(|| CounterSet::new(self.layout.len() + 1))
     }
 
     /// How many buckets it has.
@@ -161,9 +196,10 @@ impl Histogram {
     #[inline]
     pub fn record(&self, v: u64) {
         let i = self.layout.index(v);
+        let set = self.set();
         // SAFETY: `i < layout.len()`, so `i + 1` and `SUM` are below the
-        // set's `layout.len() + 1`.
-        unsafe { self.set.add_pair_unchecked(i + 1, 1, SUM, v) };
+        // set's `layout.len() + 1` (`with_layout`, `make`).
+        unsafe { set.add_pair_unchecked(i + 1, 1, SUM, v) };
     }
 
     /// Records a duration in nanoseconds; one above `u64::MAX` ns (about
@@ -232,7 +268,7 @@ impl Histogram {
     /// ```
     #[must_use]
     pub fn sum(&self) -> u64 {
-        self.set.total(SUM)
+        self.set.get().map_or(0, |s| s.total(SUM))
     }
 
     /// The bucket counts and the sum, read row by row. Exact at
@@ -247,7 +283,7 @@ impl Histogram {
     /// ```
     #[must_use]
     pub fn snapshot(&self) -> HistogramSnapshot {
-        self.to_snapshot(self.set.snapshot())
+        self.to_snapshot(self.set.get().map(CounterSet::snapshot))
     }
 
     /// Moves the bucket counts and the sum out, leaving zeros, losing
@@ -263,10 +299,13 @@ impl Histogram {
     /// assert_eq!(h.count(), 0);
     /// ```
     pub fn take(&self) -> HistogramSnapshot {
-        self.to_snapshot(self.set.take_all())
+        self.to_snapshot(self.set.get().map(CounterSet::take_all))
     }
 
-    fn to_snapshot(&self, mut words: Vec<u64>) -> HistogramSnapshot {
+    /// The snapshot of `words` (the set's), or an empty one when there is
+    /// no set yet.
+    fn to_snapshot(&self, words: Option<Vec<u64>>) -> HistogramSnapshot {
+        let mut words = words.unwrap_or_else(|| vec![0; self.layout.len() + 1]);
         let sum = words.remove(SUM);
         HistogramSnapshot::new(self.layout.clone(), words, sum)
     }
@@ -279,7 +318,7 @@ impl Histogram {
     /// ```
     #[must_use]
     pub fn shards(&self) -> usize {
-        self.set.shards()
+        self.set.get().map_or(0, CounterSet::shards)
     }
 }
 
@@ -288,7 +327,7 @@ impl Histogram {
     /// row allocation.
     #[cfg(test)]
     pub(crate) fn grow_once(&self) {
-        self.set.grow_once();
+        self.set().grow_once();
     }
 }
 
@@ -338,6 +377,20 @@ impl fmt::Debug for Histogram {
 #[cfg(all(test, not(shardcount_loom)))]
 mod tests {
     use super::*;
+
+    /// `new` makes no row; reads before the first record see an empty
+    /// histogram of the default layout, and the first record makes it.
+    #[test]
+    fn a_const_histogram_reads_empty_until_its_first_record() {
+        static H: Histogram = Histogram::new();
+        assert!(H.set.get().is_none());
+        let s = H.take();
+        assert_eq!((s.count(), s.sum(), s.buckets().count()), (0, 0, 976));
+        assert_eq!((H.sum(), H.shards()), (0, 0));
+        H.record(1000);
+        assert!(H.set.get().is_some());
+        assert_eq!((H.count(), H.sum()), (1, 1000));
+    }
 
     #[test]
     fn records_land_once_on_the_base_and_on_grown_rows() {
