@@ -52,8 +52,9 @@ const SUM: usize = 0;
 /// # Memory
 ///
 /// A row is `buckets + 2` words (the buckets, the sum and a contention
-/// mark) rounded up to 128-byte lines: 7,936 bytes with the default
-/// buckets, `ceil((bounds + 3) / 16) × 128` bytes with user bounds. An
+/// mark) and 64 unwritten bytes, rounded up to 128-byte lines: 7,936
+/// bytes with the default buckets, `ceil((bounds + 11) / 16) × 128` bytes
+/// with user bounds. An
 /// uncontended histogram is one row (made by [`with_bounds`](Self::with_bounds),
 /// or on the first record for [`new`](Self::new)); a contended one adds
 /// tables of 2, 4, ... rows up to the cap (the number of CPUs rounded up
