@@ -168,7 +168,9 @@ mod take_race_tests;
 pub use accumulator::{MaxCounter, MinCounter};
 pub use contract::{Count, CountFamily};
 pub use counter::Counter;
-pub use histogram::{Bucket, Histogram, HistogramSnapshot, HistogramTimer};
+pub use histogram::{
+    Bucket, Histogram, HistogramSnapshot, HistogramTimer, HistogramUnit, DEFAULT_LE,
+};
 pub use labels::{Label, LabelledCounter};
 pub use local::LocalCounter;
 pub use map::{CounterHandle, CounterMap};

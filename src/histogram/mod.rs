@@ -15,7 +15,7 @@ mod timer;
 
 use crate::set::CounterSet;
 use layout::Layout;
-pub use snapshot::{Bucket, HistogramSnapshot};
+pub use snapshot::{Bucket, HistogramSnapshot, HistogramUnit, DEFAULT_LE};
 use std::fmt;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -40,6 +40,17 @@ const SUM: usize = 0;
 /// [`quantile`](HistogramSnapshot::quantile) is within 1/32 of the exact one.
 /// [`with_bounds`](Self::with_bounds) takes Prometheus-style `le` bounds
 /// instead.
+///
+/// # Export
+///
+/// The integrations write a fixed `le` set, the same on every replica
+/// whatever was recorded: the user's bounds, or for the default buckets
+/// the 64 bounds of [`DEFAULT_LE`] (`2^k - 1`, each the top of a bucket,
+/// so every cumulative count is exact), then `+Inf`. A histogram made by
+/// [`for_durations`](Self::for_durations) or
+/// [`with_duration_bounds`](Self::with_duration_bounds) records
+/// nanoseconds and is exported in seconds ([`HistogramUnit::Seconds`]),
+/// under a `_seconds` name.
 ///
 /// # Reads
 ///
@@ -106,6 +117,7 @@ pub struct Histogram {
     // at construction for `with_bounds`.
     set: OnceLock<CounterSet>,
     layout: Layout,
+    unit: HistogramUnit,
 }
 
 impl Histogram {
@@ -123,6 +135,29 @@ impl Histogram {
         Histogram {
             set: OnceLock::new(),
             layout: Layout::LogLinear,
+            unit: HistogramUnit::AsRecorded,
+        }
+    }
+
+    /// An empty histogram of durations with the default log-linear
+    /// buckets: record with [`record_duration`](Self::record_duration),
+    /// [`record_since`](Self::record_since) or a
+    /// [timer](Self::start_timer) (nanoseconds), and the integrations
+    /// export it in seconds ([`HistogramUnit::Seconds`]). `const`, as
+    /// [`new`](Self::new).
+    ///
+    /// ```
+    /// use shardcount::{Histogram, HistogramUnit};
+    /// static LATENCY: Histogram = Histogram::for_durations();
+    /// LATENCY.record_duration(std::time::Duration::from_millis(3));
+    /// assert_eq!((LATENCY.sum(), LATENCY.unit()), (3_000_000, HistogramUnit::Seconds));
+    /// ```
+    #[must_use]
+    pub const fn for_durations() -> Self {
+        Histogram {
+            set: OnceLock::new(),
+            layout: Layout::LogLinear,
+            unit: HistogramUnit::Seconds,
         }
     }
 
@@ -151,14 +186,58 @@ impl Histogram {
     #[must_use]
     #[track_caller]
     pub fn with_bounds(bounds: &[u64]) -> Self {
-        Histogram::with_layout(Layout::bounds(bounds))
+        Histogram::with_layout(Layout::bounds(bounds), HistogramUnit::AsRecorded)
     }
 
-    fn with_layout(layout: Layout) -> Self {
+    /// An empty histogram of durations with `le` bounds given as
+    /// durations (kept in nanoseconds, saturating at `u64::MAX`): as
+    /// [`with_bounds`](Self::with_bounds), exported in seconds
+    /// ([`HistogramUnit::Seconds`]).
+    ///
+    /// # Panics
+    ///
+    /// If the bounds do not increase strictly (in nanoseconds), naming the
+    /// first bad one.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let h = shardcount::Histogram::with_duration_bounds(&[
+    ///     Duration::from_millis(5),
+    ///     Duration::from_millis(50),
+    /// ]);
+    /// h.record_duration(Duration::from_millis(7));
+    /// let counts: Vec<u64> = h.snapshot().buckets().map(|b| b.count).collect();
+    /// assert_eq!(counts, [0, 1, 0]);
+    /// assert_eq!(h.snapshot().buckets().next().unwrap().high, 5_000_000);
+    /// ```
+    #[must_use]
+    #[track_caller]
+    pub fn with_duration_bounds(bounds: &[Duration]) -> Self {
+        let ns: Vec<u64> = bounds.iter().map(|&d| duration_ns(d)).collect();
+        Histogram::with_layout(Layout::bounds(&ns), HistogramUnit::Seconds)
+    }
+
+    fn with_layout(layout: Layout, unit: HistogramUnit) -> Self {
         Histogram {
             set: OnceLock::from(CounterSet::new(layout.len() + 1)),
             layout,
+            unit,
         }
+    }
+
+    /// The unit the integrations export it in: [`HistogramUnit::Seconds`] for
+    /// [`for_durations`](Self::for_durations) and
+    /// [`with_duration_bounds`](Self::with_duration_bounds), else
+    /// [`HistogramUnit::AsRecorded`].
+    ///
+    /// ```
+    /// use shardcount::{Histogram, HistogramUnit};
+    /// assert_eq!(Histogram::new().unit(), HistogramUnit::AsRecorded);
+    /// assert_eq!(Histogram::for_durations().unit(), HistogramUnit::Seconds);
+    /// ```
+    #[must_use]
+    pub fn unit(&self) -> HistogramUnit {
+        self.unit
     }
 
     /// The rows, made on first use.
@@ -213,7 +292,7 @@ impl Histogram {
     /// ```
     #[inline]
     pub fn record_duration(&self, d: Duration) {
-        self.record(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        self.record(duration_ns(d));
     }
 
     /// Records `secs` seconds as nanoseconds (rounded to the nearest),
@@ -308,7 +387,7 @@ impl Histogram {
     fn to_snapshot(&self, words: Option<Vec<u64>>) -> HistogramSnapshot {
         let mut words = words.unwrap_or_else(|| vec![0; self.layout.len() + 1]);
         let sum = words.remove(SUM);
-        HistogramSnapshot::new(self.layout.clone(), words, sum)
+        HistogramSnapshot::new(self.layout.clone(), self.unit, words, sum)
     }
 
     /// How many rows it has besides the first: 0 while it was never
@@ -330,6 +409,12 @@ impl Histogram {
     pub(crate) fn grow_once(&self) {
         self.set().grow_once();
     }
+}
+
+/// `d` in nanoseconds, `u64::MAX` past it.
+#[inline]
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cold]

@@ -11,10 +11,35 @@ use std::ops::Deref;
 /// A `Collector` for a histogram held through a shared pointer (an `Arc`,
 /// or a `&'static`): each scrape reads it once
 /// ([`Distribution::read_distribution`]) and returns one histogram family
-/// with `_bucket{le=...}` (cumulative), `_sum` and `_count`, in the unit
-/// recorded. With user bounds every bound is a bucket; with the default
-/// buckets, the ones holding records and `+Inf`. Values are `f64`, as the
+/// with `_bucket{le=...}` (cumulative), `_sum` and `_count`. The `le` set
+/// is every user bound, or for the default buckets the fixed
+/// [`DEFAULT_LE`](crate::DEFAULT_LE) set, then `+Inf`: the same on every
+/// replica whatever the data
+/// ([`HistogramSnapshot::export_buckets`](crate::HistogramSnapshot::export_buckets)).
+/// Values are in the histogram's [`unit`](crate::Histogram::unit): seconds
+/// for a [`for_durations`](crate::Histogram::for_durations) or
+/// [`with_duration_bounds`](crate::Histogram::with_duration_bounds)
+/// histogram (name it `..._seconds`), else as recorded; `f64`, as the
 /// `prometheus` data model has them: exact up to 2<sup>53</sup>.
+///
+/// ```
+/// use prometheus::{Registry, TextEncoder};
+/// use shardcount::integrations::prometheus::CollectedHistogram;
+/// use shardcount::Histogram;
+/// use std::time::Duration;
+///
+/// static LATENCY: Histogram = Histogram::for_durations();
+/// let registry = Registry::new();
+/// let c = CollectedHistogram::new("latency_seconds", "Request latency", &LATENCY).unwrap();
+/// registry.register(Box::new(c)).unwrap();
+/// LATENCY.record_duration(Duration::from_millis(1500));
+///
+/// let text = TextEncoder::new().encode_to_string(&registry.gather()).unwrap();
+/// assert!(text.contains("latency_seconds_sum 1.5\n"));
+/// assert_eq!(text.matches("latency_seconds_bucket{").count(), 65);
+/// ```
+///
+/// In the unit recorded, with user bounds:
 ///
 /// ```
 /// use prometheus::{Registry, TextEncoder};
@@ -119,18 +144,18 @@ where
         // The `+Inf` bucket is the sample count, which the encoders write
         // themselves (a bound of infinity would be written `inf`).
         let buckets = s
-            .le_buckets()
+            .export_buckets()
             .filter_map(|(le, n)| {
                 cumulative = cumulative.wrapping_add(n);
                 let mut b = proto::Bucket::default();
                 b.set_cumulative_count(cumulative);
-                b.set_upper_bound(le? as f64);
+                b.set_upper_bound(le?);
                 Some(b)
             })
             .collect();
         let mut h = proto::Histogram::default();
         h.set_sample_count(s.count());
-        h.set_sample_sum(s.sum() as f64);
+        h.set_sample_sum(s.export_sum());
         h.set_bucket(buckets);
         let mut metric = proto::Metric::default();
         metric.set_label(self.desc.const_label_pairs.clone());

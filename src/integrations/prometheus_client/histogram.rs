@@ -13,10 +13,39 @@ impl TypedMetric for Shared<Histogram> {
 }
 
 /// Encodes one read ([`Distribution::read_distribution`]) as `_sum`,
-/// `_count` and cumulative `_bucket{le=...}` samples, in the unit recorded
-/// (nanoseconds for `record_duration`). With user bounds every bound is a
-/// bucket; with the default buckets, the ones holding records and `+Inf`
-/// (so the `le` set follows the data, and each cumulative count is exact).
+/// `_count` and cumulative `_bucket{le=...}` samples
+/// ([`HistogramSnapshot::export_buckets`](crate::HistogramSnapshot::export_buckets)):
+/// every user bound, or for the default buckets the fixed
+/// [`DEFAULT_LE`](crate::DEFAULT_LE) set, then `+Inf`; the same `le` set
+/// on every replica whatever the data, each cumulative count exact.
+///
+/// Values are in the histogram's [`unit`](crate::Histogram::unit): a
+/// [`for_durations`](crate::Histogram::for_durations) or
+/// [`with_duration_bounds`](crate::Histogram::with_duration_bounds)
+/// histogram is written in seconds; register it with
+/// `Registry::register_with_unit(.., Unit::Seconds, ..)` (or a name ending
+/// in `_seconds`):
+///
+/// ```
+/// use prometheus_client::encoding::text::encode;
+/// use prometheus_client::registry::{Registry, Unit};
+/// use shardcount::integrations::prometheus_client::Shared;
+/// use shardcount::Histogram;
+/// use std::time::Duration;
+///
+/// let latency = Shared::new(Histogram::with_duration_bounds(&[Duration::from_millis(100)]));
+/// let mut registry = Registry::default();
+/// registry.register_with_unit("latency", "Request latency", Unit::Seconds, latency.clone());
+/// latency.record_duration(Duration::from_millis(250));
+///
+/// let mut text = String::new();
+/// encode(&mut text, &registry).unwrap();
+/// assert!(text.contains("latency_seconds_sum 0.25\n"));
+/// assert!(text.contains("latency_seconds_bucket{le=\"0.1\"} 0\n"));
+/// assert!(text.contains("latency_seconds_bucket{le=\"+Inf\"} 1\n"));
+/// ```
+///
+/// In the unit recorded:
 ///
 /// ```
 /// use prometheus_client::encoding::text::encode;
@@ -44,10 +73,10 @@ impl EncodeMetric for Shared<Histogram> {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
         let s = self.0.read_distribution();
         let buckets: Vec<(f64, u64)> = s
-            .le_buckets()
-            .map(|(le, n)| (le.map_or(f64::INFINITY, |le| le as f64), n))
+            .export_buckets()
+            .map(|(le, n)| (le.unwrap_or(f64::INFINITY), n))
             .collect();
-        encoder.encode_histogram::<NoLabelSet>(s.sum() as f64, s.count(), &buckets, None)
+        encoder.encode_histogram::<NoLabelSet>(s.export_sum(), s.count(), &buckets, None)
     }
 
     fn metric_type(&self) -> MetricType {
