@@ -20,7 +20,9 @@
 //!   `#[derive(Label)]`): a `const` family indexed by a label type (an
 //!   enum, or a struct or tuple of them), as fast as a [`CounterSet`] add.
 //! * [`Histogram`]: a latency or size distribution in the same shard rows
-//!   (log-linear buckets, quantiles within 1/32, or `le` bounds).
+//!   (log-linear buckets, quantiles within 1/32, or `le` bounds); `const`,
+//!   with timers; exported with a fixed `le` set, durations in seconds.
+//!   [`LabelledHistogram<L>`](LabelledHistogram): one per label value.
 //! * [`MaxCounter`] / [`MinCounter`]: a running maximum / minimum.
 //! * [`Stock`]: a quantity that never goes below zero; `try_sub` fails with
 //!   [`Insufficient`] only when the whole stock is short.
@@ -169,7 +171,8 @@ pub use accumulator::{MaxCounter, MinCounter};
 pub use contract::{Count, CountFamily};
 pub use counter::Counter;
 pub use histogram::{
-    Bucket, Histogram, HistogramSnapshot, HistogramTimer, HistogramUnit, DEFAULT_LE,
+    Bucket, Histogram, HistogramSnapshot, HistogramTimer, HistogramUnit, LabelledHistogram,
+    DEFAULT_LE,
 };
 pub use labels::{Label, LabelledCounter};
 pub use local::LocalCounter;

@@ -347,3 +347,66 @@ fn the_metrics_layer_renders_the_same_le_set_whatever_the_data() {
     let sum = line_value(&text, "b_seconds_sum");
     assert!((sum - 0.005).abs() <= 0.005 / 32.0, "{text}");
 }
+
+/// A labelled family: every label value is a member with its label pair
+/// (recorded into or not), each with the same fixed `le` set, its counts
+/// its own.
+#[cfg(all(
+    feature = "prometheus-client",
+    feature = "prometheus",
+    feature = "derive"
+))]
+#[test]
+fn labelled_histograms_export_label_pairs_in_both_prometheus_crates() {
+    use shardcount::{Label, LabelledHistogram};
+
+    #[derive(Clone, Copy, Label)]
+    enum Route {
+        Home,
+        Checkout,
+    }
+
+    let check = |text: &str| {
+        for (route, n) in [("home", 0), ("checkout", 2)] {
+            let member = format!("route=\"{route}\"");
+            let les: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with("size_bytes_bucket{") && l.contains(&member))
+                .collect();
+            assert_eq!(les.len(), 65, "{route}:\n{text}");
+            let count = text
+                .lines()
+                .find(|l| l.starts_with("size_bytes_count{") && l.contains(&member))
+                .unwrap_or_else(|| panic!("no count for {route}:\n{text}"));
+            assert!(count.ends_with(&format!(" {n}")), "{count}");
+        }
+    };
+    {
+        use prometheus_client::encoding::text::encode;
+        use prometheus_client::registry::Registry;
+        use shardcount::integrations::prometheus_client::Shared;
+        let h = Shared::new(LabelledHistogram::new());
+        h.record(Route::Checkout, 10);
+        h.record(Route::Checkout, 1 << 30);
+        let mut registry = Registry::default();
+        registry.register("size_bytes", "Sizes", h);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        check(&text);
+    }
+    {
+        use prometheus::{Registry, TextEncoder};
+        use shardcount::integrations::prometheus::CollectedHistogram;
+        let h = Arc::new(LabelledHistogram::new());
+        h.record(Route::Checkout, 10);
+        h.record(Route::Checkout, 1 << 30);
+        let registry = Registry::new();
+        let c = CollectedHistogram::new("size_bytes", "Sizes", h).unwrap();
+        registry.register(Box::new(c)).unwrap();
+        check(
+            &TextEncoder::new()
+                .encode_to_string(&registry.gather())
+                .unwrap(),
+        );
+    }
+}

@@ -9,11 +9,13 @@
 //! its value are two words, so a take racing it may move one and leave
 //! the other for the next take; totals over takes stay exact.
 
+mod labelled;
 mod layout;
 mod snapshot;
 mod timer;
 
 use crate::set::CounterSet;
+pub use labelled::LabelledHistogram;
 use layout::Layout;
 pub use snapshot::{Bucket, HistogramSnapshot, HistogramUnit, DEFAULT_LE};
 use std::fmt;
@@ -385,9 +387,7 @@ impl Histogram {
     /// The snapshot of `words` (the set's), or an empty one when there is
     /// no set yet.
     fn to_snapshot(&self, words: Option<Vec<u64>>) -> HistogramSnapshot {
-        let mut words = words.unwrap_or_else(|| vec![0; self.layout.len() + 1]);
-        let sum = words.remove(SUM);
-        HistogramSnapshot::new(self.layout.clone(), self.unit, words, sum)
+        snapshot_of(&self.layout, self.unit, words)
     }
 
     /// How many rows it has besides the first: 0 while it was never
@@ -409,6 +409,14 @@ impl Histogram {
     pub(crate) fn grow_once(&self) {
         self.set().grow_once();
     }
+}
+
+/// The snapshot of a set's `words` (sum first, then the buckets), or an
+/// empty one when there is no set yet.
+fn snapshot_of(layout: &Layout, unit: HistogramUnit, words: Option<Vec<u64>>) -> HistogramSnapshot {
+    let mut words = words.unwrap_or_else(|| vec![0; layout.len() + 1]);
+    let sum = words.remove(SUM);
+    HistogramSnapshot::new(layout.clone(), unit, words, sum)
 }
 
 /// `d` in nanoseconds, `u64::MAX` past it.
