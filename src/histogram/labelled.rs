@@ -187,7 +187,8 @@ impl<L: Label> LabelledHistogram<L> {
     /// h.record(Op::Read, 42);
     /// assert_eq!((h.snapshot(Op::Read).count(), h.snapshot(Op::Write).count()), (1, 0));
     /// ```
-    #[inline]
+    // Always: as `Histogram::record`.
+    #[inline(always)]
     #[track_caller]
     pub fn record(&self, label: L, v: u64) {
         let i = label.index();
