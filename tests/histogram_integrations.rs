@@ -410,3 +410,55 @@ fn labelled_histograms_export_label_pairs_in_both_prometheus_crates() {
         );
     }
 }
+
+/// `metrics::HistogramReplay` into metrics-exporter-prometheus with the
+/// family's `le` set: every cumulative count and the sum exact, each
+/// member under its label, over two replays.
+#[cfg(all(feature = "metrics", feature = "derive"))]
+#[test]
+fn the_metrics_replay_renders_exact_buckets_with_labels() {
+    use metrics_exporter_prometheus::PrometheusBuilder;
+    use shardcount::integrations::metrics::HistogramReplay;
+    use shardcount::{Label, LabelledHistogram};
+
+    #[derive(Clone, Copy, Label)]
+    enum Op {
+        Read,
+        Write,
+    }
+
+    let h = Arc::new(LabelledHistogram::new());
+    let replay = HistogramReplay::new("size_bytes", h.clone());
+    assert_eq!(replay.le_set().len(), 64);
+    let recorder = PrometheusBuilder::new()
+        .set_buckets(&replay.le_set())
+        .unwrap()
+        .build_recorder();
+    let vals = values(3_000);
+    let (first, second) = vals.split_at(1_000);
+    first.iter().for_each(|&v| h.record(Op::Write, v));
+    metrics::with_local_recorder(&recorder, || assert_eq!(replay.replay(), 1_000));
+    second.iter().for_each(|&v| h.record(Op::Write, v));
+    h.record(Op::Read, 7);
+    metrics::with_local_recorder(&recorder, || assert_eq!(replay.replay(), 2_001));
+    let text = recorder.handle().render();
+    let member = |op: &str| -> Vec<(Option<f64>, u64)> {
+        let tag = format!("op=\"{op}\"");
+        text.lines()
+            .filter(|l| l.starts_with("size_bytes_bucket{") && l.contains(&tag))
+            .map(|l| {
+                let le = l.split("le=\"").nth(1).unwrap().split('"').next().unwrap();
+                let n = l.rsplit(' ').next().unwrap().parse().unwrap();
+                ((le != "+Inf").then(|| le.parse().unwrap()), n)
+            })
+            .collect()
+    };
+    check_cumulative(&member("write"), &vals);
+    check_cumulative(&member("read"), &[7]);
+    assert_eq!(member("write").len(), member("read").len());
+    let sum = text
+        .lines()
+        .find_map(|l| l.strip_prefix("size_bytes_sum{op=\"write\"} "))
+        .unwrap_or_else(|| panic!("no sum:\n{text}"));
+    assert_eq!(sum.parse::<f64>().unwrap(), vals.iter().sum::<u64>() as f64);
+}

@@ -11,12 +11,16 @@
 
 mod labelled;
 mod layout;
+mod replay;
 mod snapshot;
 mod timer;
 
 use crate::set::CounterSet;
 pub use labelled::LabelledHistogram;
 use layout::Layout;
+// Used by the integrations, each behind its feature.
+#[allow(unused_imports)]
+pub(crate) use replay::replay_since;
 pub use snapshot::{Bucket, HistogramSnapshot, HistogramUnit, DEFAULT_LE};
 use std::fmt;
 use std::sync::OnceLock;

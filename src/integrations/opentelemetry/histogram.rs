@@ -20,12 +20,13 @@
 //! The SDK then holds exactly: the count, every bucket count (the values
 //! lie in their buckets and the SDK's buckets are ours), and the sum (the
 //! values are chosen in their buckets so that they add up to the recorded
-//! sum, see [`values`]; in seconds, up to `f64` addition). `min` and `max`
+//! sum; in seconds, up to `f64` addition). `min` and `max`
 //! are only as close as the buckets (within 1/16 with the default ones).
 //! The cost is one SDK record per value recorded, at replay time: it
 //! moves the SDK's cost off the recording threads, it does not remove it.
 
 use crate::contract::DistributionFamily;
+use crate::histogram::replay_since;
 use crate::HistogramSnapshot;
 use crate::HistogramUnit;
 use ::opentelemetry::metrics::{Histogram as OtelHistogram, Meter};
@@ -167,72 +168,12 @@ where
                 return;
             };
             i += 1;
-            // A bucket that fell was taken or reset since: start over from
-            // what the histogram holds now.
-            let last = match kept.take() {
-                Some(l)
-                    if now
-                        .buckets()
-                        .zip(l.buckets())
-                        .all(|(a, b)| a.count >= b.count) =>
-                {
-                    Some(l)
-                }
-                _ => None,
-            };
-            let counts: Vec<u64> = match &last {
-                Some(l) => now
-                    .buckets()
-                    .zip(l.buckets())
-                    .map(|(a, b)| a.count - b.count)
-                    .collect(),
-                None => now.buckets().map(|b| b.count).collect(),
-            };
-            let sum = now.sum().wrapping_sub(last.as_ref().map_or(0, |l| l.sum()));
-            let ranges: Vec<(u64, u64)> = now.buckets().map(|b| (b.low, b.high)).collect();
-            values(&ranges, &counts, sum, |v| {
-                replayed += 1;
-                match &self.instrument {
-                    Instrument::Integers(h) => h.record(v, attrs),
-                    Instrument::Seconds(h) => h.record(v as f64 / 1e9, attrs),
-                }
+            replayed += replay_since(kept, now, |v| match &self.instrument {
+                Instrument::Integers(h) => h.record(v, attrs),
+                Instrument::Seconds(h) => h.record(v as f64 / 1e9, attrs),
             });
-            *kept = Some(now);
         });
         replayed
-    }
-}
-
-/// Calls `f` with `counts[i]` values in `ranges[i]` (inclusive) for every
-/// bucket, adding up to `sum` when the counts and the sum allow it: every
-/// value starts at its bucket's low end, and what `sum` has beyond those
-/// is handed out in turn, each value taking at most its bucket's width.
-/// Otherwise (a read that caught a record halfway) the values stay in
-/// their buckets and the sum is as close as they allow.
-fn values(ranges: &[(u64, u64)], counts: &[u64], sum: u64, mut f: impl FnMut(u64)) {
-    let base: u128 = ranges
-        .iter()
-        .zip(counts)
-        .map(|(&(low, _), &c)| u128::from(low) * u128::from(c))
-        .sum();
-    let room: u128 = ranges
-        .iter()
-        .zip(counts)
-        .map(|(&(low, high), &c)| u128::from(high - low) * u128::from(c))
-        .sum();
-    // The sum is modulo 2^64: of the sums it stands for, the first at or
-    // above `base`; past `room`, the nearer of `base` and `base + room`.
-    let mut extra = u128::from(sum.wrapping_sub(base as u64));
-    if extra > room {
-        let below = (1u128 << 64) - extra;
-        extra = if extra - room > below { 0 } else { room };
-    }
-    for (&(low, high), &c) in ranges.iter().zip(counts) {
-        for _ in 0..c {
-            let take = extra.min(u128::from(high - low));
-            extra -= take;
-            f(low + take as u64);
-        }
     }
 }
 
@@ -254,34 +195,5 @@ where
         f.debug_struct("HistogramReplay")
             .field("family", &&*self.family)
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::values;
-
-    /// The values lie in their buckets and add up to the sum whenever the
-    /// buckets allow it.
-    #[test]
-    fn replayed_values_stay_in_their_buckets_and_add_up_to_the_sum() {
-        let ranges = [(0, 10), (11, 100), (101, 10_000)];
-        let counts = [2, 3, 1];
-        let mut got = Vec::new();
-        values(&ranges, &counts, 7 + 9 + 50 + 60 + 70 + 5000, |v| {
-            got.push(v)
-        });
-        assert_eq!(got.len(), 6);
-        assert_eq!(got.iter().sum::<u64>(), 5196);
-        for (v, i) in got.iter().zip([0, 0, 1, 1, 1, 2]) {
-            assert!(
-                (ranges[i].0..=ranges[i].1).contains(v),
-                "{v} outside bucket {i}"
-            );
-        }
-        // A sum the buckets cannot make: each value still in its bucket.
-        got.clear();
-        values(&ranges, &counts, 1, |v| got.push(v));
-        assert_eq!(got, [0, 0, 11, 11, 11, 101]);
     }
 }
