@@ -236,7 +236,8 @@ impl<L: Label> LabelledHistogram<L> {
     }
 
     /// Runs `f` and records how long it took under `label`; returns what
-    /// `f` returns (a panic in `f` is not recorded).
+    /// `f` returns. A panic in `f` is recorded too, as
+    /// [`Histogram::time`](crate::Histogram::time) records it.
     ///
     /// ```
     /// #[derive(Clone, Copy, shardcount::Label)]
@@ -245,12 +246,26 @@ impl<L: Label> LabelledHistogram<L> {
     /// assert_eq!(h.time(Op::Write, || 7), 7);
     /// assert_eq!(h.snapshot(Op::Write).count(), 1);
     /// ```
-    #[track_caller]
     pub fn time<R>(&self, label: L, f: impl FnOnce() -> R) -> R {
-        let start = Instant::now();
-        let r = f();
-        self.record_since(label, start);
-        r
+        /// Records on drop, so on unwinding too.
+        struct Timing<'a, L: Label> {
+            h: &'a LabelledHistogram<L>,
+            label: Option<L>,
+            start: Instant,
+        }
+        impl<L: Label> Drop for Timing<'_, L> {
+            fn drop(&mut self) {
+                if let Some(label) = self.label.take() {
+                    self.h.record_since(label, self.start);
+                }
+            }
+        }
+        let _timing = Timing {
+            h: self,
+            label: Some(label),
+            start: Instant::now(),
+        };
+        f()
     }
 
     /// How many buckets each member has.
@@ -480,5 +495,18 @@ mod tests {
         let want_a: u64 = (0..100).filter(|v| v % 4 == 0).map(|v| 2 * v + 1).sum();
         assert_eq!(a.sum(), want_a);
         assert_eq!(H.snapshot(Two::A).count(), 0);
+    }
+
+    #[test]
+    fn time_records_a_call_that_panics_under_its_label() {
+        let h = LabelledHistogram::<Two>::for_durations();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            h.time(Two::B, || panic!("failed call"));
+        }));
+        assert!(r.is_err());
+        assert_eq!(
+            (h.snapshot(Two::A).count(), h.snapshot(Two::B).count()),
+            (0, 1)
+        );
     }
 }
