@@ -13,6 +13,11 @@
 //! * the `metrics` Prometheus exporter's histogram handle, `record(f64)`;
 //! * `prometheus-client`'s `Histogram::observe` (20 exponential buckets).
 //!
+//! Then, per bound count (5, 12, 13, 14, 15, 30), `record` on 2 threads
+//! against 1 (issue 32: 12 and 13 bounds once filled a row's 128 bytes
+//! exactly and scaled 1.5x where the others scaled 1.95x):
+//! `SHARDCOUNT_ONLY="powers of two"` for the issue's pattern.
+//!
 //! Every thread records the same sequence (xorshift, values below 2^20).
 //! Each run checks its count through the subject's own read (the
 //! exporter's rendering, the encoder's text). `SHARDCOUNT_REPS` sets the
