@@ -13,6 +13,11 @@
 //! * the `metrics` Prometheus exporter's histogram handle, `record(f64)`;
 //! * `prometheus-client`'s `Histogram::observe` (20 exponential buckets).
 //!
+//! Then, per bound count (5, 12, 13, 14, 15, 30), `record` on 2 threads
+//! against 1 (issue 32: 12 and 13 bounds once filled a row's 128 bytes
+//! exactly and scaled 1.5x where the others scaled 1.95x):
+//! `SHARDCOUNT_ONLY="powers of two"` for the issue's pattern.
+//!
 //! Every thread records the same sequence (xorshift, values below 2^20).
 //! Each run checks its count through the subject's own read (the
 //! exporter's rendering, the encoder's text). `SHARDCOUNT_REPS` sets the
@@ -99,6 +104,35 @@ fn sharded(n: u64, h: Histogram) -> Duration {
     t
 }
 
+/// `n` records on each of `threads` threads into a fresh histogram with
+/// `bounds`, every thread from the same seed.
+fn scaling_run(n: u64, threads: usize, bounds: &[u64]) -> Duration {
+    let h = Histogram::with_bounds(bounds);
+    let h = escape(&h);
+    let t = run_threads(threads, |_| {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..n {
+            h.record(next(&mut x));
+            opaque();
+        }
+    });
+    assert_eq!(h.count(), threads as u64 * n, "lost records");
+    if std::env::var_os("SHARDCOUNT_SHOW_SHARDS").is_some() {
+        eprintln!(
+            "{} bounds, {threads} thread(s): {} shards",
+            bounds.len(),
+            h.shards()
+        );
+    }
+    t
+}
+
+/// `k` bounds spread evenly over the values' range (below 2^20), so
+/// every bucket but the overflow takes records.
+fn spread_bounds(k: u64) -> Vec<u64> {
+    (1..=k).map(|i| (i << 20) / (k + 1)).collect()
+}
+
 fn metrics_exporter(n: u64) -> Duration {
     let recorder = PrometheusBuilder::new().build_recorder();
     let handle = recorder.handle();
@@ -145,6 +179,28 @@ fn main() {
             .compare("Histogram::record", "metrics Prometheus exporter histogram")
             .compare("Histogram::record", "prometheus-client Histogram::observe"),
         );
+    }
+    // Issue 32: layouts around one 128-byte row (12 and 13 bounds fill
+    // one exactly), 2 threads vs 1; a per-thread throughput ratio of 1 is
+    // perfect scaling. Bounds 1, 2, 4, ... (as above): almost every value
+    // lands in the overflow bucket, one word per thread hammered next to
+    // the sum; spread bounds: every bucket takes records.
+    for k in [5, 12, 13, 14, 15, 30] {
+        for (kind, bounds) in [
+            ("powers of two", (0..k).map(|i| 1u64 << i).collect()),
+            ("spread", spread_bounds(k)),
+        ] {
+            let title = format!("scaling, {k} le bounds ({kind}): 2 threads vs 1");
+            if !s.wants(&title) {
+                continue;
+            }
+            let bounds: Vec<u64> = bounds;
+            s.run(
+                Figure::new(title, THREADS, Ratio::Throughput)
+                    .reference("1 thread", |n| scaling_run(n, 1, &bounds))
+                    .vs("2 threads", |n| scaling_run(n, THREADS, &bounds)),
+            );
+        }
     }
     s.finish();
 }

@@ -15,8 +15,8 @@
 //! reads, takes and family adds below are listed by hand.
 
 use shardcount::{
-    Counter, CounterMap, CounterSet, Histogram, Label, LabelledCounter, MaxCounter, RoughCounter,
-    Stock,
+    Counter, CounterMap, CounterSet, Histogram, Label, LabelledCounter, LabelledHistogram,
+    MaxCounter, RoughCounter, Stock,
 };
 use shardcount_harness::measure::{escape, opaque};
 use shardcount_harness::subjects::{self, Subject, Visit};
@@ -301,10 +301,33 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             h.count()
         }
+        "hist-record8" => {
+            // `hist-labels-record`'s walk over 8 plain histograms picked by
+            // the label's index: what a caller without labels would write.
+            static H: [Histogram; 8] = [const { Histogram::new() }; 8];
+            let h = escape(&H);
+            for i in 0..n {
+                h[Route::ALL[(i & 7) as usize] as usize].record(i);
+                opaque();
+            }
+            h.iter().map(Histogram::count).sum()
+        }
+        "hist-labels-record" => {
+            // `hist-record`'s values under `labels-inc`'s walk of 8 labels:
+            // the label's cost over a plain record (issue 32: within 1.1x).
+            static H: LabelledHistogram<Route> = LabelledHistogram::new();
+            let h = escape(&H);
+            for i in 0..n {
+                h.record(Route::ALL[(i & 7) as usize], i);
+                opaque();
+            }
+            h.snapshot_all().iter().map(|(_, s)| s.count()).sum()
+        }
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
-             cas-take, stock-take, rough-1024, set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, \
-             map-inc-url, dashmap-url, max-record, hist-record",
+             cas-take, stock-take, counter-owned, set-owned, rough-1024, set-inc, labels-inc, \
+             labels-inc2, set-inc2, handle-inc, map-inc, map-inc-url, dashmap-url, max-record, \
+             hist-record, hist-record8, hist-labels-record",
             add_keys.join(", ")
         ),
     }

@@ -382,3 +382,35 @@ impl Distribution for crate::Histogram {
         self.snapshot()
     }
 }
+
+/// A family of labelled distributions exported together: a
+/// [`LabelledHistogram`](crate::LabelledHistogram), and every
+/// [`Distribution`] as a family of one unlabelled member. The integrations
+/// export histograms over this trait, so one code path writes both.
+///
+/// ```
+/// use shardcount::contract::DistributionFamily;
+/// let h = shardcount::Histogram::new();
+/// h.record(2);
+/// h.read_each_distribution(|texts, s| assert_eq!((texts.len(), s.count()), (0, 1)));
+/// assert!(shardcount::Histogram::LABEL_NAMES.is_empty());
+/// ```
+pub trait DistributionFamily: Send + Sync {
+    /// The names of the labels that tell members apart: empty for a
+    /// single [`Distribution`].
+    const LABEL_NAMES: &'static [&'static str];
+
+    /// Calls `f` with each member's label texts (one per name in
+    /// [`LABEL_NAMES`](Self::LABEL_NAMES), in that order) and its read,
+    /// each as [`Distribution::read_distribution`]; the members are read
+    /// one after another.
+    fn read_each_distribution(&self, f: impl FnMut(&[&str], crate::HistogramSnapshot));
+}
+
+impl<D: Distribution> DistributionFamily for D {
+    const LABEL_NAMES: &'static [&'static str] = &[];
+
+    fn read_each_distribution(&self, mut f: impl FnMut(&[&str], crate::HistogramSnapshot)) {
+        f(&[], self.read_distribution());
+    }
+}

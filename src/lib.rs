@@ -21,7 +21,9 @@
 //!   `#[derive(Label)]`): a `const` family indexed by a label type (an
 //!   enum, or a struct or tuple of them), as fast as a [`CounterSet`] add.
 //! * [`Histogram`]: a latency or size distribution in the same shard rows
-//!   (log-linear buckets, quantiles within 1/32, or `le` bounds).
+//!   (log-linear buckets, quantiles within 1/32, or `le` bounds); `const`,
+//!   with timers; exported with a fixed `le` set, durations in seconds.
+//!   [`LabelledHistogram<L>`](LabelledHistogram): one per label value.
 //! * [`MaxCounter`] / [`MinCounter`]: a running maximum / minimum.
 //! * [`Stock`]: a quantity that never goes below zero; `try_sub` fails with
 //!   [`Insufficient`] only when the whole stock is short.
@@ -82,7 +84,10 @@
 //!   [`RoughCounter`], [`MaxCounter`], [`MinCounter`],
 //!   [`LabelledCounter`]), `Default`; sizes `with_max_shards(m)`,
 //!   `with_batch(b)` (`local_counter!(static N, batch = b)`),
-//!   `with_max_keys(m)`, `unbounded()`, `Histogram::with_bounds(b)`.
+//!   `with_max_keys(m)`, `unbounded()`, `Histogram::with_bounds(b)`;
+//!   `split(n)` ([`Counter`], [`CounterSet`]) grows ahead of a burst.
+//! * [`Histogram`] and [`LabelledHistogram`] also time: `record_since(t)`,
+//!   `start_timer()`, `time(f)`; `new()` is `const`.
 //!
 //! ```
 //! use shardcount::{CounterMap, CounterSet};
@@ -176,7 +181,10 @@ mod take_race_tests;
 pub use accumulator::{MaxCounter, MinCounter};
 pub use contract::{Count, CountFamily};
 pub use counter::Counter;
-pub use histogram::{Bucket, Histogram, HistogramSnapshot};
+pub use histogram::{
+    Bucket, Histogram, HistogramSnapshot, HistogramTimer, HistogramUnit, LabelledHistogram,
+    DEFAULT_LE,
+};
 pub use labels::{Label, LabelledCounter};
 pub use local::LocalCounter;
 pub use map::{CounterHandle, CounterMap, IntoKey};

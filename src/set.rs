@@ -7,9 +7,14 @@
 //!   It holds every count added while no table exists, and stays part of
 //!   every sum for ever (as `Counter`'s base word does).
 //! * `table: ShardTable` is the grow-only chain of rows, each the same
-//!   width as the base row (`ceil((n + 1) / 16)` 128-byte lines),
-//!   published and grown as that module's docs say; counter `i` of a row
-//!   is its word `i`.
+//!   width as the base row (`lines_per_row(n)` 128-byte lines), published and
+//!   grown as that module's docs say; counter `i` of a row is its word
+//!   `i`.
+//! * The last 64 bytes of every row are never written: rows of a table lie
+//!   back to back, and a core's next-line prefetch from a row's written
+//!   end would pull in the first line of the next row, another thread's
+//!   (issue 32 reported rows of 14 or 15 counters, which filled one line,
+//!   scaling 1.5× from 1 to 2 threads where other widths scaled 1.95×).
 //! * Word `n` of every row is its *mark*: the token of the last thread
 //!   whose sampled add landed in that row. It is never counted, summed or
 //!   taken.
@@ -59,6 +64,12 @@ use std::fmt;
 
 mod pair;
 
+/// Lines per row for `n` counters: the counters, the mark, and 64 bytes
+/// no one writes at the end (see the module docs); `None` on overflow.
+fn lines_per_row(n: usize) -> Option<usize> {
+    n.checked_add(1 + LINE_WORDS / 2).map(lines_for)
+}
+
 /// The panic for a length whose row cannot be allocated.
 #[cold]
 #[track_caller]
@@ -100,9 +111,11 @@ fn too_many(n: usize) -> ! {
 ///
 /// # Memory
 ///
-/// A row is `ceil((len + 1) / 16)` lines of 128 bytes: 8 bytes per
-/// counter, plus one word for the row's contention mark, rounded up to the
-/// line. An uncontended set is one row. A contended one
+/// A row is `ceil((len + 9) / 16)` lines of 128 bytes: 8 bytes per
+/// counter, one word for the row's contention mark and 64 bytes left
+/// unwritten (so that rows written by different threads never sit on
+/// neighbouring 64-byte lines, which prefetchers pull in pairs), rounded
+/// up to the line. An uncontended set is one row. A contended one
 /// grows tables of 2, 4, ... up to the cap rows, all kept until the set is
 /// dropped: at most about `1 + 2 × cap` rows (cap: see
 /// [`with_max_shards`](Self::with_max_shards)). A table gets as many rows
@@ -192,9 +205,7 @@ impl CounterSet {
     fn build(n: usize, table: ShardTable) -> Self {
         CounterSet {
             // Word `n` of each row is its mark (see `check`).
-            base: n
-                .checked_add(1)
-                .map(lines_for)
+            base: lines_per_row(n)
                 .and_then(try_zeroed_lines)
                 .unwrap_or_else(|| too_many(n)),
             len: n,
@@ -776,6 +787,29 @@ mod tests {
         let snap: u64 = s.snapshot().iter().sum();
         assert_eq!(s.sum_all(), snap);
         assert_eq!(snap, 5 + 3000 - 150 + 1);
+    }
+
+    /// Issue 32: no row ends in a written 64-byte line, whatever the
+    /// length, so a next-line prefetch from one thread's row never reaches
+    /// the next row's first line. 14 and 15 counters (a histogram with 12
+    /// or 13 bounds) once filled one line exactly.
+    #[test]
+    fn every_row_ends_in_64_unwritten_bytes() {
+        for n in 0..100 {
+            let s = CounterSet::new(n);
+            let words = s.row_lines() * LINE_WORDS;
+            // Counters and the mark are words `0..=n`.
+            assert!(
+                words >= n + 1 + LINE_WORDS / 2,
+                "{n} counters: {words} words"
+            );
+            assert!(
+                words < n + 1 + LINE_WORDS / 2 + LINE_WORDS,
+                "{n}: a line too many"
+            );
+        }
+        assert_eq!(CounterSet::new(14).row_lines(), 2);
+        assert_eq!(CounterSet::new(7).row_lines(), 1);
     }
 
     /// A thread beyond the rows adding alone to a grown set: nobody else

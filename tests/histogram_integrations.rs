@@ -197,3 +197,268 @@ fn the_metrics_layer_folds_every_record_within_a_32nd() {
         assert!((g - w).abs() <= w / 32.0 + 1e-9, "{g} for {w}");
     }
 }
+
+/// The `le` texts of every `name_bucket` line, in order.
+#[cfg(any(
+    feature = "prometheus-client",
+    feature = "prometheus",
+    feature = "metrics"
+))]
+fn le_set(text: &str, name: &str) -> Vec<String> {
+    let prefix = format!("{name}_bucket{{le=\"");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|rest| rest.split_once('"').unwrap().0.to_string())
+        .collect()
+}
+
+/// Issue 32: two replicas fed different data expose identical `le` sets
+/// (default buckets: 64 bounds and `+Inf`), so `sum by (le)` adds like
+/// with like.
+#[cfg(feature = "prometheus-client")]
+#[test]
+fn prometheus_client_renders_the_same_le_set_whatever_the_data() {
+    use prometheus_client::encoding::text::encode;
+    use prometheus_client::registry::Registry;
+    use shardcount::integrations::prometheus_client::Shared;
+
+    let render = |vals: &[u64]| {
+        let h = Shared::new(Histogram::new());
+        vals.iter().for_each(|&v| h.record(v));
+        let mut registry = Registry::default();
+        registry.register("size_bytes", "Sizes", h);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        le_set(&text, "size_bytes")
+    };
+    let (a, b) = (render(&values(4_000)), render(&[3]));
+    assert_eq!(a.len(), 65);
+    assert_eq!(a, b);
+    assert_eq!(a.last().map(String::as_str), Some("+Inf"));
+}
+
+#[cfg(feature = "prometheus")]
+#[test]
+fn prometheus_renders_the_same_le_set_whatever_the_data() {
+    use prometheus::{Registry, TextEncoder};
+    use shardcount::integrations::prometheus::CollectedHistogram;
+
+    let render = |vals: &[u64]| {
+        let h = Arc::new(Histogram::new());
+        vals.iter().for_each(|&v| h.record(v));
+        let registry = Registry::new();
+        let c = CollectedHistogram::new("size_bytes", "Sizes", h).unwrap();
+        registry.register(Box::new(c)).unwrap();
+        let text = TextEncoder::new()
+            .encode_to_string(&registry.gather())
+            .unwrap();
+        le_set(&text, "size_bytes")
+    };
+    let (a, b) = (render(&values(4_000)), render(&[3]));
+    assert_eq!(a.len(), 65);
+    assert_eq!(a, b);
+}
+
+/// Durations: `_seconds` names, `le` and sums in seconds, every cumulative
+/// count exact against the durations in seconds.
+#[cfg(all(feature = "prometheus-client", feature = "prometheus"))]
+#[test]
+fn duration_histograms_export_seconds_in_both_prometheus_crates() {
+    use std::time::Duration;
+
+    let ns: Vec<u64> = values(2_000).iter().map(|v| v % 20_000_000_000).collect();
+    let secs: Vec<f64> = ns.iter().map(|&v| v as f64 / 1e9).collect();
+    let check = |text: &str| {
+        let got = buckets(text, "latency_seconds");
+        assert_eq!(got.len(), 65);
+        for (le, n) in &got {
+            let want = match le {
+                Some(le) => secs.iter().filter(|&&v| v <= *le).count(),
+                None => secs.len(),
+            };
+            assert_eq!(*n, want as u64, "le = {le:?}");
+        }
+        let sum = line_value(text, "latency_seconds_sum");
+        let want = ns.iter().sum::<u64>() as f64 / 1e9;
+        assert!((sum - want).abs() <= want * 1e-12, "{sum} vs {want}");
+    };
+
+    {
+        use prometheus_client::encoding::text::encode;
+        use prometheus_client::registry::{Registry, Unit};
+        use shardcount::integrations::prometheus_client::Shared;
+        let h = Shared::new(Histogram::for_durations());
+        ns.iter()
+            .for_each(|&v| h.record_duration(Duration::from_nanos(v)));
+        let mut registry = Registry::default();
+        registry.register_with_unit("latency", "Latency", Unit::Seconds, h);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        assert!(text.contains("# UNIT latency_seconds seconds\n"), "{text}");
+        check(&text);
+    }
+    {
+        use prometheus::{Registry, TextEncoder};
+        use shardcount::integrations::prometheus::CollectedHistogram;
+        let h = Arc::new(Histogram::for_durations());
+        ns.iter()
+            .for_each(|&v| h.record_duration(Duration::from_nanos(v)));
+        let registry = Registry::new();
+        let c = CollectedHistogram::new("latency_seconds", "Latency", h).unwrap();
+        registry.register(Box::new(c)).unwrap();
+        check(
+            &TextEncoder::new()
+                .encode_to_string(&registry.gather())
+                .unwrap(),
+        );
+    }
+}
+
+/// Under the metrics layer the `le` set is the inner exporter's: the same
+/// for two histograms fed different data, in the unit recorded (seconds
+/// for `Duration`s, which `metrics` records as seconds).
+#[cfg(feature = "metrics")]
+#[test]
+fn the_metrics_layer_renders_the_same_le_set_whatever_the_data() {
+    use metrics_exporter_prometheus::PrometheusBuilder;
+    use shardcount::integrations::metrics::ShardedLayer;
+    use std::time::Duration;
+
+    let bounds = [0.001, 0.01, 0.1, 1.0];
+    let prometheus = PrometheusBuilder::new()
+        .set_buckets(&bounds)
+        .unwrap()
+        .build_recorder();
+    let handle = prometheus.handle();
+    let recorder = ShardedLayer::new().wrap(prometheus);
+    metrics::with_local_recorder(&recorder, || {
+        let a = metrics::histogram!("a_seconds");
+        values(2_000)
+            .iter()
+            .for_each(|&v| a.record(Duration::from_nanos(v % 2_000_000_000)));
+        metrics::histogram!("b_seconds").record(Duration::from_millis(5));
+    });
+    recorder.flush();
+    let text = handle.render();
+    let (a, b) = (le_set(&text, "a_seconds"), le_set(&text, "b_seconds"));
+    assert_eq!(a, ["0.001", "0.01", "0.1", "1", "+Inf"], "{text}");
+    assert_eq!(a, b);
+    // The fold hands on bucket midpoints: within 1/32 (module docs).
+    let sum = line_value(&text, "b_seconds_sum");
+    assert!((sum - 0.005).abs() <= 0.005 / 32.0, "{text}");
+}
+
+/// A labelled family: every label value is a member with its label pair
+/// (recorded into or not), each with the same fixed `le` set, its counts
+/// its own.
+#[cfg(all(
+    feature = "prometheus-client",
+    feature = "prometheus",
+    feature = "derive"
+))]
+#[test]
+fn labelled_histograms_export_label_pairs_in_both_prometheus_crates() {
+    use shardcount::{Label, LabelledHistogram};
+
+    #[derive(Clone, Copy, Label)]
+    enum Route {
+        Home,
+        Checkout,
+    }
+
+    let check = |text: &str| {
+        for (route, n) in [("home", 0), ("checkout", 2)] {
+            let member = format!("route=\"{route}\"");
+            let les: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with("size_bytes_bucket{") && l.contains(&member))
+                .collect();
+            assert_eq!(les.len(), 65, "{route}:\n{text}");
+            let count = text
+                .lines()
+                .find(|l| l.starts_with("size_bytes_count{") && l.contains(&member))
+                .unwrap_or_else(|| panic!("no count for {route}:\n{text}"));
+            assert!(count.ends_with(&format!(" {n}")), "{count}");
+        }
+    };
+    {
+        use prometheus_client::encoding::text::encode;
+        use prometheus_client::registry::Registry;
+        use shardcount::integrations::prometheus_client::Shared;
+        let h = Shared::new(LabelledHistogram::new());
+        h.record(Route::Checkout, 10);
+        h.record(Route::Checkout, 1 << 30);
+        let mut registry = Registry::default();
+        registry.register("size_bytes", "Sizes", h);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        check(&text);
+    }
+    {
+        use prometheus::{Registry, TextEncoder};
+        use shardcount::integrations::prometheus::CollectedHistogram;
+        let h = Arc::new(LabelledHistogram::new());
+        h.record(Route::Checkout, 10);
+        h.record(Route::Checkout, 1 << 30);
+        let registry = Registry::new();
+        let c = CollectedHistogram::new("size_bytes", "Sizes", h).unwrap();
+        registry.register(Box::new(c)).unwrap();
+        check(
+            &TextEncoder::new()
+                .encode_to_string(&registry.gather())
+                .unwrap(),
+        );
+    }
+}
+
+/// `metrics::HistogramReplay` into metrics-exporter-prometheus with the
+/// family's `le` set: every cumulative count and the sum exact, each
+/// member under its label, over two replays.
+#[cfg(all(feature = "metrics", feature = "derive"))]
+#[test]
+fn the_metrics_replay_renders_exact_buckets_with_labels() {
+    use metrics_exporter_prometheus::PrometheusBuilder;
+    use shardcount::integrations::metrics::HistogramReplay;
+    use shardcount::{Label, LabelledHistogram};
+
+    #[derive(Clone, Copy, Label)]
+    enum Op {
+        Read,
+        Write,
+    }
+
+    let h = Arc::new(LabelledHistogram::new());
+    let replay = HistogramReplay::new("size_bytes", h.clone());
+    assert_eq!(replay.le_set().len(), 64);
+    let recorder = PrometheusBuilder::new()
+        .set_buckets(&replay.le_set())
+        .unwrap()
+        .build_recorder();
+    let vals = values(3_000);
+    let (first, second) = vals.split_at(1_000);
+    first.iter().for_each(|&v| h.record(Op::Write, v));
+    metrics::with_local_recorder(&recorder, || assert_eq!(replay.replay(), 1_000));
+    second.iter().for_each(|&v| h.record(Op::Write, v));
+    h.record(Op::Read, 7);
+    metrics::with_local_recorder(&recorder, || assert_eq!(replay.replay(), 2_001));
+    let text = recorder.handle().render();
+    let member = |op: &str| -> Vec<(Option<f64>, u64)> {
+        let tag = format!("op=\"{op}\"");
+        text.lines()
+            .filter(|l| l.starts_with("size_bytes_bucket{") && l.contains(&tag))
+            .map(|l| {
+                let le = l.split("le=\"").nth(1).unwrap().split('"').next().unwrap();
+                let n = l.rsplit(' ').next().unwrap().parse().unwrap();
+                ((le != "+Inf").then(|| le.parse().unwrap()), n)
+            })
+            .collect()
+    };
+    check_cumulative(&member("write"), &vals);
+    check_cumulative(&member("read"), &[7]);
+    assert_eq!(member("write").len(), member("read").len());
+    let sum = text
+        .lines()
+        .find_map(|l| l.strip_prefix("size_bytes_sum{op=\"write\"} "))
+        .unwrap_or_else(|| panic!("no sum:\n{text}"));
+    assert_eq!(sum.parse::<f64>().unwrap(), vals.iter().sum::<u64>() as f64);
+}

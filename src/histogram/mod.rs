@@ -9,14 +9,23 @@
 //! its value are two words, so a take racing it may move one and leave
 //! the other for the next take; totals over takes stay exact.
 
+mod labelled;
 mod layout;
+mod replay;
 mod snapshot;
+mod timer;
 
-use crate::CounterSet;
+use crate::set::CounterSet;
+pub use labelled::LabelledHistogram;
 use layout::Layout;
-pub use snapshot::{Bucket, HistogramSnapshot};
+// Used by the integrations, each behind its feature.
+#[allow(unused_imports)]
+pub(crate) use replay::replay_since;
+pub use snapshot::{Bucket, HistogramSnapshot, HistogramUnit, DEFAULT_LE};
 use std::fmt;
+use std::sync::OnceLock;
 use std::time::Duration;
+pub use timer::HistogramTimer;
 
 /// The sum's counter in the set.
 const SUM: usize = 0;
@@ -38,6 +47,17 @@ const SUM: usize = 0;
 /// [`with_bounds`](Self::with_bounds) takes Prometheus-style `le` bounds
 /// instead.
 ///
+/// # Export
+///
+/// The integrations write a fixed `le` set, the same on every replica
+/// whatever was recorded: the user's bounds, or for the default buckets
+/// the 64 bounds of [`DEFAULT_LE`] (`2^k - 1`, each the top of a bucket,
+/// so every cumulative count is exact), then `+Inf`. A histogram made by
+/// [`for_durations`](Self::for_durations) or
+/// [`with_duration_bounds`](Self::with_duration_bounds) records
+/// nanoseconds and is exported in seconds ([`HistogramUnit::Seconds`]),
+/// under a `_seconds` name.
+///
 /// # Reads
 ///
 /// [`count`](Self::count), [`sum`](Self::sum) and the buckets of a
@@ -49,24 +69,33 @@ const SUM: usize = 0;
 /// # Memory
 ///
 /// A row is `buckets + 2` words (the buckets, the sum and a contention
-/// mark) rounded up to 128-byte lines: 7,936 bytes with the default
-/// buckets, `ceil((bounds + 3) / 16) × 128` bytes with user bounds. An
-/// uncontended histogram is one row; a contended one adds tables of 2, 4,
-/// ... rows up to the cap (the number of CPUs rounded up to a power of
-/// two), all kept until it is dropped: at most about `1 + 2 × cap` rows.
+/// mark) and 64 unwritten bytes, rounded up to 128-byte lines: 7,936
+/// bytes with the default buckets, `ceil((bounds + 11) / 16) × 128` bytes
+/// with user bounds. An
+/// uncontended histogram is one row (made by [`with_bounds`](Self::with_bounds),
+/// or on the first record for [`new`](Self::new)); a contended one adds
+/// tables of 2, 4, ... rows up to the cap (the number of CPUs rounded up
+/// to a power of two), all kept until it is dropped: at most about
+/// `1 + 2 × cap` rows.
 ///
-/// # Statics
+/// # Statics and timers
 ///
-/// `new` is not `const`: the first row is a heap allocation sized by the
-/// bucket layout (as a `CounterSet`'s). Use a `LazyLock`:
+/// [`new`](Self::new) is `const`, so a `static` needs no `LazyLock`; a
+/// [`start_timer`](Self::start_timer) guard records the time until it is
+/// dropped, and [`time`](Self::time) times a closure:
 ///
 /// ```
 /// use shardcount::Histogram;
-/// use std::sync::LazyLock;
 ///
-/// static LATENCY: LazyLock<Histogram> = LazyLock::new(Histogram::new);
-/// LATENCY.record_duration(std::time::Duration::from_micros(250));
-/// assert_eq!(LATENCY.count(), 1);
+/// static LATENCY: Histogram = Histogram::new();
+///
+/// fn handle() -> u32 {
+///     let _timer = LATENCY.start_timer(); // records when it goes
+///     42
+/// }
+/// assert_eq!(handle(), 42);
+/// assert_eq!(LATENCY.time(|| 7), 7);
+/// assert_eq!(LATENCY.count(), 2);
 /// ```
 ///
 /// # Example
@@ -90,20 +119,52 @@ const SUM: usize = 0;
 /// assert!(p50.abs_diff(500) <= 500 / 32);
 /// ```
 pub struct Histogram {
-    set: CounterSet,
+    // Made on the first record for `new` (a `const fn` cannot allocate),
+    // at construction for `with_bounds`.
+    set: OnceLock<CounterSet>,
     layout: Layout,
+    unit: HistogramUnit,
 }
 
 impl Histogram {
-    /// An empty histogram with the default log-linear buckets.
+    /// An empty histogram with the default log-linear buckets. `const`,
+    /// and allocates nothing: the first record makes its row.
     ///
     /// ```
-    /// let h = shardcount::Histogram::new();
-    /// assert_eq!(h.buckets(), 976);
+    /// static H: shardcount::Histogram = shardcount::Histogram::new();
+    /// assert_eq!(H.buckets(), 976);
+    /// H.record(3);
+    /// assert_eq!(H.count(), 1);
     /// ```
     #[must_use]
-    pub fn new() -> Self {
-        Histogram::with_layout(Layout::LogLinear)
+    pub const fn new() -> Self {
+        Histogram {
+            set: OnceLock::new(),
+            layout: Layout::LogLinear,
+            unit: HistogramUnit::AsRecorded,
+        }
+    }
+
+    /// An empty histogram of durations with the default log-linear
+    /// buckets: record with [`record_duration`](Self::record_duration),
+    /// [`record_since`](Self::record_since) or a
+    /// [timer](Self::start_timer) (nanoseconds), and the integrations
+    /// export it in seconds ([`HistogramUnit::Seconds`]). `const`, as
+    /// [`new`](Self::new).
+    ///
+    /// ```
+    /// use shardcount::{Histogram, HistogramUnit};
+    /// static LATENCY: Histogram = Histogram::for_durations();
+    /// LATENCY.record_duration(std::time::Duration::from_millis(3));
+    /// assert_eq!((LATENCY.sum(), LATENCY.unit()), (3_000_000, HistogramUnit::Seconds));
+    /// ```
+    #[must_use]
+    pub const fn for_durations() -> Self {
+        Histogram {
+            set: OnceLock::new(),
+            layout: Layout::LogLinear,
+            unit: HistogramUnit::Seconds,
+        }
     }
 
     /// An empty histogram with Prometheus-style buckets: bucket `i` holds
@@ -133,14 +194,74 @@ impl Histogram {
     #[must_use]
     #[track_caller]
     pub fn with_bounds(bounds: &[u64]) -> Self {
-        Histogram::with_layout(Layout::bounds(bounds))
+        Histogram::with_layout(Layout::bounds(bounds), HistogramUnit::AsRecorded)
     }
 
-    fn with_layout(layout: Layout) -> Self {
+    /// An empty histogram of durations with `le` bounds given as
+    /// durations (kept in nanoseconds, saturating at `u64::MAX`): as
+    /// [`with_bounds`](Self::with_bounds), exported in seconds
+    /// ([`HistogramUnit::Seconds`]).
+    ///
+    /// # Panics
+    ///
+    /// If the bounds do not increase strictly (in nanoseconds), naming the
+    /// first bad one.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let h = shardcount::Histogram::with_duration_bounds(&[
+    ///     Duration::from_millis(5),
+    ///     Duration::from_millis(50),
+    /// ]);
+    /// h.record_duration(Duration::from_millis(7));
+    /// let counts: Vec<u64> = h.snapshot().buckets().map(|b| b.count).collect();
+    /// assert_eq!(counts, [0, 1, 0]);
+    /// assert_eq!(h.snapshot().buckets().next().unwrap().high, 5_000_000);
+    /// ```
+    #[must_use]
+    #[track_caller]
+    pub fn with_duration_bounds(bounds: &[Duration]) -> Self {
+        let ns: Vec<u64> = bounds.iter().map(|&d| duration_ns(d)).collect();
+        Histogram::with_layout(Layout::bounds(&ns), HistogramUnit::Seconds)
+    }
+
+    fn with_layout(layout: Layout, unit: HistogramUnit) -> Self {
         Histogram {
-            set: CounterSet::new(layout.len() + 1),
+            set: OnceLock::from(CounterSet::new(layout.len() + 1)),
             layout,
+            unit,
         }
+    }
+
+    /// The unit the integrations export it in: [`HistogramUnit::Seconds`] for
+    /// [`for_durations`](Self::for_durations) and
+    /// [`with_duration_bounds`](Self::with_duration_bounds), else
+    /// [`HistogramUnit::AsRecorded`].
+    ///
+    /// ```
+    /// use shardcount::{Histogram, HistogramUnit};
+    /// assert_eq!(Histogram::new().unit(), HistogramUnit::AsRecorded);
+    /// assert_eq!(Histogram::for_durations().unit(), HistogramUnit::Seconds);
+    /// ```
+    #[must_use]
+    pub fn unit(&self) -> HistogramUnit {
+        self.unit
+    }
+
+    /// The rows, made on first use.
+    #[inline(always)]
+    fn set(&self) -> &CounterSet {
+        match self.set.get() {
+            Some(set) => set,
+            None => self.make(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn make(&self) -> &CounterSet {
+        self.set
+            .get_or_init(|| CounterSet::new(self.layout.len() + 1))
     }
 
     /// How many buckets it has.
@@ -160,12 +281,15 @@ impl Histogram {
     /// h.record(42);
     /// assert_eq!((h.count(), h.sum()), (1, 42));
     /// ```
-    #[inline]
+    // Always: a call per record costs about ten instructions, and LLVM
+    // stops inlining once a crate records from a few places.
+    #[inline(always)]
     pub fn record(&self, v: u64) {
         let i = self.layout.index(v);
+        let set = self.set();
         // SAFETY: `i < layout.len()`, so `i + 1` and `SUM` are below the
-        // set's `layout.len() + 1`.
-        unsafe { self.set.add_pair_unchecked(i + 1, 1, SUM, v) };
+        // set's `layout.len() + 1` (`with_layout`, `make`).
+        unsafe { set.add_pair_unchecked(i + 1, 1, SUM, v) };
     }
 
     /// Records a duration in nanoseconds; one above `u64::MAX` ns (about
@@ -178,7 +302,7 @@ impl Histogram {
     /// ```
     #[inline]
     pub fn record_duration(&self, d: Duration) {
-        self.record(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        self.record(duration_ns(d));
     }
 
     /// Records `secs` seconds as nanoseconds (rounded to the nearest),
@@ -234,7 +358,7 @@ impl Histogram {
     /// ```
     #[must_use]
     pub fn sum(&self) -> u64 {
-        self.set.total(SUM)
+        self.set.get().map_or(0, |s| s.total(SUM))
     }
 
     /// The bucket counts and the sum, read row by row. Exact at
@@ -249,7 +373,7 @@ impl Histogram {
     /// ```
     #[must_use]
     pub fn snapshot(&self) -> HistogramSnapshot {
-        self.to_snapshot(self.set.snapshot())
+        self.to_snapshot(self.set.get().map(CounterSet::snapshot))
     }
 
     /// Moves the bucket counts and the sum out, leaving zeros, losing
@@ -265,12 +389,13 @@ impl Histogram {
     /// assert_eq!(h.count(), 0);
     /// ```
     pub fn take(&self) -> HistogramSnapshot {
-        self.to_snapshot(self.set.take_all())
+        self.to_snapshot(self.set.get().map(CounterSet::take_all))
     }
 
-    fn to_snapshot(&self, mut words: Vec<u64>) -> HistogramSnapshot {
-        let sum = words.remove(SUM);
-        HistogramSnapshot::new(self.layout.clone(), words, sum)
+    /// The snapshot of `words` (the set's), or an empty one when there is
+    /// no set yet.
+    fn to_snapshot(&self, words: Option<Vec<u64>>) -> HistogramSnapshot {
+        snapshot_of(&self.layout, self.unit, words)
     }
 
     /// How many rows it has besides the first: 0 while it was never
@@ -281,7 +406,7 @@ impl Histogram {
     /// ```
     #[must_use]
     pub fn shards(&self) -> usize {
-        self.set.shards()
+        self.set.get().map_or(0, CounterSet::shards)
     }
 }
 
@@ -290,8 +415,22 @@ impl Histogram {
     /// row allocation.
     #[cfg(test)]
     pub(crate) fn grow_once(&self) {
-        self.set.grow_once();
+        self.set().grow_once();
     }
+}
+
+/// The snapshot of a set's `words` (sum first, then the buckets), or an
+/// empty one when there is no set yet.
+fn snapshot_of(layout: &Layout, unit: HistogramUnit, words: Option<Vec<u64>>) -> HistogramSnapshot {
+    let mut words = words.unwrap_or_else(|| vec![0; layout.len() + 1]);
+    let sum = words.remove(SUM);
+    HistogramSnapshot::new(layout.clone(), unit, words, sum)
+}
+
+/// `d` in nanoseconds, `u64::MAX` past it.
+#[inline]
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cold]
@@ -340,6 +479,20 @@ impl fmt::Debug for Histogram {
 #[cfg(all(test, not(shardcount_loom)))]
 mod tests {
     use super::*;
+
+    /// `new` makes no row; reads before the first record see an empty
+    /// histogram of the default layout, and the first record makes it.
+    #[test]
+    fn a_const_histogram_reads_empty_until_its_first_record() {
+        static H: Histogram = Histogram::new();
+        assert!(H.set.get().is_none());
+        let s = H.take();
+        assert_eq!((s.count(), s.sum(), s.buckets().count()), (0, 0, 976));
+        assert_eq!((H.sum(), H.shards()), (0, 0));
+        H.record(1000);
+        assert!(H.set.get().is_some());
+        assert_eq!((H.count(), H.sum()), (1, 1000));
+    }
 
     #[test]
     fn records_land_once_on_the_base_and_on_grown_rows() {

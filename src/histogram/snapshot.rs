@@ -3,6 +3,26 @@
 use super::layout::Layout;
 use std::fmt;
 
+/// The `le` bounds the default log-linear buckets are exported with, in
+/// the recorded unit: `2^k - 1` for `k` in `0..64`, each the top of a
+/// log-linear bucket (so a cumulative count at it is exact), and then
+/// `+Inf`. Fixed, whatever was recorded: every replica exports the same
+/// 65 `_bucket` series, and `sum by (le)` adds like with like.
+///
+/// ```
+/// use shardcount::DEFAULT_LE;
+/// assert_eq!((DEFAULT_LE.len(), DEFAULT_LE[3], DEFAULT_LE[63]), (64, 7, (1 << 63) - 1));
+/// ```
+pub const DEFAULT_LE: [u64; 64] = {
+    let mut le = [0u64; 64];
+    let mut k = 0;
+    while k < 64 {
+        le[k] = (1u64 << k) - 1;
+        k += 1;
+    }
+    le
+};
+
 /// The bucket counts and the sum of a [`Histogram`](crate::Histogram), as
 /// read by [`snapshot`](crate::Histogram::snapshot) or moved out by
 /// [`take`](crate::Histogram::take).
@@ -21,8 +41,57 @@ use std::fmt;
 #[derive(Clone, PartialEq, Eq)]
 pub struct HistogramSnapshot {
     layout: Layout,
+    unit: HistogramUnit,
     counts: Vec<u64>,
     sum: u64,
+}
+
+/// What a histogram's values are, for the integrations that export it:
+/// set by its constructor, read with [`Histogram::unit`](crate::Histogram::unit).
+///
+/// ```
+/// use shardcount::{Histogram, HistogramUnit};
+/// let h = Histogram::for_durations();
+/// h.record_duration(std::time::Duration::from_millis(250));
+/// assert_eq!(h.snapshot().unit(), HistogramUnit::Seconds);
+/// assert_eq!(HistogramUnit::Seconds.per_recorded(), 1e-9);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HistogramUnit {
+    /// Exported as recorded: `le` bounds, the sum and any suffix are the
+    /// user's (bytes, items, or nanoseconds written as such).
+    AsRecorded,
+    /// Durations, recorded in nanoseconds
+    /// ([`record_duration`](crate::Histogram::record_duration), timers)
+    /// and exported in seconds: `le` bounds and the sum divided by 10^9,
+    /// under a name ending in `_seconds`.
+    Seconds,
+}
+
+impl HistogramUnit {
+    /// What one recorded unit is in the exported unit: 1, or 10^-9 for
+    /// seconds.
+    ///
+    /// ```
+    /// assert_eq!(shardcount::HistogramUnit::AsRecorded.per_recorded(), 1.0);
+    /// ```
+    #[must_use]
+    pub fn per_recorded(self) -> f64 {
+        match self {
+            HistogramUnit::AsRecorded => 1.0,
+            HistogramUnit::Seconds => 1e-9,
+        }
+    }
+
+    /// `v` recorded units in the exported unit (a division for seconds, so
+    /// `1_000_000` ns is exactly `0.001`).
+    pub(crate) fn export(self, v: u64) -> f64 {
+        match self {
+            HistogramUnit::AsRecorded => v as f64,
+            HistogramUnit::Seconds => v as f64 / 1e9,
+        }
+    }
 }
 
 /// One bucket of a [`HistogramSnapshot`]: the values `low..=high` and how many
@@ -47,10 +116,11 @@ pub struct Bucket {
 }
 
 impl HistogramSnapshot {
-    pub(crate) fn new(layout: Layout, counts: Vec<u64>, sum: u64) -> Self {
+    pub(crate) fn new(layout: Layout, unit: HistogramUnit, counts: Vec<u64>, sum: u64) -> Self {
         debug_assert_eq!(counts.len(), layout.len());
         HistogramSnapshot {
             layout,
+            unit,
             counts,
             sum,
         }
@@ -110,20 +180,63 @@ impl HistogramSnapshot {
         })
     }
 
-    /// The buckets as exporters write them, `(le, count)` with per-bucket
-    /// (not yet cumulative) counts and `None` for `+Inf`: every bucket of
-    /// user bounds; of the default 976, only those holding records, and
-    /// the last (`+Inf`) always. Skipping empty buckets leaves every
-    /// cumulative count exact.
-    // Used by the integrations, each behind its feature.
-    #[allow(dead_code)]
-    pub(crate) fn le_buckets(&self) -> impl Iterator<Item = (Option<u64>, u64)> + '_ {
+    /// The unit the histogram's integrations export it in.
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// assert_eq!(h.snapshot().unit(), shardcount::HistogramUnit::AsRecorded);
+    /// ```
+    #[must_use]
+    pub fn unit(&self) -> HistogramUnit {
+        self.unit
+    }
+
+    /// The buckets as exporters write them: `(le, count)` with per-bucket
+    /// (not yet cumulative) counts, `le` in the exported
+    /// [`unit`](Self::unit) and `None` for `+Inf`. The set of `le` bounds
+    /// depends on the layout only, never on the data, so every replica
+    /// exports the same one:
+    ///
+    /// * user bounds: each bound, then `+Inf`;
+    /// * the default log-linear buckets: [`DEFAULT_LE`], the 64 bounds
+    ///   `2^k - 1` for `k` in `0..64` (0, 1, 3, 7, ..., each the top of a
+    ///   log-linear bucket, so every cumulative count is exact), then
+    ///   `+Inf`.
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// h.record(5);
+    /// let b: Vec<_> = h.snapshot().export_buckets().collect();
+    /// assert_eq!(b.len(), 65);
+    /// assert_eq!(&b[..4], [(Some(0.0), 0), (Some(1.0), 0), (Some(3.0), 0), (Some(7.0), 1)]);
+    /// assert_eq!(b[64], (None, 0));
+    /// ```
+    pub fn export_buckets(&self) -> impl Iterator<Item = (Option<f64>, u64)> + '_ {
         let all = matches!(self.layout, Layout::Bounds(_));
         let last = self.counts.len() - 1;
-        self.buckets()
-            .enumerate()
-            .filter(move |&(i, b)| all || b.count > 0 || i == last)
-            .map(move |(i, b)| ((i != last).then_some(b.high), b.count))
+        let mut acc = 0u64;
+        self.buckets().enumerate().filter_map(move |(i, b)| {
+            acc = acc.wrapping_add(b.count);
+            // A log-linear bucket ending just below a power of two closes
+            // one exported bucket.
+            let closes = all || b.high & b.high.wrapping_add(1) == 0 || i == last;
+            closes.then(|| {
+                let n = std::mem::take(&mut acc);
+                ((i != last).then(|| self.unit.export(b.high)), n)
+            })
+        })
+    }
+
+    /// The sum in the exported [`unit`](Self::unit), as an `f64`.
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::for_durations();
+    /// h.record_duration(std::time::Duration::from_millis(1500));
+    /// assert_eq!(h.snapshot().export_sum(), 1.5);
+    /// ```
+    #[must_use]
+    pub fn export_sum(&self) -> f64 {
+        self.unit.export(self.sum)
     }
 
     /// `(representative, count)` of every bucket holding records: the
@@ -209,9 +322,9 @@ impl HistogramSnapshot {
     #[track_caller]
     pub fn merge(&mut self, other: &HistogramSnapshot) {
         assert!(
-            self.layout == other.layout,
+            self.layout == other.layout && self.unit == other.unit,
             "shardcount: HistogramSnapshot::merge: the snapshots have different buckets \
-             ({} and {} buckets, or other bounds)",
+             ({} and {} buckets, or other bounds or units)",
             self.counts.len(),
             other.counts.len()
         );
@@ -239,5 +352,45 @@ impl fmt::Debug for HistogramSnapshot {
             .field("sum", &self.sum)
             .field("buckets", &self.counts.len())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(shardcount_loom)))]
+mod tests {
+    use super::*;
+    use crate::Histogram;
+
+    /// The log-linear export closes a bucket exactly at each
+    /// `DEFAULT_LE` bound, whatever was recorded, and the counts between
+    /// are the recorded ones.
+    #[test]
+    fn the_default_export_has_the_documented_le_set_whatever_the_data() {
+        let (a, b) = (Histogram::new(), Histogram::new());
+        (0..1000u64).for_each(|v| a.record(v * v * 7919));
+        b.record(3);
+        let les = |h: &Histogram| -> Vec<Option<f64>> {
+            h.snapshot().export_buckets().map(|(le, _)| le).collect()
+        };
+        let want: Vec<Option<f64>> = DEFAULT_LE
+            .iter()
+            .map(|&le| Some(le as f64))
+            .chain([None])
+            .collect();
+        assert_eq!(les(&a), want);
+        assert_eq!(les(&b), want);
+        let counts: Vec<u64> = b.snapshot().export_buckets().map(|(_, n)| n).collect();
+        assert_eq!(counts.iter().sum::<u64>(), 1);
+        assert_eq!(counts[2], 1, "3 is in le=3");
+    }
+
+    #[test]
+    fn seconds_export_divides_bounds_and_sum_by_a_billion() {
+        let h = Histogram::with_duration_bounds(&[std::time::Duration::from_millis(5)]);
+        h.record(5_000_000);
+        h.record(5_000_001);
+        let s = h.snapshot();
+        let b: Vec<_> = s.export_buckets().collect();
+        assert_eq!(b, [(Some(0.005), 1), (None, 1)]);
+        assert_eq!(s.export_sum(), 0.010000001);
     }
 }

@@ -191,6 +191,7 @@ use std::time::Duration;
 type KeyMap<V> = HashMap<Key, V, BuildHasherDefault<KeyHasher>>;
 
 mod histogram;
+pub use histogram::HistogramReplay;
 
 /// The locks that serialise `absolute` calls; which one a counter uses
 /// depends on its address only.

@@ -26,6 +26,13 @@
 //!   attribute per name of its label type
 //!   ([`CountFamily::LABEL_NAMES`]), each value the label's text.
 //!
+//! A [`Histogram`](crate::Histogram) or
+//! [`LabelledHistogram`](crate::LabelledHistogram) has no observable
+//! instrument to be (the API has none for histograms, and the SDK takes
+//! no pre-aggregated points): a [`HistogramReplay`] replays its records
+//! into an SDK histogram with its boundaries, exact in count, buckets and
+//! sum, at one SDK record per value (its docs say why and what it costs).
+//!
 //! Members whose labels show alike are one data point, their sum, as the
 //! [`Exporter`](crate::export::Exporter) ships them; a member whose label's
 //! `Display` returns an error is left out.
@@ -118,10 +125,13 @@
 //! `SdkMeterProviderBuilder::with_view`).
 
 use crate::contract::{CountFamily, Kind};
+
+mod histogram;
 #[cfg(doc)]
 use crate::Count;
 use ::opentelemetry::metrics::{AsyncInstrument, Meter, ObservableCounter, ObservableGauge};
 use ::opentelemetry::{Key, KeyValue, Value};
+pub use histogram::HistogramReplay;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;

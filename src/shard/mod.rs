@@ -3,7 +3,7 @@
 //! the owner drops it.
 //!
 //! A row is `row_lines` whole [`Line`]s (16 words, 128 bytes each): one
-//! line for a `Counter` (its word is the line's first), `ceil((n + 1) / 16)`
+//! line for a `Counter` (its word is the line's first), `ceil((n + 9) / 16)`
 //! lines for a set of `n` counters (and its row mark), whose cells sit side
 //! by side so that one thread's updates to different counters share that
 //! thread's own lines.

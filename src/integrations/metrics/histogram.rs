@@ -1,3 +1,5 @@
+//! [`HistogramReplay`]: a shardcount histogram into the current recorder.
+//!
 //! `histogram!` under the [`ShardedLayer`](super::ShardedLayer): each key
 //! records into a sharded [`Histogram`](crate::Histogram), taken and
 //! folded into the inner recorder's histogram on the layer's interval.
@@ -9,8 +11,13 @@
 //! the counters' folds). The take is the histogram's lossless one.
 
 use super::KeyMap;
+use crate::contract::DistributionFamily;
+use crate::histogram::replay_since;
 use crate::primitive::sync::{lock, Arc, Mutex};
+use crate::{HistogramSnapshot, HistogramUnit};
 use ::metrics::{HistogramFn, Key, Metadata, Recorder};
+use std::fmt;
+use std::ops::Deref;
 
 /// Values are kept in units of 10<sup>-9</sup> of the recorded unit.
 const SCALE: f64 = 1e9;
@@ -90,5 +97,149 @@ impl Folds {
     pub(super) fn flush(&self) {
         let entries: Vec<Arc<Entry>> = lock(&self.entries).values().cloned().collect();
         entries.iter().for_each(|e| e.fold());
+    }
+}
+
+/// A histogram or a labelled family of them
+/// ([`DistributionFamily`](crate::contract::DistributionFamily)), held
+/// through a shared pointer, replayed into the current recorder's
+/// histogram `name` on each [`replay`](Self::replay): one `record` per
+/// value recorded since the last replay, each inside the bucket it was
+/// counted in, all adding up to the recorded sum, with one `metrics`
+/// label per label name of the family. Values are in the family's unit
+/// (seconds for [`HistogramUnit::Seconds`](crate::HistogramUnit::Seconds)).
+///
+/// The `metrics` facade takes one value at a time, so this is exact where
+/// a fold of bucket midpoints (the [`ShardedLayer`](super::ShardedLayer)'s)
+/// is within 1/32: the count and sum (up to `f64` addition) always, and
+/// the bucket counts when the exporter's buckets are the family's
+/// [`le_set`](Self::le_set) (`PrometheusBuilder::set_buckets`). It costs
+/// one `record` per value at replay time. Replay into the recorder that
+/// renders: under a `ShardedLayer`, its [`inner`](super::ShardedRecorder::inner)
+/// one (the layer's own histograms would fold the values to midpoints).
+///
+/// ```
+/// use metrics_exporter_prometheus::PrometheusBuilder;
+/// use shardcount::integrations::metrics::HistogramReplay;
+/// use shardcount::{Label, LabelledHistogram};
+/// use std::time::Duration;
+///
+/// #[derive(Clone, Copy, Label)]
+/// enum Route { Home, Checkout }
+/// static LATENCY: LabelledHistogram<Route> = LabelledHistogram::for_durations();
+///
+/// let replay = HistogramReplay::new("latency_seconds", &LATENCY);
+/// let recorder = PrometheusBuilder::new()
+///     .set_buckets(&replay.le_set())
+///     .unwrap()
+///     .build_recorder();
+/// LATENCY.record_duration(Route::Checkout, Duration::from_millis(3));
+/// metrics::with_local_recorder(&recorder, || assert_eq!(replay.replay(), 1));
+/// let text = recorder.handle().render();
+/// assert!(text.contains("latency_seconds_sum{route=\"checkout\"} 0.003\n"), "{text}");
+/// ```
+pub struct HistogramReplay<P> {
+    name: &'static str,
+    family: P,
+    /// Each member's labels and its read at the last replay.
+    members: Mutex<Vec<(Vec<::metrics::Label>, Option<HistogramSnapshot>)>>,
+}
+
+impl<P> HistogramReplay<P>
+where
+    P: Deref + Send + Sync,
+    P::Target: DistributionFamily,
+{
+    /// A replay of `family` as the histogram `name`. Records made before
+    /// this call are replayed by the first [`replay`](Self::replay).
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::HistogramReplay;
+    /// let h = std::sync::Arc::new(shardcount::Histogram::new());
+    /// let r = HistogramReplay::new("sizes_bytes", h.clone());
+    /// h.record(4);
+    /// assert_eq!(r.replay(), 1); // into the no-op recorder: none installed
+    /// ```
+    pub fn new(name: &'static str, family: P) -> Self {
+        let mut members = Vec::new();
+        family.read_each_distribution(|texts, _| {
+            let labels = P::Target::LABEL_NAMES
+                .iter()
+                .zip(texts)
+                .map(|(n, t)| ::metrics::Label::new(*n, (*t).to_string()))
+                .collect();
+            members.push((labels, None));
+        });
+        HistogramReplay {
+            name,
+            family,
+            members: Mutex::new(members),
+        }
+    }
+
+    /// The family's exported `le` bounds, `+Inf` left out, in its unit:
+    /// the buckets to give the exporter so that every bucket count is
+    /// exact.
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::HistogramReplay;
+    /// let h = std::sync::Arc::new(shardcount::Histogram::with_bounds(&[10, 100]));
+    /// assert_eq!(HistogramReplay::new("x", h).le_set(), [10.0, 100.0]);
+    /// ```
+    #[must_use]
+    pub fn le_set(&self) -> Vec<f64> {
+        let mut les = None;
+        self.family.read_each_distribution(|_, s| {
+            les.get_or_insert_with(|| s.export_buckets().filter_map(|(le, _)| le).collect());
+        });
+        les.unwrap_or_default()
+    }
+
+    /// Records into the current recorder (`metrics::with_recorder`) every
+    /// value recorded since the last replay; returns how many. Replays are
+    /// serialised. As [`opentelemetry::HistogramReplay::replay`](crate::integrations::opentelemetry::HistogramReplay::replay)
+    /// for a record caught halfway, and for a take or reset between
+    /// replays.
+    pub fn replay(&self) -> u64 {
+        static META: Metadata<'static> =
+            Metadata::new(module_path!(), ::metrics::Level::INFO, Some(module_path!()));
+        let mut members = lock(&self.members);
+        let mut i = 0;
+        let mut replayed = 0;
+        ::metrics::with_recorder(|recorder| {
+            self.family.read_each_distribution(|_, now| {
+                let Some((labels, kept)) = members.get_mut(i) else {
+                    return;
+                };
+                i += 1;
+                let unit = now.unit();
+                let key = Key::from_parts(self.name, labels.clone());
+                let h = recorder.register_histogram(&key, &META);
+                replayed += replay_since(kept, now, |v| match unit {
+                    HistogramUnit::Seconds => h.record(v as f64 / 1e9),
+                    _ => h.record(v as f64),
+                });
+            });
+        });
+        replayed
+    }
+}
+
+impl<P: Deref> fmt::Debug for HistogramReplay<P>
+where
+    P::Target: fmt::Debug,
+{
+    /// The name and the family's `Debug`.
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::HistogramReplay;
+    /// let r = HistogramReplay::new("x", std::sync::Arc::new(shardcount::Histogram::new()));
+    /// assert!(format!("{r:?}").starts_with("HistogramReplay { name: \"x\""));
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HistogramReplay")
+            .field("name", &self.name)
+            .field("family", &&*self.family)
+            .finish_non_exhaustive()
     }
 }

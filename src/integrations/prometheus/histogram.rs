@@ -1,20 +1,48 @@
-//! [`CollectedHistogram`]: a [`Histogram`](crate::Histogram) as a tikv
-//! `prometheus` histogram family.
+//! [`CollectedHistogram`]: a [`Histogram`](crate::Histogram) or a
+//! [`LabelledHistogram`](crate::LabelledHistogram) as a tikv `prometheus`
+//! histogram family.
 
-use crate::contract::Distribution;
+use crate::contract::DistributionFamily;
 use ::prometheus::core::{Collector, Desc, Describer, Opts};
 use ::prometheus::proto::{self, MetricFamily, MetricType};
 use ::prometheus::Result;
 use std::fmt;
 use std::ops::Deref;
 
-/// A `Collector` for a histogram held through a shared pointer (an `Arc`,
-/// or a `&'static`): each scrape reads it once
-/// ([`Distribution::read_distribution`]) and returns one histogram family
-/// with `_bucket{le=...}` (cumulative), `_sum` and `_count`, in the unit
-/// recorded. With user bounds every bound is a bucket; with the default
-/// buckets, the ones holding records and `+Inf`. Values are `f64`, as the
+/// A `Collector` for a histogram or a labelled family of them
+/// ([`DistributionFamily`]) held through a shared pointer (an `Arc`, or a
+/// `&'static`): each scrape reads each member once and returns one
+/// histogram family, one metric per member with its label pairs (every
+/// label value, recorded into or not),
+/// with `_bucket{le=...}` (cumulative), `_sum` and `_count`. The `le` set
+/// is every user bound, or for the default buckets the fixed
+/// [`DEFAULT_LE`](crate::DEFAULT_LE) set, then `+Inf`: the same on every
+/// replica whatever the data
+/// ([`HistogramSnapshot::export_buckets`](crate::HistogramSnapshot::export_buckets)).
+/// Values are in the histogram's [`unit`](crate::Histogram::unit): seconds
+/// for a [`for_durations`](crate::Histogram::for_durations) or
+/// [`with_duration_bounds`](crate::Histogram::with_duration_bounds)
+/// histogram (name it `..._seconds`), else as recorded; `f64`, as the
 /// `prometheus` data model has them: exact up to 2<sup>53</sup>.
+///
+/// ```
+/// use prometheus::{Registry, TextEncoder};
+/// use shardcount::integrations::prometheus::CollectedHistogram;
+/// use shardcount::Histogram;
+/// use std::time::Duration;
+///
+/// static LATENCY: Histogram = Histogram::for_durations();
+/// let registry = Registry::new();
+/// let c = CollectedHistogram::new("latency_seconds", "Request latency", &LATENCY).unwrap();
+/// registry.register(Box::new(c)).unwrap();
+/// LATENCY.record_duration(Duration::from_millis(1500));
+///
+/// let text = TextEncoder::new().encode_to_string(&registry.gather()).unwrap();
+/// assert!(text.contains("latency_seconds_sum 1.5\n"));
+/// assert_eq!(text.matches("latency_seconds_bucket{").count(), 65);
+/// ```
+///
+/// In the unit recorded, with user bounds:
 ///
 /// ```
 /// use prometheus::{Registry, TextEncoder};
@@ -45,7 +73,7 @@ pub struct CollectedHistogram<P> {
 impl<P> CollectedHistogram<P>
 where
     P: Deref + Send + Sync,
-    P::Target: Distribution,
+    P::Target: DistributionFamily,
 {
     /// A collector named `name` (used as given) with `help`.
     ///
@@ -65,11 +93,12 @@ where
     }
 
     /// A collector from `Opts` (namespace, constant labels); variable
-    /// labels are refused.
+    /// labels are refused (a family's label names are its own).
     ///
     /// # Errors
     ///
-    /// If `opts` has variable labels, or `prometheus` refuses them.
+    /// If `opts` has variable labels, or `prometheus` refuses them (or a
+    /// family's label names).
     ///
     /// ```
     /// use prometheus::Opts;
@@ -88,6 +117,11 @@ where
                 opts.variable_labels
             )));
         }
+        let mut opts = opts;
+        opts.variable_labels = P::Target::LABEL_NAMES
+            .iter()
+            .map(|n| (*n).to_string())
+            .collect();
         let desc = opts.describe()?;
         Ok(CollectedHistogram { histogram, desc })
     }
@@ -107,39 +141,51 @@ where
 impl<P> Collector for CollectedHistogram<P>
 where
     P: Deref + Send + Sync,
-    P::Target: Distribution,
+    P::Target: DistributionFamily,
 {
     fn desc(&self) -> Vec<&Desc> {
         vec![&self.desc]
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let s = self.histogram.read_distribution();
-        let mut cumulative = 0u64;
-        // The `+Inf` bucket is the sample count, which the encoders write
-        // themselves (a bound of infinity would be written `inf`).
-        let buckets = s
-            .le_buckets()
-            .filter_map(|(le, n)| {
-                cumulative = cumulative.wrapping_add(n);
-                let mut b = proto::Bucket::default();
-                b.set_cumulative_count(cumulative);
-                b.set_upper_bound(le? as f64);
-                Some(b)
-            })
-            .collect();
-        let mut h = proto::Histogram::default();
-        h.set_sample_count(s.count());
-        h.set_sample_sum(s.sum() as f64);
-        h.set_bucket(buckets);
-        let mut metric = proto::Metric::default();
-        metric.set_label(self.desc.const_label_pairs.clone());
-        metric.set_histogram(h);
+        let mut metrics = Vec::new();
+        self.histogram.read_each_distribution(|texts, s| {
+            let mut cumulative = 0u64;
+            // The `+Inf` bucket is the sample count, which the encoders
+            // write themselves (a bound of infinity would be written `inf`).
+            let buckets = s
+                .export_buckets()
+                .filter_map(|(le, n)| {
+                    cumulative = cumulative.wrapping_add(n);
+                    let mut b = proto::Bucket::default();
+                    b.set_cumulative_count(cumulative);
+                    b.set_upper_bound(le?);
+                    Some(b)
+                })
+                .collect();
+            let mut h = proto::Histogram::default();
+            h.set_sample_count(s.count());
+            h.set_sample_sum(s.export_sum());
+            h.set_bucket(buckets);
+            let mut labels = self.desc.const_label_pairs.clone();
+            for (name, text) in P::Target::LABEL_NAMES.iter().zip(texts) {
+                let mut pair = proto::LabelPair::default();
+                pair.set_name((*name).to_string());
+                pair.set_value((*text).to_string());
+                labels.push(pair);
+            }
+            // The text format wants each metric's labels sorted by name.
+            labels.sort_by(|a, b| a.name().cmp(b.name()));
+            let mut metric = proto::Metric::default();
+            metric.set_label(labels);
+            metric.set_histogram(h);
+            metrics.push(metric);
+        });
         let mut family = MetricFamily::default();
         family.set_name(self.desc.fq_name.clone());
         family.set_help(self.desc.help.clone());
         family.set_field_type(MetricType::HISTOGRAM);
-        family.set_metric(vec![metric]);
+        family.set_metric(metrics);
         vec![family]
     }
 }
