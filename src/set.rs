@@ -497,20 +497,31 @@ impl CounterSet {
         total
     }
 
-    /// Every counter's total, added up (wrapping), allocating nothing.
-    pub(crate) fn sum_all(&self) -> u64 {
-        // Relaxed: as in `total`.
-        let mut total = self
+    /// Passes each row's part of each counter, `(i, part)`, to `add`:
+    /// the parts of counter `i` add up (wrapping) to its total, read as
+    /// [`snapshot_into`](Self::snapshot_into) reads it, allocating nothing.
+    pub(crate) fn fold_into(&self, mut add: impl FnMut(usize, u64)) {
+        for (i, w) in self
             .base
             .iter()
             .flat_map(|l| l.iter())
             .take(self.len)
-            .fold(0u64, |t, w| t.wrapping_add(w.load(Ordering::Relaxed)));
+            .enumerate()
+        {
+            // Relaxed: as in `total`.
+            add(i, w.load(Ordering::Relaxed));
+        }
         self.table.for_each_count_row(|_, row| {
             for i in 0..self.len {
-                total = total.wrapping_add(row.read(i));
+                add(i, row.read(i));
             }
         });
+    }
+
+    /// Every counter's total, added up (wrapping), allocating nothing.
+    pub(crate) fn sum_all(&self) -> u64 {
+        let mut total = 0u64;
+        self.fold_into(|_, v| total = total.wrapping_add(v));
         total
     }
 

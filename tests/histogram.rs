@@ -227,3 +227,27 @@ fn record_secs_names_a_negative_or_nan_duration_and_saturates_above() {
     let s = h.snapshot();
     assert_eq!(s.buckets().last().unwrap().count, 2);
 }
+
+/// `snapshot_into` reads what `snapshot` reads, on the base row and on
+/// owned rows after contention and a take, reusing its buffer.
+#[test]
+fn snapshot_into_matches_snapshot_and_reuses_its_buffer() {
+    let h = shardcount::Histogram::new();
+    let mut out = h.snapshot();
+    h.snapshot_into(&mut out);
+    assert_eq!((out.count(), out.sum()), (0, 0));
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            let h = &h;
+            s.spawn(move || (0..20_000u64).for_each(|i| h.record(i * 3 + t)));
+        }
+    });
+    let _ = h.take();
+    (0..1000u64).for_each(|i| h.record(i * 1000));
+    h.snapshot_into(&mut out);
+    let fresh = h.snapshot();
+    assert_eq!((out.count(), out.sum()), (fresh.count(), fresh.sum()));
+    assert_eq!(out.count(), 1000);
+    let (a, b): (Vec<_>, Vec<_>) = (out.buckets().collect(), fresh.buckets().collect());
+    assert_eq!(a, b);
+}

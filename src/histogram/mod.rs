@@ -376,6 +376,31 @@ impl Histogram {
         self.to_snapshot(self.set.get().map(CounterSet::snapshot))
     }
 
+    /// Reads the bucket counts and the sum into `out`, as
+    /// [`snapshot`](Self::snapshot) does, reusing its buffer: after the
+    /// first call on a snapshot of this histogram's layout it allocates
+    /// nothing (for a scrape loop, or to read many histograms into one
+    /// buffer).
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::with_bounds(&[10, 100]);
+    /// let mut out = h.snapshot(); // the buffer, once
+    /// h.record(7);
+    /// h.record(70);
+    /// h.snapshot_into(&mut out);
+    /// assert_eq!((out.count(), out.sum()), (2, 77));
+    /// ```
+    pub fn snapshot_into(&self, out: &mut HistogramSnapshot) {
+        out.refill(&self.layout, self.unit, |counts, sum| {
+            if let Some(set) = self.set.get() {
+                set.fold_into(|i, v| match i {
+                    SUM => *sum = sum.wrapping_add(v),
+                    b => counts[b - 1] = counts[b - 1].wrapping_add(v),
+                });
+            }
+        });
+    }
+
     /// Moves the bucket counts and the sum out, leaving zeros, losing
     /// nothing while other threads record: every bucket count and every
     /// value in the sum lands in exactly one take, or stays. (A record

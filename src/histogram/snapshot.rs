@@ -116,6 +116,25 @@ pub struct Bucket {
 }
 
 impl HistogramSnapshot {
+    /// Makes this snapshot one of `layout` and `unit` whose counts and sum
+    /// `fill` writes (given zeroed), reusing the counts' buffer: no
+    /// allocation when it already holds `layout.len()` counts.
+    pub(crate) fn refill(
+        &mut self,
+        layout: &Layout,
+        unit: HistogramUnit,
+        fill: impl FnOnce(&mut [u64], &mut u64),
+    ) {
+        if self.layout != *layout {
+            self.layout = layout.clone();
+        }
+        self.unit = unit;
+        self.counts.clear();
+        self.counts.resize(layout.len(), 0);
+        self.sum = 0;
+        fill(&mut self.counts, &mut self.sum);
+    }
+
     pub(crate) fn new(layout: Layout, unit: HistogramUnit, counts: Vec<u64>, sum: u64) -> Self {
         debug_assert_eq!(counts.len(), layout.len());
         HistogramSnapshot {
