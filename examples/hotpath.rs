@@ -95,6 +95,21 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             acc
         }
+        "counter-sum-split" => {
+            // The sharded read: a counter split to 2 rows (owned and
+            // shared rows of its tables visited), holding 1 on this
+            // thread's owned row.
+            let c = Counter::new();
+            assert_eq!(c.split(2), 2);
+            c.inc();
+            let c = escape(&c);
+            let mut acc = 0u64;
+            for _ in 0..n {
+                acc += c.sum();
+                opaque();
+            }
+            acc
+        }
         "rough-approx" => {
             let c = RoughCounter::from(1);
             let c = escape(&c);
@@ -325,9 +340,9 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
         }
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
-             cas-take, stock-take, counter-owned, set-owned, rough-1024, set-inc, labels-inc, \
-             labels-inc2, set-inc2, handle-inc, map-inc, map-inc-url, dashmap-url, max-record, \
-             hist-record, hist-record8, hist-labels-record",
+             cas-take, stock-take, counter-owned, set-owned, counter-sum-split, rough-1024, \
+             set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, map-inc-url, \
+             dashmap-url, max-record, hist-record, hist-record8, hist-labels-record",
             add_keys.join(", ")
         ),
     }

@@ -1,0 +1,431 @@
+//! Issue 30's goals: owned rows written with a plain load and store,
+//! measured against references that write the same way. A paired section
+//! only (see `shardcount_harness::measure::Session`): every subject runs in
+//! the same repetitions as its reference, in alternating order, and the
+//! medians of the within-repetition ratios are printed.
+//!
+//! * (last) 1 thread, cost vs a bare `fetch_add`: `Counter` idle (never
+//!   contended, one `fetch_add` on its base), `Counter` after `split(2)`
+//!   (an owned row), and the thread-local limit in two forms.
+//! * 2 threads, `Counter` throughput vs the thread-local limit
+//!   (`tl-limit`): a fresh `Counter` that grows on contention (both
+//!   threads add to it from their first add), and one grown ahead of time
+//!   with `split(2)`.
+//! * 2 threads, 12 counters walked `0, 1, .., 11, 0, ..`: `CounterSet::inc`
+//!   and `LabelledCounter::inc` (an enum of 12) vs one
+//!   `CachePadded<[AtomicU64; 16]>` row per thread written with a load and
+//!   a store, found through a `const` thread-local index (as the harness's
+//!   stripe finds its slot).
+//! * 2 threads, `Histogram::record` (default layout) vs one padded array of
+//!   976 bucket words and a sum per thread, written with loads and stores,
+//!   the same log-linear index, the row found as above.
+//!
+//! The limit comes in three forms because the notes warn that the `Cell`
+//! add (`tl-limit`, the reference) can compile to a read-modify-write of
+//! `fs:`-relative memory that runs slower than one through an ordinary
+//! pointer. On x86-64 with fat LTO (rustc 1.95) the `Cell` add is
+//! `incq %fs:X` plus the first-use test; the volatile form, meant as a
+//! separate load and store, is folded into the same `incq %fs:X` without
+//! the test; the pointer form (the cell found once) is `incq (%reg)`, the
+//! form an owned-row add takes. Ratios to each are printed, so the fastest
+//! can be the one quoted. Every run checks its count.
+//!
+//! The subjects that need `split` (which commits before 3cbf28d lack)
+//! sit between `split:` begin and end marker comments: delete those lines
+//! (`sed '/split:b[e]gin/,/split:e[n]d/d'`) to run this there.
+//!
+//! `SHARDCOUNT_REPS` sets the repetitions (default 9),
+//! `SHARDCOUNT_ONLY=<substring>` picks figures by title. Without
+//! cross-crate LTO, as users build:
+//! `CARGO_PROFILE_BENCH_LTO=false CARGO_PROFILE_BENCH_CODEGEN_UNITS=16 cargo bench --bench plain`.
+
+use crossbeam_utils::CachePadded;
+use shardcount::{Counter, CounterSet, Histogram, Label, LabelledCounter};
+use shardcount_harness::measure::{
+    bench_main, escape, opaque, run_threads, Figure, Ratio, Session,
+};
+use shardcount_harness::subjects::{time_adds, time_adds_fresh, Subject, TlLimit};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+const THREADS: usize = 2;
+
+/// Rows of a per-thread reference: a power of two above the threads of one
+/// run, so that two threads started together (consecutive tickets) never
+/// share a row.
+const ROWS: usize = 8;
+
+/// Marks a thread that has no row index yet.
+const NO_INDEX: usize = usize::MAX;
+
+/// Next row index to hand out.
+static NEXT_ROW: AtomicUsize = AtomicUsize::new(0);
+
+std::thread_local! {
+    /// This thread's row index (`const`: no lazy-init or destructor state).
+    static ROW_INDEX: Cell<usize> = const { Cell::new(NO_INDEX) };
+}
+
+/// The calling thread's row index, handed out on its first use.
+#[cold]
+#[inline(never)]
+fn assign_row() -> usize {
+    // Relaxed: a ticket; nothing is published with it.
+    let i = NEXT_ROW.fetch_add(1, Ordering::Relaxed) % ROWS;
+    ROW_INDEX.with(|c| c.set(i));
+    i
+}
+
+/// The calling thread's row, as the stripe finds its slot.
+#[inline(always)]
+fn row_index() -> usize {
+    let mut i = ROW_INDEX.with(Cell::get);
+    if i == NO_INDEX {
+        i = assign_row();
+    }
+    i & (ROWS - 1)
+}
+
+/// Adds `n` to a word only the calling thread writes: a load and a store.
+#[inline(always)]
+fn store_add(w: &AtomicU64, n: u64) {
+    // Relaxed: one writer per word; readers read after the join.
+    w.store(w.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+std::thread_local! {
+    /// The second and third forms of the limit: a `const` cell without a
+    /// destructor, read and written through volatile accesses (which the
+    /// compiler may still fold into one add to memory) or through a pointer
+    /// found once.
+    static PLAIN_CELL: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Where exited threads' `PLAIN_CELL` counts go (folded by the run itself,
+/// on each thread before it returns: no guard needed inside a bench).
+static PLAIN_SINK: AtomicU64 = AtomicU64::new(0);
+
+/// `n` adds per thread on `threads` threads (the calling one when 1) to
+/// the volatile load-and-store form of the thread-local limit; checks the
+/// count.
+fn plain_limit(threads: usize, n: u64) -> Duration {
+    let work = |_: usize| {
+        let p = PLAIN_CELL.with(Cell::as_ptr);
+        let start = PLAIN_CELL.with(Cell::get);
+        for _ in 0..n {
+            PLAIN_CELL.with(|c| {
+                let p = c.as_ptr();
+                // SAFETY: the thread's own cell, valid for its lifetime;
+                // nothing else holds a reference to it.
+                unsafe { p.write_volatile(p.read_volatile() + 1) };
+            });
+            opaque();
+        }
+        // SAFETY: as above.
+        let end = unsafe { p.read_volatile() };
+        // Relaxed: read after the join.
+        PLAIN_SINK.fetch_add(end - start, Ordering::Relaxed);
+    };
+    // Relaxed: read after the join (or on this thread).
+    let before = PLAIN_SINK.load(Ordering::Relaxed);
+    let t = if threads == 1 {
+        let s = std::time::Instant::now();
+        work(0);
+        s.elapsed()
+    } else {
+        run_threads(threads, work)
+    };
+    assert_eq!(
+        PLAIN_SINK.load(Ordering::Relaxed) - before,
+        threads as u64 * n,
+        "limit (load + store): lost counts"
+    );
+    t
+}
+
+/// `n` adds per thread on `threads` threads (the calling one when 1) to
+/// the limit in a third form: the thread's `PLAIN_CELL` found once, then
+/// added to through an ordinary pointer (which escapes, so every add is a
+/// memory access past the `opaque` barrier), as a counter inlined into a
+/// loop can find its thread-local once. Folded into `PLAIN_SINK`; checks
+/// the count.
+fn pointer_limit(threads: usize, n: u64) -> Duration {
+    let work = |_: usize| {
+        let p = PLAIN_CELL.with(Cell::as_ptr);
+        // SAFETY: the thread's own cell, valid for its lifetime; nothing
+        // else holds a reference to it while this runs.
+        let cell = escape(unsafe { &*p.cast::<AtomicU64>() });
+        let start = cell.load(Ordering::Relaxed);
+        for _ in 0..n {
+            store_add(cell, 1);
+            opaque();
+        }
+        // Relaxed: read after the join (or on this thread).
+        PLAIN_SINK.fetch_add(cell.load(Ordering::Relaxed) - start, Ordering::Relaxed);
+    };
+    // Relaxed: as in `plain_limit`.
+    let before = PLAIN_SINK.load(Ordering::Relaxed);
+    let t = if threads == 1 {
+        let s = std::time::Instant::now();
+        work(0);
+        s.elapsed()
+    } else {
+        run_threads(threads, work)
+    };
+    assert_eq!(
+        PLAIN_SINK.load(Ordering::Relaxed) - before,
+        threads as u64 * n,
+        "limit (pointer): lost counts"
+    );
+    t
+}
+
+// split:begin
+/// A `Counter` grown to 2 rows ahead of time, `n` adds per thread.
+fn split_counter(threads: usize, n: u64) -> Duration {
+    let c = CachePadded::new(Counter::new());
+    assert_eq!(c.split(2), 2, "split(2)");
+    time_adds(&*c, threads, n)
+}
+// split:end
+
+/// Twelve labels, for the labelled counter.
+#[derive(Clone, Copy, Label)]
+enum Route {
+    Home,
+    Search,
+    Product,
+    Cart,
+    Checkout,
+    Login,
+    Logout,
+    Account,
+    Orders,
+    Help,
+    Admin,
+    Health,
+}
+
+const COUNTERS: usize = 12;
+
+/// `n` adds per thread on 2 threads, each walking counters 0..12 in turn
+/// (the add given the counter's index); checks the total afterwards.
+fn walk12(n: u64, add: impl Fn(usize) + Sync, total: impl Fn() -> u64) -> Duration {
+    let before = total();
+    let t = run_threads(THREADS, |_| {
+        let mut j = 0usize;
+        for _ in 0..n {
+            add(j);
+            opaque();
+            j += 1;
+            if j == COUNTERS {
+                j = 0;
+            }
+        }
+    });
+    assert_eq!(
+        total() - before,
+        THREADS as u64 * n,
+        "12 counters: lost or extra counts"
+    );
+    t
+}
+
+/// The per-thread plain-store row reference for 12 counters.
+struct PlainRows([CachePadded<[AtomicU64; 16]>; ROWS]);
+
+fn plain_rows(n: u64) -> Duration {
+    let rows = Box::new(PlainRows(std::array::from_fn(|_| {
+        CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0)))
+    })));
+    let rows = escape(&*rows);
+    walk12(
+        n,
+        |j| store_add(&rows.0[row_index()][j & 15], 1),
+        // Relaxed: read after the join.
+        || {
+            rows.0
+                .iter()
+                .flat_map(|r| r.iter())
+                .map(|w| w.load(Ordering::Relaxed))
+                .sum()
+        },
+    )
+}
+
+fn counter_set(n: u64, split: bool) -> Duration {
+    let set = CounterSet::new(COUNTERS);
+    // split:begin
+    if split {
+        assert_eq!(set.split(2), 2, "split(2)");
+    }
+    // split:end
+    let _ = split;
+    let set = escape(&set);
+    walk12(n, |j| set.inc(j), || set.snapshot().iter().sum())
+}
+
+fn labelled(n: u64) -> Duration {
+    // 16 entries so that a masked index needs no bounds check; the walk
+    // uses the first 12, one per label.
+    let labels: [Route; 16] =
+        std::array::from_fn(|i| Route::from_index(i % COUNTERS).expect("in range"));
+    let c: LabelledCounter<Route> = LabelledCounter::new();
+    let (c, labels) = (escape(&c), escape(&labels));
+    walk12(n, |j| c.inc(labels[j & 15]), || c.sum())
+}
+
+/// The default layout's buckets, and the reference's sum word after them.
+const BUCKETS: usize = 976;
+
+/// The next value of a thread's sequence (as `benches/histogram.rs`):
+/// below 2^20, spread over many buckets.
+#[inline(always)]
+fn next(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x & ((1 << 20) - 1)
+}
+
+/// The log-linear index of the default layout (the crate's is private;
+/// this is `benches/histogram.rs`'s copy of it).
+#[inline(always)]
+fn index(v: u64) -> usize {
+    let shift = 63 - (v | 16).leading_zeros() - 4;
+    ((shift as usize) << 4) + (v >> shift) as usize
+}
+
+/// `n` values per thread through `record`, each thread from the same seed.
+fn two_threads(n: u64, record: impl Fn(u64) + Sync) -> Duration {
+    run_threads(THREADS, |_| {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..n {
+            record(next(&mut x));
+            opaque();
+        }
+    })
+}
+
+/// One padded row of bucket words and a sum per thread.
+struct PlainHist(Vec<CachePadded<[AtomicU64; BUCKETS + 1]>>);
+
+fn plain_hist(n: u64) -> Duration {
+    let h = PlainHist(
+        (0..ROWS)
+            .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+            .collect(),
+    );
+    let h = escape(&h);
+    let t = two_threads(n, |v| {
+        let row = &h.0[row_index()];
+        store_add(&row[BUCKETS], v);
+        store_add(&row[index(v)], 1);
+    });
+    // Relaxed: read after the join.
+    let count: u64 =
+        h.0.iter()
+            .flat_map(|r| r[..BUCKETS].iter())
+            .map(|w| w.load(Ordering::Relaxed))
+            .sum();
+    assert_eq!(count, THREADS as u64 * n, "plain histogram: lost records");
+    t
+}
+
+fn histogram(n: u64) -> Duration {
+    let h = Histogram::new();
+    let h = escape(&h);
+    let t = two_threads(n, |v| h.record(v));
+    assert_eq!(h.count(), THREADS as u64 * n, "Histogram: lost records");
+    t
+}
+
+const LIMIT: &str = "tl-limit (Cell add)";
+const PLAIN_LIMIT: &str = "tl-limit (volatile, no check)";
+const POINTER_LIMIT: &str = "tl-limit (through a pointer)";
+
+fn paired_report() {
+    let mut s = Session::new("plain", 9);
+
+    let f = Figure::new(
+        "2 threads, Counter: throughput vs the thread-local limit",
+        THREADS,
+        Ratio::Throughput,
+    )
+    .reference(LIMIT, |n| {
+        let l = TlLimit::new();
+        time_adds(&l, THREADS, n)
+    })
+    .vs(PLAIN_LIMIT, |n| plain_limit(THREADS, n))
+    .vs(POINTER_LIMIT, |n| pointer_limit(THREADS, n))
+    .vs("Counter, grows on contention", |n| {
+        time_adds_fresh::<Counter>(THREADS, n)
+    })
+    .compare("Counter, grows on contention", PLAIN_LIMIT)
+    .compare("Counter, grows on contention", POINTER_LIMIT);
+    // split:begin
+    let f = f
+        .vs("Counter after split(2)", |n| split_counter(THREADS, n))
+        .compare("Counter after split(2)", PLAIN_LIMIT)
+        .compare("Counter after split(2)", POINTER_LIMIT);
+    // split:end
+    s.run(f);
+
+    let f = Figure::new(
+        "2 threads, 12 counters walked in turn: throughput vs a per-thread plain-store row",
+        THREADS,
+        Ratio::Throughput,
+    )
+    .reference("per-thread row, load + store", plain_rows)
+    .vs("CounterSet::inc, grows on contention", |n| {
+        counter_set(n, false)
+    })
+    .vs("LabelledCounter<enum of 12>::inc", labelled);
+    // split:begin
+    let f = f.vs("CounterSet::inc after split(2)", |n| counter_set(n, true));
+    // split:end
+    s.run(f);
+
+    s.run(
+        Figure::new(
+            "2 threads, Histogram::record: throughput vs a per-thread load + store histogram",
+            THREADS,
+            Ratio::Throughput,
+        )
+        .reference("per-thread buckets, load + store", plain_hist)
+        .vs("Histogram::record", histogram),
+    );
+
+    // Last: a split counter's first add leases this thread an owner id,
+    // which it keeps for good; measured first, it would push one of the
+    // 2-thread figures' threads beyond a 2-row table (ids 2 and 3).
+    let f = Figure::new("1 thread: cost vs a bare fetch_add", 1, Ratio::Cost)
+        .reference("AtomicU64::fetch_add", |n| {
+            time_adds_fresh::<AtomicU64>(1, n)
+        })
+        .vs("Counter, idle (never contended)", |n| {
+            time_adds_fresh::<Counter>(1, n)
+        })
+        .vs(LIMIT, |n| {
+            let l = TlLimit::new();
+            time_adds(&l, 1, n)
+        })
+        .vs(PLAIN_LIMIT, |n| plain_limit(1, n))
+        .vs(POINTER_LIMIT, |n| pointer_limit(1, n));
+    // split:begin
+    let f = f
+        .vs("Counter after split(2)", |n| split_counter(1, n))
+        .compare(LIMIT, "Counter after split(2)")
+        .compare(PLAIN_LIMIT, "Counter after split(2)")
+        .compare(POINTER_LIMIT, "Counter after split(2)");
+    // split:end
+    s.run(f);
+
+    s.finish();
+}
+
+fn main() {
+    // No criterion groups: the paired section is the whole bench.
+    bench_main(|| {}, paired_report);
+}
