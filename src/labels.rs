@@ -8,7 +8,7 @@
 //! check folds away. The set is made on the first add (a `static` cannot
 //! allocate); after that, an add checks only that it was made.
 
-use crate::CounterSet;
+use crate::set::CounterSet;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::OnceLock;

@@ -128,7 +128,7 @@ use crate::contract::{CountFamily, Kind};
 
 mod histogram;
 #[cfg(doc)]
-use crate::Count;
+use crate::contract::Count;
 use ::opentelemetry::metrics::{AsyncInstrument, Meter, ObservableCounter, ObservableGauge};
 use ::opentelemetry::{Key, KeyValue, Value};
 pub use histogram::HistogramReplay;

@@ -126,9 +126,9 @@ use crate::contract::{CountFamily, Kind};
 
 mod histogram;
 
-use crate::primitive::sync::Arc;
 #[cfg(doc)]
-use crate::Count;
+use crate::contract::Count;
+use crate::primitive::sync::Arc;
 use ::prometheus_client::encoding::{
     EncodeLabel, EncodeLabelSet, EncodeLabelValue, EncodeMetric, LabelSetEncoder,
     LabelValueEncoder, MetricEncoder, NoLabelSet,

@@ -13,8 +13,8 @@
 use super::KeyMap;
 use crate::contract::DistributionFamily;
 use crate::histogram::replay_since;
+use crate::histogram::{HistogramSnapshot, HistogramUnit};
 use crate::primitive::sync::{lock, Arc, Mutex};
-use crate::{HistogramSnapshot, HistogramUnit};
 use ::metrics::{HistogramFn, Key, Metadata, Recorder};
 use std::fmt;
 use std::ops::Deref;

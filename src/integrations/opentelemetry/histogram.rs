@@ -27,8 +27,8 @@
 
 use crate::contract::DistributionFamily;
 use crate::histogram::replay_since;
-use crate::HistogramSnapshot;
-use crate::HistogramUnit;
+use crate::histogram::HistogramSnapshot;
+use crate::histogram::HistogramUnit;
 use ::opentelemetry::metrics::{Histogram as OtelHistogram, Meter};
 use ::opentelemetry::KeyValue;
 use std::borrow::Cow;

@@ -4,9 +4,9 @@
 
 use super::{Pairs, Shared};
 use crate::contract::DistributionFamily;
+use crate::histogram::Histogram;
 use crate::histogram::{HistogramSnapshot, LabelledHistogram};
 use crate::labels::Label;
-use crate::Histogram;
 use ::prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use ::prometheus_client::metrics::{MetricType, TypedMetric};
 use std::fmt;
