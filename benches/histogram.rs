@@ -13,6 +13,9 @@
 //! * the `metrics` Prometheus exporter's histogram handle, `record(f64)`;
 //! * `prometheus-client`'s `Histogram::observe` (20 exponential buckets).
 //!
+//! Then `LabelledHistogram::record` over 8 labels against 8 plain
+//! histograms walked the same way (issue 32: at least 0.95 of it).
+//!
 //! Then, per bound count (5, 12, 13, 14, 15, 30), `record` on 2 threads
 //! against 1 (issue 32: 12 and 13 bounds once filled a row's 128 bytes
 //! exactly and scaled 1.5x where the others scaled 1.95x):
@@ -30,7 +33,8 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram as PcHistogram};
 use prometheus_client::registry::Registry;
-use shardcount::Histogram;
+use shardcount::{Histogram, LabelledHistogram};
+use shardcount_harness::labels::Route;
 use shardcount_harness::measure::{escape, opaque, run_threads, Figure, Ratio, Session};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -133,6 +137,28 @@ fn spread_bounds(k: u64) -> Vec<u64> {
     (1..=k).map(|i| (i << 20) / (k + 1)).collect()
 }
 
+/// Records walking the 8 routes by the value's low bits, into a
+/// `LabelledHistogram`.
+fn labelled(n: u64) -> Duration {
+    let h = LabelledHistogram::<Route>::new();
+    let h = escape(&h);
+    let t = two_threads(n, |v| h.record(Route::ALL[(v & 7) as usize], v));
+    let count: u64 = h.snapshot_all().iter().map(|(_, s)| s.count()).sum();
+    assert_eq!(count, THREADS as u64 * n, "lost records");
+    t
+}
+
+/// The same walk over 8 plain histograms picked by the route's index:
+/// what a caller without labels writes.
+fn eight_plain(n: u64) -> Duration {
+    let h: [Histogram; 8] = std::array::from_fn(|_| Histogram::new());
+    let h = escape(&h);
+    let t = two_threads(n, |v| h[Route::ALL[(v & 7) as usize] as usize].record(v));
+    let count: u64 = h.iter().map(Histogram::count).sum();
+    assert_eq!(count, THREADS as u64 * n, "lost records");
+    t
+}
+
 fn metrics_exporter(n: u64) -> Duration {
     let recorder = PrometheusBuilder::new().build_recorder();
     let handle = recorder.handle();
@@ -178,6 +204,17 @@ fn main() {
             .vs("prometheus-client Histogram::observe", prometheus_client)
             .compare("Histogram::record", "metrics Prometheus exporter histogram")
             .compare("Histogram::record", "prometheus-client Histogram::observe"),
+        );
+    }
+    if s.wants("labelled") {
+        s.run(
+            Figure::new(
+                "2 threads, labelled record: LabelledHistogram vs 8 plain histograms",
+                THREADS,
+                Ratio::Throughput,
+            )
+            .reference("8 Histograms picked by index", eight_plain)
+            .vs("LabelledHistogram::record, 8 labels", labelled),
         );
     }
     // Issue 32: layouts around one 128-byte row (12 and 13 bounds fill

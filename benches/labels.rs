@@ -11,37 +11,11 @@
 //! labelled add at 2 threads ≥ 0.95 of `CounterSet::inc`'s throughput.
 
 use shardcount::{CounterSet, Label, LabelledCounter};
+use shardcount_harness::labels::{Request, Route};
 use shardcount_harness::measure::{
     bench_main, escape, opaque, run_threads, Figure, Ratio, Session,
 };
 use std::time::Duration;
-
-#[derive(Clone, Copy, Label)]
-enum Route {
-    Home,
-    Search,
-    Product,
-    Cart,
-    Checkout,
-    Login,
-    Logout,
-    Account,
-}
-
-#[derive(Clone, Copy, Label)]
-enum Method {
-    Get,
-    Post,
-    Put,
-    Delete,
-}
-
-/// Two labels: 4 × 8 values.
-#[derive(Clone, Copy, Label)]
-struct Request {
-    method: Method,
-    route: Route,
-}
 
 /// Every value of `L`, in index order (an array, so that a masked index
 /// needs no bounds check).

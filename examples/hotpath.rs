@@ -18,6 +18,7 @@ use shardcount::{
     Counter, CounterMap, CounterSet, Histogram, Label, LabelledCounter, LabelledHistogram,
     MaxCounter, RoughCounter, Stock,
 };
+use shardcount_harness::labels::{Request, Route};
 use shardcount_harness::measure::{escape, opaque};
 use shardcount_harness::subjects::{self, Subject, Visit};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -230,7 +231,7 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             let s = escape(&s);
             for i in 0..n {
                 let r = all[(i & 31) as usize];
-                s.inc(r.method as usize * 8 + r.status as usize);
+                s.inc(r.method as usize * 8 + r.route as usize);
                 opaque();
             }
             s.snapshot().iter().sum()
@@ -346,46 +347,4 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             add_keys.join(", ")
         ),
     }
-}
-
-/// A one-label type for `labels-inc`.
-#[derive(Clone, Copy, Label)]
-enum Route {
-    Home,
-    Search,
-    Product,
-    Cart,
-    Checkout,
-    Login,
-    Logout,
-    Account,
-}
-
-impl Route {
-    const ALL: [Route; 8] = [
-        Route::Home,
-        Route::Search,
-        Route::Product,
-        Route::Cart,
-        Route::Checkout,
-        Route::Login,
-        Route::Logout,
-        Route::Account,
-    ];
-}
-
-/// The first label of `labels-inc2`'s struct.
-#[derive(Clone, Copy, Label)]
-enum Method {
-    Get,
-    Post,
-    Put,
-    Delete,
-}
-
-/// A two-label type for `labels-inc2`.
-#[derive(Clone, Copy, Label)]
-struct Request {
-    method: Method,
-    status: Route,
 }

@@ -9,6 +9,7 @@
 //! * [`subjects`]: the one [`Subject`](subjects::Subject) trait for counting
 //!   subjects, every kind (shardcount's, the references, the peers) and a
 //!   visitor over them, plus checked timing loops.
+//! * [`labels`]: the label types figures over labels walk.
 //! * [`inventory`]: the take-style [`Inventory`](inventory::Inventory)
 //!   trait for `Stock` and its compare-exchange baseline.
 //!
@@ -17,6 +18,7 @@
 //! types. The method and its traps are in `shared/notes/measuring-here.md`.
 
 pub mod inventory;
+pub mod labels;
 pub mod measure;
 pub mod subjects;
 
