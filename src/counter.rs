@@ -44,7 +44,8 @@
 //! never grow a counter.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::{store_add, Check, Head, ShardTable, Table};
+use crate::shard::{store_add, Check, Head, Merge, ShardTable, Table};
+use crate::thread::grace;
 use crate::thread::sampler;
 use crate::thread::{self, owner, MAX_SHARDS};
 use std::fmt;
@@ -193,27 +194,7 @@ impl Counter {
     pub fn add(&self, n: u64) {
         let head = self.table.load();
         match self.table.table(head) {
-            None => {
-                // Relaxed: a lone RMW; nothing is published through counts.
-                let prev = self.base.fetch_add(n, Ordering::Relaxed);
-                // A sampled add re-loads the word at once, inline, as
-                // nearly every such check is quiet; the cold check runs on
-                // a change, or to watch the word a while (`sampler::watch`).
-                // Acquire: as in `ShardTable::check_base`.
-                if sampler::sampled(prev, n)
-                    && (self.base.load(Ordering::Acquire) != prev.wrapping_add(n)
-                        || sampler::watched(prev, n))
-                {
-                    // The tag's epoch is bits of `head`, loaded before the add.
-                    self.table.check_base(Check {
-                        head,
-                        word: &self.base,
-                        prev,
-                        n,
-                        row_lines: 1,
-                    });
-                }
-            }
+            None => self.add_base(head, n),
             Some(t) => match t.owned_shard(owner::owner()) {
                 // A row this thread alone writes: a load and a store, no
                 // locked instruction, nothing to detect (`shard/owned.rs`).
@@ -223,19 +204,55 @@ impl Counter {
         }
     }
 
+    /// An add on the base word, while the head (`head`) names no table
+    /// (or one a merge retires), sampled for contention.
+    #[inline(always)]
+    fn add_base(&self, head: Head, n: u64) {
+        // Relaxed: a lone RMW; nothing is published through counts.
+        let prev = self.base.fetch_add(n, Ordering::Relaxed);
+        // A sampled add re-loads the word at once, inline, as nearly every
+        // such check is quiet; the cold check runs on a change, or to watch
+        // the word a while (`sampler::watch`).
+        // Acquire: as in `ShardTable::check_base`.
+        // A sampled add on the base of a retiring table checks too, to
+        // acknowledge the merge (`ShardTable::check_base`).
+        if sampler::sampled(prev, n)
+            && (self.base.load(Ordering::Acquire) != prev.wrapping_add(n)
+                || sampler::watched(prev, n)
+                || !head.is_tag())
+        {
+            // The tag's epoch is bits of `head`, loaded before the add.
+            self.table.check_base(Check {
+                head,
+                word: &self.base,
+                prev,
+                n,
+                row_lines: 1,
+            });
+        }
+    }
+
     /// An add on a sharded counter by a thread that owns no row of `t`,
-    /// the table `head` names: one that has no owner id yet leases one
-    /// (and, if `t` has its row, adds there); the others add on their
-    /// probe's shard and check it for sharing.
+    /// the table `head` names. A thread with an id (beyond the table) adds
+    /// on its probe's shard and checks it for sharing. One without (none
+    /// yet, or revoked by a merge: `shard/merge.rs`) leases or
+    /// acknowledges, then adds afresh with a head loaded after that. One
+    /// that can have none (at thread exit) adds pinned.
     #[inline(never)]
     fn add_unowned(&self, head: Head, t: &Table, n: u64) {
-        if owner::owner() == 0 {
-            if let Some(at) = t.owned_shard(owner::lease()) {
-                store_add(at, n);
-                return;
-            }
+        if owner::owner() != 0 {
+            return self.add_probed(head, t, n);
         }
-        self.add_probed(head, t, n);
+        let id = owner::lease();
+        let _pin = (id == 0).then(grace::pin);
+        let head = self.table.load();
+        match self.table.table(head) {
+            None => self.add_base(head, n),
+            Some(t) => match t.owned_shard(id) {
+                Some(at) => store_add(at, n),
+                None => self.add_probed(head, t, n),
+            },
+        }
     }
 
     /// An add on the probe's shared shard of `t`, the table `head` names,
@@ -296,23 +313,25 @@ impl Counter {
     #[must_use]
     #[inline]
     pub fn sum(&self) -> u64 {
-        // Relaxed: a count read publishes nothing; coherence alone makes it
-        // include every update that happened-before this call.
-        let base = self.base.load(Ordering::Relaxed);
-        if self.table.table(self.table.load()).is_some() {
-            base.wrapping_add(self.sum_shards())
-        } else {
-            base
+        if self.table.is_tag() {
+            // Relaxed: a count read publishes nothing; coherence alone
+            // makes it include every update that happened-before this call.
+            // No table: the base is everything (a table grown later holds
+            // only adds that did not happen-before this read).
+            return self.base.load(Ordering::Relaxed);
         }
+        self.sum_shards()
     }
 
     #[cold]
     #[inline(never)]
     fn sum_shards(&self) -> u64 {
-        let mut total = 0u64;
-        self.table
-            .for_each_count_row(|_, row| total = total.wrapping_add(row.read(0)));
-        total
+        self.table.read(|rows| {
+            // Relaxed: as in `sum`.
+            let mut total = self.base.load(Ordering::Relaxed);
+            rows.for_each_count_row(|_, row| total = total.wrapping_add(row.read(0)));
+            total
+        })
     }
 
     /// Returns the current total and resets the counter to zero, losing
@@ -395,6 +414,43 @@ impl Counter {
         self.table.split(n, 1)
     }
 
+    /// Folds the shards back into the base word and frees them: the
+    /// inverse of [`split`](Self::split) and of growth, when a burst is
+    /// over. Returns `true` when the counter is back to its idle form (16
+    /// bytes, nothing allocated; [`shards`](Self::shards) 0), `false`
+    /// while the merge is pending.
+    ///
+    /// Nothing is lost or counted twice, whatever runs meanwhile: adds,
+    /// sums, takes, growth, thread exit. A shard's owner adds without a
+    /// locked instruction, so the shards are freed only once every thread
+    /// that has added to any sharded counter or set since the last merge
+    /// has added to one again (each comes through a slow path once, and
+    /// so acknowledges) or exited, and every read that could see them has
+    /// ended. Until then the merge is *pending*: adds go to the base word
+    /// (as on an idle counter), `shards()` reads 0, and a later `merge`
+    /// call completes it; contention on the base meanwhile cancels it and
+    /// the shards are used again. A thread that added once and then only
+    /// sleeps holds a merge pending until it adds or exits.
+    ///
+    /// ```
+    /// let c = shardcount::Counter::with_max_shards(4);
+    /// c.split(4);
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..2 {
+    ///         s.spawn(|| (0..1000).for_each(|_| c.inc()));
+    ///     }
+    /// }); // the adders exited: nothing holds the merge back
+    /// assert!(c.merge());
+    /// assert_eq!((c.shards(), c.sum()), (0, 2000));
+    /// ```
+    pub fn merge(&self) -> bool {
+        let base = &self.base;
+        // Relaxed: an RMW, as an add's.
+        self.table.merge(1, |_, v| {
+            base.fetch_add(v, Ordering::Relaxed);
+        }) == Merge::Done
+    }
+
     /// The most shards this counter will grow to (a power of two).
     ///
     /// ```
@@ -436,26 +492,20 @@ impl Counter {
     /// ```
     #[must_use]
     pub fn shard_values(&self) -> Vec<u64> {
-        loop {
-            // Tables only grow, so the same shard count before and after the
-            // visit means every row visited is at most the newest table's
-            // size: row `r` of any table (owned or shared) goes to shard
-            // `r`. Otherwise a growth raced the visit: look again (a counter
-            // grows at most 16 times).
-            let newest = self.shards();
+        // A chain's newest table is its largest, so row `r` of any table
+        // (owned or shared) goes to shard `r`; a growth or a merge racing
+        // the visit changes the head, and `read` looks again.
+        self.table.read(|rows| {
             // Relaxed: as in `sum`.
             let mut values = vec![self.base.load(Ordering::Relaxed)];
-            values.resize(1 + newest, 0);
-            let mut fits = true;
-            self.table
-                .for_each_count_row(|r, row| match values.get_mut(1 + r) {
-                    Some(v) => *v = v.wrapping_add(row.read(0)),
-                    None => fits = false,
-                });
-            if fits && self.shards() == newest {
-                return values;
-            }
-        }
+            values.resize(1 + rows.shards(), 0);
+            rows.for_each_count_row(|r, row| {
+                if let Some(v) = values.get_mut(1 + r) {
+                    *v = v.wrapping_add(row.read(0));
+                }
+            });
+            values
+        })
     }
 
     /// Forces one growth step, as a repeated collision would: for models

@@ -609,6 +609,36 @@ impl<L: Label> LabelledCounter<L> {
         self.set.get().map_or(0, CounterSet::shards)
     }
 
+    /// Grows to at least `n` rows now, as
+    /// [`Counter::split`](crate::Counter::split). Returns the row count
+    /// after.
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// let c = shardcount::LabelledCounter::<Cache>::new();
+    /// assert!(c.split(2) >= 2);
+    /// ```
+    pub fn split(&self, n: usize) -> usize {
+        self.set().split(n)
+    }
+
+    /// Folds the rows back into the base row and frees them, as
+    /// [`Counter::merge`](crate::Counter::merge): `true` when back to the
+    /// base row, `false` while the merge is pending.
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Cache { Hit, Miss }
+    /// let c = shardcount::LabelledCounter::<Cache>::new();
+    /// c.inc(Cache::Hit);
+    /// assert!(c.merge());
+    /// assert_eq!(c.get(Cache::Hit), 1);
+    /// ```
+    pub fn merge(&self) -> bool {
+        self.set.get().is_none_or(CounterSet::merge)
+    }
+
     /// Writes the texts of member `i`'s labels into `out`, comma-separated.
     fn write_texts(i: usize, out: &mut impl fmt::Write) -> fmt::Result {
         for dim in 0..L::NAMES.len() {

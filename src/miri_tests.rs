@@ -51,6 +51,40 @@ fn owned_shared_and_baseline_areas_are_used_and_freed() {
     assert_eq!(s.snapshot().iter().sum::<u64>(), 0);
 }
 
+/// A merge: revocation through the registry's pointers to the threads'
+/// owner cells, the fold of owned, shared and baseline areas, the tables
+/// freed while the owners live on; then a pending merge completed.
+#[test]
+fn merges_revoke_fold_and_free_the_chain() {
+    let c = Counter::with_max_shards(2);
+    c.split(2);
+    let s = CounterSet::with_max_shards(3, 2);
+    s.split(2);
+    let (go, wait) = mpsc::channel::<()>();
+    let (added, ready) = mpsc::channel::<()>();
+    thread::scope(|sc| {
+        let (c, s) = (&c, &s);
+        let owner = sc.spawn(move || {
+            c.add(3); // owns a row of each
+            s.add(2, 3);
+            added.send(()).unwrap();
+            let _ = wait.recv(); // holds its id while the merge retires
+            (0..200).for_each(|_| c.inc()); // acknowledges at a sampled add
+            s.inc(0);
+        });
+        ready.recv().unwrap();
+        c.add_probed_for_test(4); // a shared row
+        assert_eq!(c.take(), 7); // baselines
+        c.add(5);
+        assert!(!c.merge(), "merged while an owner may still store");
+        go.send(()).unwrap();
+        owner.join().unwrap();
+    });
+    assert!(c.merge() && s.merge());
+    assert_eq!((c.shards(), c.sum()), (0, 205));
+    assert_eq!((s.shards(), s.snapshot()), (0, vec![1, 0, 3]));
+}
+
 #[test]
 fn counters_reusing_an_address_start_clean() {
     for i in 0..20 {

@@ -56,10 +56,10 @@
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    lines_for, store_add, try_zeroed_lines, word, word_unchecked, Check, Head, Line, ShardTable,
-    Table, LINE_WORDS,
+    lines_for, store_add, try_zeroed_lines, word, word_unchecked, Check, Head, Line, Merge,
+    ShardTable, Table, LINE_WORDS,
 };
-use crate::thread::{self, owner, sampler, MAX_SHARDS};
+use crate::thread::{self, grace, owner, sampler, MAX_SHARDS};
 use std::fmt;
 
 mod pair;
@@ -340,16 +340,59 @@ impl CounterSet {
     /// `i < len()`.
     #[inline(never)]
     unsafe fn add_unowned(&self, head: Head, t: &Table, i: usize, v: u64) {
-        let row = if owner::owner() == 0 {
-            t.owned_row(owner::lease())
-        } else {
-            None
-        };
-        if let Some(row) = row {
-            // SAFETY: every row has room for `len + 1` words; `i < len`.
-            store_add(unsafe { word_unchecked(row, i) }, v);
-            return;
+        if owner::owner() != 0 {
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.add_probed(head, t, i, v) };
         }
+        // No id (none yet, or revoked by a merge: `shard/merge.rs`): lease
+        // or acknowledge, then add afresh with a head loaded after that;
+        // pinned if the thread can have none (at its exit).
+        let id = owner::lease();
+        let _pin = (id == 0).then(grace::pin);
+        let head = self.table.load();
+        match self.table.table(head) {
+            // SAFETY: as above. A retired table's adds go to the base.
+            None => unsafe { self.add_base(head, i, v) },
+            Some(t) => match t.owned_row(id) {
+                // SAFETY: every row has room for `len + 1` words; `i < len`.
+                Some(row) => store_add(unsafe { word_unchecked(row, i) }, v),
+                // SAFETY: as above.
+                None => unsafe { self.add_probed(head, t, i, v) },
+            },
+        }
+    }
+
+    /// An add to the base row, sampled (the head names no plain table).
+    ///
+    /// # Safety
+    ///
+    /// `i < len()`.
+    #[inline(never)]
+    unsafe fn add_base(&self, head: Head, i: usize, v: u64) {
+        // SAFETY: the base row has room for `len + 1` words; `i < len`.
+        let at = unsafe { word_unchecked(&self.base, i) };
+        // Relaxed: as in `add_unchecked`.
+        let prev = at.fetch_add(v, Ordering::Relaxed);
+        if sampler::sampled(prev, v) {
+            let c = Check {
+                head,
+                word: at,
+                prev,
+                n: v,
+                row_lines: self.row_lines(),
+            };
+            self.check(c, &self.base, i);
+        }
+    }
+
+    /// An add on the probe's shared row of `t`, sampled: for threads that
+    /// own no row of it.
+    ///
+    /// # Safety
+    ///
+    /// `i < len()`.
+    #[inline]
+    unsafe fn add_probed(&self, head: Head, t: &Table, i: usize, v: u64) {
         let Some(row) = t.shared_row(thread::probe()) else {
             // No memory for the shared rows: the base row takes it.
             // SAFETY: as above. Relaxed: as in `add_unchecked`.
@@ -489,39 +532,51 @@ impl CounterSet {
     /// by the caller).
     pub(crate) fn total(&self, i: usize) -> u64 {
         debug_assert!(i < self.len);
-        // Relaxed: a count read publishes nothing; coherence alone makes it
-        // include every update that happened-before this call.
-        let mut total = word(&self.base, i).load(Ordering::Relaxed);
-        self.table
-            .for_each_count_row(|_, row| total = total.wrapping_add(row.read(i)));
-        total
+        self.table.read(|rows| {
+            // Relaxed: a count read publishes nothing; coherence alone
+            // makes it include every update that happened-before this call.
+            let mut total = word(&self.base, i).load(Ordering::Relaxed);
+            rows.for_each_count_row(|_, row| total = total.wrapping_add(row.read(i)));
+            total
+        })
     }
 
-    /// Passes each row's part of each counter, `(i, part)`, to `add`:
+    /// Passes each row's part of each counter, `Some((i, part))`, to `f`:
     /// the parts of counter `i` add up (wrapping) to its total, read as
     /// [`snapshot_into`](Self::snapshot_into) reads it, allocating nothing.
-    pub(crate) fn fold_into(&self, mut add: impl FnMut(usize, u64)) {
-        for (i, w) in self
-            .base
-            .iter()
-            .flat_map(|l| l.iter())
-            .take(self.len)
-            .enumerate()
-        {
-            // Relaxed: as in `total`.
-            add(i, w.load(Ordering::Relaxed));
-        }
-        self.table.for_each_count_row(|_, row| {
-            for i in 0..self.len {
-                add(i, row.read(i));
+    /// `None` means "start over": a merge folded meanwhile, and the parts
+    /// passed so far are to be forgotten.
+    pub(crate) fn fold_into(&self, mut f: impl FnMut(Option<(usize, u64)>)) {
+        let mut first = true;
+        self.table.read(|rows| {
+            if !std::mem::take(&mut first) {
+                f(None);
             }
+            for (i, w) in self
+                .base
+                .iter()
+                .flat_map(|l| l.iter())
+                .take(self.len)
+                .enumerate()
+            {
+                // Relaxed: as in `total`.
+                f(Some((i, w.load(Ordering::Relaxed))));
+            }
+            rows.for_each_count_row(|_, row| {
+                for i in 0..self.len {
+                    f(Some((i, row.read(i))));
+                }
+            });
         });
     }
 
     /// Every counter's total, added up (wrapping), allocating nothing.
     pub(crate) fn sum_all(&self) -> u64 {
         let mut total = 0u64;
-        self.fold_into(|_, v| total = total.wrapping_add(v));
+        self.fold_into(|part| match part {
+            Some((_, v)) => total = total.wrapping_add(v),
+            None => total = 0,
+        });
         total
     }
 
@@ -594,13 +649,15 @@ impl CounterSet {
     #[track_caller]
     pub fn snapshot_into(&self, out: &mut [u64]) {
         self.check_out(out);
-        out.fill(0);
-        // Relaxed: as in `total`.
-        self.fold_base(out, |w| w.load(Ordering::Relaxed));
-        self.table.for_each_count_row(|_, row| {
-            for (i, o) in out.iter_mut().enumerate() {
-                *o = o.wrapping_add(row.read(i));
-            }
+        self.table.read(|rows| {
+            out.fill(0);
+            // Relaxed: as in `total`.
+            self.fold_base(out, |w| w.load(Ordering::Relaxed));
+            rows.for_each_count_row(|_, row| {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = o.wrapping_add(row.read(i));
+                }
+            });
         });
     }
 
@@ -689,6 +746,27 @@ impl CounterSet {
     #[must_use]
     pub fn shards(&self) -> usize {
         self.table.shards()
+    }
+
+    /// Folds every row back into the base row and frees the tables, as
+    /// [`Counter::merge`](crate::Counter::merge) (the same guarantees, the
+    /// same wait for threads that held owner ids): `true` when the set is
+    /// back to its base row alone, `false` while the merge is pending.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::with_max_shards(3, 4);
+    /// s.split(4);
+    /// std::thread::scope(|sc| {
+    ///     sc.spawn(|| s.add(2, 5));
+    /// });
+    /// assert!(s.merge());
+    /// assert_eq!((s.shards(), s.snapshot()), (0, vec![0, 0, 5]));
+    /// ```
+    pub fn merge(&self) -> bool {
+        self.table.merge(self.len, |i, v| {
+            // Relaxed: an RMW, as an add's.
+            word(&self.base, i).fetch_add(v, Ordering::Relaxed);
+        }) == Merge::Done
     }
 
     /// Grows to at least `n` rows besides the base row now (a power of two,

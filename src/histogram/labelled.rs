@@ -356,6 +356,45 @@ impl<L: Label> LabelledHistogram<L> {
             .collect()
     }
 
+    /// Grows every label's rows to at least `n` now, as
+    /// [`Counter::split`](crate::Counter::split). Returns the fewest rows
+    /// a label has after.
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Op { Read, Write }
+    /// let h = shardcount::LabelledHistogram::<Op>::new();
+    /// assert!(h.split(2) >= 2);
+    /// ```
+    pub fn split(&self, n: usize) -> usize {
+        self.sets().iter().map(|s| s.split(n)).min().unwrap_or(0)
+    }
+
+    /// Folds every label's rows back into its first and frees them, as
+    /// [`Counter::merge`](crate::Counter::merge): `true` when every label
+    /// is back to one row, `false` while a merge is pending.
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Op { Read, Write }
+    /// let h = shardcount::LabelledHistogram::new();
+    /// h.record(Op::Read, 3);
+    /// assert!(h.merge());
+    /// assert_eq!(h.snapshot(Op::Read).count(), 1);
+    /// ```
+    pub fn merge(&self) -> bool {
+        self.sets
+            .get()
+            // Every set, even after one is pending: no short circuit.
+            .is_none_or(|sets| {
+                sets.iter()
+                    .map(CounterSet::merge)
+                    .filter(|done| !done)
+                    .count()
+                    == 0
+            })
+    }
+
     /// Writes the texts of member `i`'s labels, comma-separated.
     fn write_texts(i: usize, out: &mut impl fmt::Write) -> fmt::Result {
         for dim in 0..L::NAMES.len() {

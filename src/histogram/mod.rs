@@ -393,9 +393,13 @@ impl Histogram {
     pub fn snapshot_into(&self, out: &mut HistogramSnapshot) {
         out.refill(&self.layout, self.unit, |counts, sum| {
             if let Some(set) = self.set.get() {
-                set.fold_into(|i, v| match i {
-                    SUM => *sum = sum.wrapping_add(v),
-                    b => counts[b - 1] = counts[b - 1].wrapping_add(v),
+                set.fold_into(|part| match part {
+                    Some((SUM, v)) => *sum = sum.wrapping_add(v),
+                    Some((b, v)) => counts[b - 1] = counts[b - 1].wrapping_add(v),
+                    None => {
+                        counts.fill(0);
+                        *sum = 0;
+                    }
                 });
             }
         });
@@ -424,7 +428,7 @@ impl Histogram {
     }
 
     /// How many rows it has besides the first: 0 while it was never
-    /// contended. A diagnostic; it only grows.
+    /// contended (or since a [`merge`](Self::merge)). A diagnostic.
     ///
     /// ```
     /// assert_eq!(shardcount::Histogram::new().shards(), 0);
@@ -432,6 +436,34 @@ impl Histogram {
     #[must_use]
     pub fn shards(&self) -> usize {
         self.set.get().map_or(0, CounterSet::shards)
+    }
+
+    /// Grows to at least `n` rows now, as
+    /// [`Counter::split`](crate::Counter::split): before a burst the
+    /// caller knows is coming. Returns the row count after.
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// assert!(h.split(2) >= 2);
+    /// h.record(5);
+    /// assert_eq!(h.count(), 1);
+    /// ```
+    pub fn split(&self, n: usize) -> usize {
+        self.set().split(n)
+    }
+
+    /// Folds the rows back into the first and frees them, as
+    /// [`Counter::merge`](crate::Counter::merge): `true` when back to one
+    /// row, `false` while the merge is pending.
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// h.record(7);
+    /// assert!(h.merge());
+    /// assert_eq!((h.shards(), h.count()), (0, 1));
+    /// ```
+    pub fn merge(&self) -> bool {
+        self.set.get().is_none_or(CounterSet::merge)
     }
 }
 

@@ -14,6 +14,7 @@ mod histogram;
 mod local;
 mod many;
 mod map;
+mod merge;
 mod owner;
 mod rough;
 mod stock;

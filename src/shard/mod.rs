@@ -1,6 +1,7 @@
-//! The grow-only shard table: a chain of tables of power-of-two counts of
-//! cache-line-aligned rows of atomic words, summed together, freed only when
-//! the owner drops it.
+//! The shard table: a chain of tables of power-of-two counts of
+//! cache-line-aligned rows of atomic words, summed together, grown on
+//! contention and merged back into the owner's base on demand (`merge.rs`,
+//! the inverse of growth), or freed when the owner drops it.
 //!
 //! A row is `row_lines` whole [`Line`]s (16 words, 128 bytes each): one
 //! line for a `Counter` (its word is the line's first), `ceil((n + 9) / 16)`
@@ -15,13 +16,22 @@
 //!   newest table. A table is published once, by a compare-exchange with
 //!   `AcqRel`; readers load the head with `Acquire`, so the zeroed shards
 //!   are visible before use.
+//! * **Merge** (`merge.rs`): the head goes to a *retiring* mark of the
+//!   newest table (adders see no table and use the base), owner ids are
+//!   revoked, and once every holder acknowledged and a grace period
+//!   (`thread::grace`) passed, the chain is folded into the base and freed.
+//!   So a table may be freed while the owner lives: adders reach a table
+//!   only with a head they loaded while holding an owner id (covered by
+//!   the acknowledgement) or inside a pinned section (reads, takes, adds
+//!   without an id).
 //! * **Owned rows** (`owned.rs`): row `id - 1` of a table is written only
 //!   by the thread holding owner id `id`, with a plain load and store; the
 //!   others add to the table's shared rows; takes keep baselines for owned
 //!   words instead of swapping them. Its protocol is at the top of that
 //!   file.
 //! * Each table links to the older, smaller one it replaced. Older tables
-//!   are never freed before the owner drops and are always visited by
+//!   are freed only with the whole chain (a merge, or the owner's drop),
+//!   and are always visited by
 //!   [`ShardTable::for_each_shard`], so an add that lands in an old table
 //!   after a growth is still counted: growth moves no counts and so can
 //!   neither lose nor duplicate one.
@@ -65,11 +75,14 @@
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::primitive::sync::Mutex;
 use crate::thread::sampler::{self, Readings, Seen};
+use crate::thread::{grace, owner};
 use crossbeam_utils::CachePadded;
 
+mod merge;
 mod owned;
 mod take;
 
+pub(crate) use merge::Merge;
 pub(crate) use owned::store_add;
 
 /// Words per [`Line`].
@@ -149,11 +162,26 @@ pub(crate) unsafe fn word_unchecked(lines: &[Line], i: usize) -> &AtomicU64 {
 const CAP_MASK: usize = 0xfe;
 const EPOCH_SHIFT: u32 = 8;
 
-/// Tags are odd; tables are at least 8-aligned, so their addresses are even.
-#[inline]
+/// Tags are odd; tables are at least 8-aligned, so their addresses have
+/// the low bits clear; a table a merge is retiring has bit 1 set
+/// (`merge.rs`). Adders see only plain tables: the hot path's test is one
+/// `test` of two bits, as it was of one.
+#[inline(always)]
 fn is_table(p: *mut Table) -> bool {
-    p.addr() & 1 == 0
+    p.addr() & 3 == 0
 }
+
+/// A tag (no table), as opposed to a plain or retiring table.
+#[inline]
+fn is_tag(p: *mut Table) -> bool {
+    p.addr() & 1 == 1
+}
+
+/// Bit 1 of a head: a merge is retiring the table it names; bits 1 and 2:
+/// the merge is folding it (`merge.rs`). Tables are 128-aligned (their
+/// take epoch is cache-padded), so these bits of a table's address are 0.
+const RETIRING: usize = 2;
+const FOLDING: usize = 6;
 
 /// The tag for "no table yet, cap `2^log2`", or the default cap for `None`.
 const fn tag(max_log2: Option<u32>) -> usize {
@@ -196,8 +224,11 @@ pub(crate) struct Table {
     shared: owned::Lazy,
     /// The owned rows' take baselines (`owned.rs`).
     taken: owned::Lazy,
-    /// Held by a take while it visits this table's rows (`owned.rs`).
+    /// Held by a take while it visits this table's rows (`owned.rs`), and
+    /// by a merge while it folds them.
     take_lock: Mutex<()>,
+    /// The owner-id revocation that retired this table (`merge.rs`).
+    retired_at: AtomicU64,
 }
 
 impl Drop for Table {
@@ -280,6 +311,14 @@ impl Table {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Head(*mut Table);
 
+impl Head {
+    /// Whether it is a tag (no table), not a plain or retiring table.
+    #[inline(always)]
+    pub(crate) fn is_tag(self) -> bool {
+        is_tag(self.0)
+    }
+}
+
 /// A grow-only chain of shard rows behind one word.
 pub(crate) struct ShardTable {
     head: AtomicPtr<Table>,
@@ -309,29 +348,59 @@ impl ShardTable {
         Head(self.head.load(Ordering::Acquire))
     }
 
-    /// The table `head` names, if it names one.
-    #[inline]
+    /// The table `head` names, if it names a plain one (not retiring): the
+    /// adders' view.
+    ///
+    /// The caller is either pinned (`thread::grace`) or an add by a thread
+    /// holding an owner id that loaded `head` itself: a merge frees a table
+    /// only after a grace period and after every holder acknowledged its
+    /// retirement (`merge.rs`).
+    #[inline(always)]
     pub(crate) fn table(&self, head: Head) -> Option<&Table> {
         if is_table(head.0) {
-            // SAFETY: an even value was published by `grow` from a live Box,
-            // and tables are freed only in `drop`, which has `&mut self`, so
-            // the table outlives this borrow of `self`.
+            // SAFETY: a value with the low bits clear was published by
+            // `grow` from a live Box, and is freed only in `drop` (`&mut
+            // self`) or by a merge once no such caller can hold it (above).
             Some(unsafe { &*head.0 })
         } else {
             None
         }
     }
 
-    /// How many shards (rows) the newest table has; 0 without one.
+    /// The table `head` names, plain or retiring: the readers' view (the
+    /// counts of a retiring table are still the owner's until folded).
+    /// The caller is pinned, as for [`table`](Self::table).
+    #[inline]
+    pub(crate) fn any_table(&self, head: Head) -> Option<&Table> {
+        if is_tag(head.0) {
+            return None;
+        }
+        let p = head.0.map_addr(|a| a & !FOLDING);
+        // SAFETY: as in `table`: a retiring head is a published table's
+        // address with bit 1 set.
+        Some(unsafe { &*p })
+    }
+
+    /// Whether the head is a tag: no table (the owner's base is all).
+    #[inline]
+    pub(crate) fn is_tag(&self) -> bool {
+        // Acquire: as in `load`.
+        is_tag(self.head.load(Ordering::Acquire))
+    }
+
+    /// How many shards (rows) the newest table has; 0 without one (or
+    /// while a merge retires it).
     pub(crate) fn shards(&self) -> usize {
+        let _pin = grace::pin();
         self.table(self.load()).map_or(0, Table::rows)
     }
 
     /// The most shards this table will grow to (a power of two).
     pub(crate) fn max_shards(&self) -> usize {
+        let _pin = grace::pin();
         let head = self.load();
         1 << self
-            .table(head)
+            .any_table(head)
             .map_or_else(|| tag_max_log2(head.0.addr()), |t| t.max_log2)
     }
 
@@ -342,6 +411,11 @@ impl ShardTable {
     #[cold]
     #[inline(never)]
     pub(crate) fn grow(&self, current: Head, row_lines: usize) -> Head {
+        if !is_table(current.0) && !is_tag(current.0) {
+            // Contention on a counter whose merge is pending: keep the
+            // table instead (`merge.rs`).
+            return self.unretire(current);
+        }
         let (max_log2, len) = match self.table(current) {
             Some(t) => (t.max_log2, t.rows()),
             None => (tag_max_log2(current.0.addr()), 0),
@@ -366,6 +440,7 @@ impl ShardTable {
             shared: owned::Lazy::new(),
             taken: owned::Lazy::new(),
             take_lock: Mutex::new(()),
+            retired_at: AtomicU64::new(0),
         }));
         // AcqRel on success: Release publishes the zeroed shards to the
         // Acquire loads in `load`. Acquire on failure: the caller goes on to
@@ -387,6 +462,7 @@ impl ShardTable {
     /// Grows until the newest table has at least `n` rows, or the cap
     /// (or memory) stops it; returns the rows it has then.
     pub(crate) fn split(&self, n: usize, row_lines: usize) -> usize {
+        let _pin = grace::pin();
         let mut head = self.load();
         loop {
             let rows = self.table(head).map_or(0, Table::rows);
@@ -404,8 +480,9 @@ impl ShardTable {
     /// Visits every row of the newest table and of the older ones.
     #[inline]
     pub(crate) fn for_each_row(&self, mut f: impl FnMut(&[Line])) {
+        let _pin = grace::pin();
         let mut head = self.load();
-        while let Some(t) = self.table(head) {
+        while let Some(t) = self.any_table(head) {
             t.lines.chunks_exact(t.row_lines).for_each(&mut f);
             head = Head(t.older);
         }
@@ -467,6 +544,21 @@ impl ShardTable {
     #[cold]
     #[inline(never)]
     pub(crate) fn check_base(&self, c: Check<'_>) -> bool {
+        if !is_tag(c.head.0) {
+            // This thread adds to a retiring table's base, so it is done
+            // with the table: it acknowledges (`merge.rs`).
+            owner::acknowledge();
+            // The base of a counter whose merge is pending: a change is
+            // contention coming back (or a take: then the merge only
+            // waits for the next call), so keep the table. The retiring
+            // table is not read: this thread may have acknowledged.
+            let now = sampler::watch(c.word, c.prev, c.n);
+            if now != c.prev.wrapping_add(c.n) {
+                self.unretire(c.head);
+                return true;
+            }
+            return false;
+        }
         let before = self.epoch_before(c.head);
         // Acquire loads inside: if one reads what a take's swap (Release)
         // left, the take's start shows in `epoch_after` (module docs).
@@ -539,6 +631,10 @@ impl ShardTable {
     #[cold]
     #[inline(never)]
     pub(crate) fn strike(&self, c: Check<'_>) {
+        if !is_tag(c.head.0) && !is_table(c.head.0) {
+            // As in `check_base`.
+            owner::acknowledge();
+        }
         if sampler::collided(self.key()) {
             self.grow(c.head, c.row_lines);
         }
@@ -574,13 +670,9 @@ impl Drop for ShardTable {
         sampler::forget(self.key());
         // Relaxed: `&mut self` means every other access already
         // happened-before this one.
-        let mut t = self.head.load(Ordering::Relaxed);
-        while is_table(t) {
-            // SAFETY: every table in the chain came from Box::into_raw in
-            // `grow`, is owned by this chain alone and is freed once, here.
-            let table = unsafe { Box::from_raw(t) };
-            t = table.older;
-        }
+        let t = self.head.load(Ordering::Relaxed);
+        // SAFETY: `&mut self`: no thread can reach the chain any more.
+        unsafe { merge::free_chain(t) };
     }
 }
 

@@ -202,7 +202,7 @@ impl Table {
 
     /// Every owned and shared row of this table, as reads see them, with
     /// its index among the table's owned or shared rows.
-    fn for_each_count_row(&self, f: &mut impl FnMut(usize, RowRef<'_>)) {
+    pub(super) fn for_each_count_row(&self, f: &mut impl FnMut(usize, RowRef<'_>)) {
         let len = self.area_len();
         let taken = self.taken.get(len);
         for (r, lines) in self.lines.chunks_exact(self.row_lines).enumerate() {
@@ -212,6 +212,41 @@ impl Table {
         if let Some(shared) = self.shared.get(len) {
             for (r, lines) in shared.chunks_exact(self.row_lines).enumerate() {
                 f(r, RowRef { lines, taken: None });
+            }
+        }
+    }
+
+    /// Moves what the first `words` words of every owned and shared row
+    /// hold (less any take's baseline) to `f(i, v)` (zeros skipped),
+    /// leaving the words and baselines at zero: a merge's fold, once no
+    /// thread writes the table (`merge.rs`). Under the take lock, so a
+    /// take never sees a word half folded.
+    pub(super) fn drain(&self, words: usize, f: &mut impl FnMut(usize, u64)) {
+        let _held: MutexGuard<'_, ()> = lock(&self.take_lock);
+        let len = self.area_len();
+        let taken = self.taken.get(len);
+        for (r, lines) in self.lines.chunks_exact(self.row_lines).enumerate() {
+            let taken = taken.map(|t| &t[r * self.row_lines..(r + 1) * self.row_lines]);
+            for i in 0..words {
+                let w = word(lines, i);
+                // Relaxed, all: nobody writes these words now, and readers
+                // order themselves by the head (`merge.rs`).
+                let b = taken.map_or(0, |t| word(t, i).swap(0, Ordering::Relaxed));
+                let v = w.swap(0, Ordering::Relaxed).wrapping_sub(b);
+                if v != 0 {
+                    f(i, v);
+                }
+            }
+        }
+        if let Some(shared) = self.shared.get(len) {
+            for lines in shared.chunks_exact(self.row_lines) {
+                for i in 0..words {
+                    // Relaxed: as above.
+                    let v = word(lines, i).swap(0, Ordering::Relaxed);
+                    if v != 0 {
+                        f(i, v);
+                    }
+                }
             }
         }
     }
@@ -242,27 +277,14 @@ impl Table {
     }
 }
 
-impl super::ShardTable {
-    /// Visits every row of every table of the chain, owned and shared, as
-    /// reads see them (owned words less their baselines), with the row's
-    /// index in its table (owned row `r` and shared row `r` alike).
-    #[inline]
-    pub(crate) fn for_each_count_row(&self, mut f: impl FnMut(usize, RowRef<'_>)) {
-        let mut head = self.load();
-        while let Some(t) = self.table(head) {
-            t.for_each_count_row(&mut f);
-            head = super::Head(t.older);
-        }
-    }
-}
-
 impl super::take::Take<'_> {
     /// Visits every row of every table of the chain, owned and shared, as
     /// this take sees them: each table's rows with its take lock held.
     pub(crate) fn for_each_row(&self, mut f: impl FnMut(&TakeRow<'_>)) {
         let table = self.table();
         let mut head = table.load();
-        while let Some(t) = table.table(head) {
+        // Retiring tables too: the take is pinned.
+        while let Some(t) = table.any_table(head) {
             t.for_each_take_row(&mut f);
             head = super::Head(t.older);
         }

@@ -1,13 +1,14 @@
 //! Take epochs and the take guard (the protocol is in the `shard` module
 //! docs, under "Take epochs" and "The take guard").
 
-use super::{is_table, tag_epoch, Head, ShardTable, EPOCH_SHIFT};
+use super::{is_tag, tag_epoch, Head, ShardTable, EPOCH_SHIFT};
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
+use crate::thread::grace::{self, Pin};
 
 /// The low bits of an epoch count takes in progress; one more completed
 /// takes one off them and adds one above them. At most 2^16 - 1 takes may
 /// run at once (far beyond any real use).
-const IN_PROGRESS_BITS: u32 = 16;
+pub(super) const IN_PROGRESS_BITS: u32 = 16;
 const IN_PROGRESS: u64 = (1 << IN_PROGRESS_BITS) - 1;
 /// What ending a take adds to its epoch: one completed, one fewer running.
 const END_TAKE: u64 = (1 << IN_PROGRESS_BITS) - 1;
@@ -18,6 +19,8 @@ const END_TAKE: u64 = (1 << IN_PROGRESS_BITS) - 1;
 /// Dropping it completes the take, also when a panic unwinds: a take left
 /// in progress would silence every contention check on the table for good.
 pub(crate) struct Take<'a> {
+    /// A take is pinned: a merge frees no table it may visit.
+    _pin: Pin,
     table: &'a ShardTable,
     /// The tag or newest table whose epoch counts this take.
     started_in: Head,
@@ -29,7 +32,10 @@ impl ShardTable {
     /// guard, then drops it.
     #[must_use = "the take ends when the guard is dropped"]
     pub(crate) fn take(&self) -> Take<'_> {
+        // Pinned before the head is loaded.
+        let pin = grace::pin();
         Take {
+            _pin: pin,
             table: self,
             started_in: self.begin_take(),
         }
@@ -44,6 +50,8 @@ impl ShardTable {
             // Acquire: had it seen a take completed, that take's swaps
             // come before any add after it (see the module docs).
             Some(t) => t.takes.load(Ordering::Acquire),
+            // A retiring table gives no verdict (`merge.rs`).
+            None if !is_tag(current.0) => return None,
             // `current` itself was loaded with Acquire before the add.
             None => tag_epoch(current.0.addr()),
         };
@@ -62,7 +70,7 @@ impl ShardTable {
             // longer written.
             None => {
                 let now = self.head.load(Ordering::Relaxed);
-                if is_table(now) {
+                if !is_tag(now) {
                     u64::MAX
                 } else {
                     tag_epoch(now.addr())
@@ -76,7 +84,8 @@ impl ShardTable {
     fn begin_take(&self) -> Head {
         let mut head = self.load();
         loop {
-            if let Some(t) = self.table(head) {
+            // A retiring table too: the take is pinned, so it is alive.
+            if let Some(t) = self.any_table(head) {
                 // Relaxed: the Release swaps that follow publish it.
                 t.takes.fetch_add(1, Ordering::Relaxed);
                 return head;
@@ -98,7 +107,7 @@ impl ShardTable {
 
     /// Counts the take begun on `started_in` as completed.
     fn end_take(&self, started_in: Head) {
-        if let Some(t) = self.table(started_in) {
+        if let Some(t) = self.any_table(started_in) {
             // Release: an add that sees it completed also sees its swaps.
             t.takes.fetch_add(END_TAKE, Ordering::Release);
             return;
@@ -107,7 +116,7 @@ impl ShardTable {
         let mut now = self.head.load(Ordering::Relaxed);
         // A table published meanwhile retires the tag: nobody reads its
         // epoch any more.
-        while !is_table(now) {
+        while is_tag(now) {
             // Release: as above. Relaxed on failure: we only retry. The add
             // wraps off the top of the word, which only shortens the count
             // of completed takes.

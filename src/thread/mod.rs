@@ -9,6 +9,7 @@
 //! id. A thread that keeps colliding with others moves by rehashing its probe
 //! (xorshift, which never yields zero from a non-zero input).
 
+pub(crate) mod grace;
 pub(crate) mod owner;
 mod pool;
 pub(crate) mod sampler;

@@ -36,33 +36,91 @@
 //! back (it adds on its probe's row, sampled, as before).
 
 use super::pool::Pool;
+use crate::primitive::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crate::primitive::sync::{lock, Arc, Mutex};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
+use std::collections::HashMap;
 
-crate::primitive::const_thread_local! {
-    /// The calling thread's owner id, 0 if none. No destructor: the hot
-    /// path reads it with a bare TLS load.
-    static OWNER: Cell<usize> = Cell::new(0);
+// The calling thread's owner id, 0 if none (or revoked, below). No
+// destructor: the hot path reads it with a bare TLS load (a `Relaxed`
+// load of an atomic is a plain `mov`). An atomic because a merge stores 0
+// into it from another thread; the registry holds its address while the
+// thread holds a lease, and the memory of a destructor-free thread-local
+// lives until the thread is gone, after every destructor (the lease's,
+// which removes the address, included).
+#[cfg(not(shardcount_loom))]
+std::thread_local! {
+    static OWNER: AtomicUsize = const { AtomicUsize::new(0) };
+}
+
+// Loom builds thread-locals lazily and may drop them before the lease's
+// destructor runs: a leaked cell keeps the address valid for the model.
+#[cfg(shardcount_loom)]
+loom::thread_local! {
+    static OWNER: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+}
+
+/// Runs `f` on the calling thread's owner cell, if it still exists.
+#[inline(always)]
+fn with_owner<R>(f: impl FnOnce(&AtomicUsize) -> R) -> Option<R> {
+    // Under loom `o` is a `&&AtomicUsize`, which the call derefs.
+    OWNER.try_with(|o| f(o)).ok()
+}
+
+/// A pointer to a thread's owner cell, kept in the registry while the
+/// thread holds its lease (see `OWNER`).
+struct CellPtr(*const AtomicUsize);
+
+// SAFETY: it is only dereferenced under the owners' mutex while its thread
+// is registered, and the cell is an atomic, shared by design.
+unsafe impl Send for CellPtr {}
+
+/// A leased thread, as the registry sees it.
+struct Registered {
+    cell: CellPtr,
+    /// The last revocation this thread acknowledged (`ack`).
+    acked: Arc<AtomicU64>,
+}
+
+/// The ids, and who holds them.
+struct Held {
+    pool: Pool,
+    holders: HashMap<usize, Registered>,
+}
+
+/// Everything the leases share.
+struct Owners {
+    held: Mutex<Held>,
+    /// Revocations so far (`revoke`).
+    revoked: AtomicU64,
 }
 
 crate::primitive::global! {
     // Behind an Arc that each lease shares, so giving an id back never
     // needs the static: under loom, statics are gone before the main
     // thread's thread-local destructors run.
-    static POOL: Arc<Mutex<Pool>> = Arc::new(Mutex::new(Pool::new()));
+    static OWNERS: Arc<Owners> = Arc::new(Owners {
+        held: Mutex::new(Held { pool: Pool::new(), holders: HashMap::new() }),
+        revoked: AtomicU64::new(0),
+    });
 }
 
 /// A thread's hold on its owner id; dropping it gives the id back.
 struct Lease {
     id: usize,
-    pool: Arc<Mutex<Pool>>,
+    acked: Arc<AtomicU64>,
+    owners: Arc<Owners>,
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         // First the thread stops owning, then the id may go to another.
-        let _ = OWNER.try_with(|o| o.set(0));
-        lock(&self.pool).give(self.id);
+        // Leaving the registry under the mutex also acknowledges every
+        // revocation: the thread's adds happen-before whoever locks next.
+        with_owner(|o| o.store(0, Ordering::Relaxed));
+        let mut held = lock(&self.owners.held);
+        held.holders.remove(&self.id);
+        held.pool.give(self.id);
     }
 }
 
@@ -70,31 +128,145 @@ crate::primitive::const_thread_local! {
     static LEASE: RefCell<Option<Lease>> = RefCell::new(None);
 }
 
-/// The calling thread's owner id, or 0 if it has none.
+/// The calling thread's owner id, or 0 if it has none (or its id was
+/// revoked and it has not added through [`lease`] since).
 #[inline(always)]
 pub(crate) fn owner() -> usize {
-    // Without a destructor the cell is never torn down; `try_with` only
-    // keeps loom's lazily built thread-locals safe at thread exit.
-    OWNER.try_with(Cell::get).unwrap_or(0)
+    // Relaxed: a revocation is only a request to come to `lease`; the
+    // acknowledgement there carries the ordering.
+    with_owner(|o| o.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
-/// The calling thread's owner id, leasing one if it has none; 0 once the
-/// thread's lease has been handed back at exit (it takes no other).
+/// The calling thread's owner id, leasing one if it has none, and
+/// acknowledging any revocation; 0 once the thread's lease has been handed
+/// back at exit (it takes no other).
+///
+/// The caller must load the shard table's head again after this returns:
+/// a head it loaded before may name a table a merge is retiring, which
+/// only threads that have not acknowledged may still write.
 #[cold]
 #[inline(never)]
 pub(crate) fn lease() -> usize {
+    #[cfg(test)]
+    if EXITING.try_with(std::cell::Cell::get).unwrap_or(true) {
+        return 0;
+    }
     LEASE
         .try_with(|l| {
-            l.borrow_mut()
-                .get_or_insert_with(|| {
-                    let pool = Arc::clone(&POOL);
-                    let id = lock(&pool).take();
-                    let _ = OWNER.try_with(|o| o.set(id));
-                    Lease { id, pool }
-                })
-                .id
+            let mut l = l.borrow_mut();
+            let lease = l.get_or_insert_with(|| {
+                let owners = Arc::clone(&OWNERS);
+                let acked = Arc::new(AtomicU64::new(0));
+                let mut held = lock(&owners.held);
+                let id = held.pool.take();
+                let cell = with_owner(|o| CellPtr(std::ptr::from_ref(o)));
+                if let Some(cell) = cell {
+                    held.holders.insert(
+                        id,
+                        Registered {
+                            cell,
+                            acked: Arc::clone(&acked),
+                        },
+                    );
+                }
+                drop(held);
+                Lease { id, acked, owners }
+            });
+            ack(lease);
+            lease.id
         })
         .unwrap_or(0)
+}
+
+/// Acknowledges every revocation so far and owns again: from here on the
+/// thread loads heads afresh, so it cannot write a table retired before.
+fn ack(lease: &Lease) {
+    loop {
+        // SeqCst, all four: against `revoke`'s store of the count and of 0
+        // into the cell. If this re-read sees no new revocation, the cell's
+        // store below comes before any later revocation's store of 0 (so
+        // that one is not lost); reading a revocation's count makes the
+        // head it retired (stored before it) visible to this thread's next
+        // loads of the head.
+        let seen = lease.owners.revoked.load(Ordering::SeqCst);
+        with_owner(|o| o.store(lease.id, Ordering::SeqCst));
+        if lease.owners.revoked.load(Ordering::SeqCst) == seen {
+            // Release: every add this thread made before (to a retired
+            // table, with a head it loaded earlier) happens-before a merge
+            // that reads this (`acknowledged`, Acquire).
+            lease.acked.store(seen, Ordering::Release);
+            return;
+        }
+    }
+}
+
+/// Acknowledges every revocation so far if the calling thread holds a
+/// lease whose id was revoked: for a sampled add on a base whose table is
+/// retiring, which never reads the owner id (a thread adding only to that
+/// counter would otherwise hold its merge pending).
+#[cold]
+pub(crate) fn acknowledge() {
+    let _ = LEASE.try_with(|l| {
+        if let Ok(l) = l.try_borrow() {
+            if let Some(lease) = l.as_ref() {
+                if owner() == 0 {
+                    ack(lease);
+                }
+            }
+        }
+    });
+}
+
+/// Revokes every leased thread's id, so that each comes to [`lease`]
+/// (and acknowledges) on its next add to a sharded table; the calling
+/// thread, which is not in an add, acknowledges at once. Returns the
+/// revocation's number, for [`acknowledged`]. Called after the heads to
+/// retire were replaced.
+pub(crate) fn revoke() -> u64 {
+    let owners = Arc::clone(&OWNERS);
+    let n = {
+        let held = lock(&owners.held);
+        // SeqCst: as in `ack`.
+        let n = owners.revoked.fetch_add(1, Ordering::SeqCst) + 1;
+        for r in held.holders.values() {
+            // SAFETY: the thread is registered (its lease not dropped: the
+            // drop removes it under this mutex first), so its owner cell
+            // is alive (`OWNER`).
+            unsafe { &*r.cell.0 }.store(0, Ordering::SeqCst);
+        }
+        n
+    };
+    // The caller is between adds: it owns again at once.
+    acknowledge();
+    n
+}
+
+/// Whether every thread holding a lease has acknowledged revocation `n`
+/// (or given its lease back): none can still write a table retired before
+/// it with a head loaded before it.
+pub(crate) fn acknowledged(n: u64) -> bool {
+    let owners = Arc::clone(&OWNERS);
+    let held = lock(&owners.held);
+    // Acquire: pairs with the Release store in `ack`.
+    held.holders
+        .values()
+        .all(|r| r.acked.load(Ordering::Acquire) >= n)
+}
+
+#[cfg(test)]
+crate::primitive::const_thread_local! {
+    /// Set by [`exit_now`]: `lease` acts as after the thread's lease was
+    /// dropped at exit.
+    static EXITING: std::cell::Cell<bool> = std::cell::Cell::new(false);
+}
+
+/// Gives the calling thread's id back and makes it act as a thread whose
+/// lease is gone (its later adds are those of thread-local destructors at
+/// exit): for models and tests of that path.
+#[cfg(test)]
+pub(crate) fn exit_now() {
+    hand_back();
+    let _ = EXITING.try_with(|e| e.set(true));
 }
 
 /// Hands the calling thread's id back now, as its exit would: for tests

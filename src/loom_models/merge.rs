@@ -1,0 +1,149 @@
+//! Loom models of merge (`src/shard/merge.rs`, `src/thread/owner.rs`'s
+//! revocation, `src/thread/grace.rs`): an owner's plain stores, sums and
+//! takes racing a merge that folds the chain into the base and frees it.
+//!
+//! Loom's `join` returns before the thread's thread-locals are dropped,
+//! so a thread that must be gone (its owner id given back) ends with
+//! `owner::hand_back()`, as its exit would.
+
+use crate::thread::owner;
+use crate::{Counter, CounterSet};
+use loom::sync::Arc;
+use loom::thread;
+
+/// An owner storing into its row while another thread merges: the merge
+/// waits for the owner's acknowledgement (its next add) or its exit, so
+/// the store lands before the fold or goes to the base after; exact, and
+/// back to no table once the owner is gone.
+#[test]
+fn merge_racing_owned_stores() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(2));
+        c.split(2);
+        let owner = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(1);
+                c.add(2);
+                owner::hand_back();
+            })
+        };
+        let merged = c.merge();
+        assert!(c.sum() <= 3, "a merge counted something twice");
+        owner.join().unwrap();
+        if !merged {
+            // The owner has exited, and so given its id back.
+            assert!(c.merge(), "a merge still pending after the owner left");
+        }
+        assert_eq!(c.shards(), 0);
+        assert_eq!(c.sum(), 3);
+    });
+}
+
+/// A reader's sums racing an owner and a merge: never beyond what was
+/// added, never going back (a fold is seen wholly or not at all).
+#[test]
+fn sums_racing_a_merge() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(2));
+        c.split(2);
+        let owner = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(1);
+                c.add(2);
+            })
+        };
+        let merger = {
+            let c = c.clone();
+            thread::spawn(move || c.merge())
+        };
+        let first = c.sum();
+        let second = c.sum();
+        assert!(
+            first <= 3 && second <= 3,
+            "beyond the total: {first}, {second}"
+        );
+        assert!(second >= first, "a sum went back: {first} -> {second}");
+        owner.join().unwrap();
+        merger.join().unwrap();
+        assert_eq!(c.sum(), 3);
+    });
+}
+
+/// A take racing an owner and a merge: lossless (what the take got plus
+/// what stays is everything added).
+#[test]
+fn take_racing_a_merge() {
+    loom::model(|| {
+        let s = Arc::new(CounterSet::with_max_shards(1, 2));
+        s.split(2);
+        let owner = {
+            let s = s.clone();
+            thread::spawn(move || {
+                s.add(0, 1);
+                s.add(0, 2);
+            })
+        };
+        let merger = {
+            let s = s.clone();
+            thread::spawn(move || s.merge())
+        };
+        let taken = s.take(0).unwrap();
+        owner.join().unwrap();
+        merger.join().unwrap();
+        assert_eq!(taken + s.get(0).unwrap(), 3);
+    });
+}
+
+/// Adds by a thread without an owner id (as from thread-local destructors
+/// at exit: pinned, on the shared rows) racing a merge: the grace period
+/// waits for them, so none lands in a drained or freed table.
+#[test]
+fn pinned_adds_racing_a_merge() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(2));
+        c.split(2);
+        let exiting = {
+            let c = c.clone();
+            thread::spawn(move || {
+                owner::exit_now();
+                c.add(1);
+                c.add(2);
+            })
+        };
+        let merged = c.merge();
+        exiting.join().unwrap();
+        assert!(merged || c.merge(), "nothing should hold the merge back");
+        assert_eq!(c.sum(), 3);
+    });
+}
+
+/// A growth racing a merge and an owner: the merge folds whichever chain
+/// it retired, a growth after it starts a new one; exact either way.
+#[test]
+fn growth_racing_a_merge() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(4));
+        c.split(2);
+        let grower = {
+            let c = c.clone();
+            thread::spawn(move || c.grow_once())
+        };
+        let owner = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(1);
+                c.add(2);
+                owner::hand_back();
+            })
+        };
+        let _ = c.merge();
+        grower.join().unwrap();
+        owner.join().unwrap();
+        while !c.merge() {
+            thread::yield_now();
+        }
+        assert_eq!((c.shards(), c.sum()), (0, 3));
+    });
+}

@@ -1,0 +1,291 @@
+//! Merge: the inverse of growth. A sharded owner folds its tables' counts
+//! back into its base and frees the tables, once no thread can still
+//! write or read them.
+//!
+//! # Protocol
+//!
+//! A merge runs in two halves, one merge at a time in the process (the
+//! `MERGES` lock; merges are rare):
+//!
+//! 1. **Retire.** The head goes from the newest table `X` to `X | RETIRING`
+//!    (a compare-exchange), then [`owner::revoke`] stores 0 into every
+//!    leased thread's owner id and returns the revocation's number, kept in
+//!    `X.retired_at`. From then on adds load a head that names no plain
+//!    table and count on the owner's base, as before the first growth.
+//! 2. **Complete**, now or on a later call (`merge` again, or a read that
+//!    finds the merge pending):
+//!    * wait for [`owner::acknowledged`]: every thread that held an id has
+//!      since come to `owner::lease` (its next add to any sharded table
+//!      takes that path, its id being 0), or exited. Owners' hot adds are
+//!      not pinned; an acknowledgement is their promise that every add they
+//!      began with a head loaded before the revocation is done (program
+//!      order, published by the `Release` store of the acknowledgement)
+//!      and that their later loads of the head see the retirement (they
+//!      read the revocation's number with `SeqCst` after it was stored);
+//!    * a grace period ([`grace::wait`]): every pinned section (reads,
+//!      takes, adds by threads without an id) that could have loaded `X`
+//!      before the retirement has ended;
+//!    * now nobody writes the chain: the head goes to `X | FOLDING` (a
+//!      compare-exchange from `X | RETIRING`: it fails if contention came
+//!      back meanwhile and [`ShardTable::unretire`] put `X` back), then a
+//!      `Release` fence, then every table of the chain is drained into the
+//!      owner's base (`Table::drain`, under each table's take lock, so a
+//!      take never sees a word half moved);
+//!    * the head becomes a fresh tag (the cap, the take epoch past every
+//!      earlier one), a second grace period lets every pinned reader that
+//!      loaded the old head leave, and the chain is freed.
+//!
+//! **Readers** ([`ShardTable::read`]) pin, load the head, read the owner's
+//! base and the chain from that head, then (after an `Acquire` fence)
+//! load the head again, and start over if it changed or was folding. If a
+//! read saw any word the drain wrote, the fence makes the `FOLDING` head
+//! (stored before the drain's `Release` fence) visible to the second load,
+//! so a read never mixes a folded base with unfolded rows. The head cannot
+//! return to an old value while the reader is pinned (its table is not
+//! freed, so its address is not reused; a folding head only moves on to a
+//! tag).
+//!
+//! A table may be **unretired** (the head back to `X`) until the fold
+//! begins: by contention on the base while the merge is pending, or by a
+//! `split`. Nothing was moved yet, and owners only write `X` again after
+//! they acknowledged, which they may.
+
+use super::{is_table, is_tag, tag_epoch, Head, ShardTable, Table, CAP_MASK, EPOCH_SHIFT};
+use super::{FOLDING, RETIRING};
+use crate::primitive::sync::atomic::{fence, Ordering};
+use crate::primitive::sync::{lock, Mutex};
+use crate::thread::{grace, owner};
+
+crate::primitive::global! {
+    /// One merge at a time: grace periods and revocations are global.
+    static MERGES: Mutex<()> = Mutex::new(());
+}
+
+/// How far a call to `merge` got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Merge {
+    /// The chain was folded into the base and freed (or there was none).
+    Done,
+    /// Retired, waiting for threads that held owner ids to add again (or
+    /// exit); a later call completes it.
+    Pending,
+}
+
+/// The tables `head` names, for a pinned read (see [`ShardTable::read`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Rows<'a> {
+    table: &'a ShardTable,
+    head: Head,
+}
+
+impl Rows<'_> {
+    /// Visits every owned and shared row of the chain, as reads see them
+    /// (owned words less their baselines), with the row's index in its
+    /// table.
+    #[inline]
+    pub(crate) fn for_each_count_row(&self, mut f: impl FnMut(usize, super::owned::RowRef<'_>)) {
+        let mut head = self.head;
+        while let Some(t) = self.table.any_table(head) {
+            t.for_each_count_row(&mut f);
+            head = Head(t.older);
+        }
+    }
+
+    /// How many rows the newest table has (0: none).
+    pub(crate) fn shards(&self) -> usize {
+        self.table.any_table(self.head).map_or(0, Table::rows)
+    }
+}
+
+/// Frees the chain that starts at `t` (a table, or a tag: nothing).
+///
+/// # Safety
+///
+/// No thread can reach any table of the chain any more, and it is freed
+/// once.
+pub(super) unsafe fn free_chain(t: *mut Table) {
+    let mut t = t.map_addr(|a| a & !FOLDING);
+    while !is_tag(t) {
+        // SAFETY: every table in the chain came from Box::into_raw in
+        // `grow`, is owned by this chain alone, and the caller promises no
+        // one else reaches it.
+        let table = unsafe { Box::from_raw(t) };
+        t = table.older;
+    }
+}
+
+impl ShardTable {
+    /// Runs `read` on the chain as it is, pinned, so that it sees a merge's
+    /// fold wholly or not at all: `read` reads the owner's base and walks
+    /// the [`Rows`] it is given, and runs again (from scratch) if a merge
+    /// folded meanwhile.
+    #[inline]
+    pub(crate) fn read<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
+        let _pin = grace::pin();
+        loop {
+            let head = self.load();
+            if is_tag(head.0) {
+                // No chain: the base is everything.
+                return read(Rows { table: self, head });
+            }
+            if head.0.addr() & FOLDING == FOLDING {
+                // A fold moves the counts now: wait for its end.
+                crate::primitive::hint::spin_loop();
+                #[cfg(not(shardcount_loom))]
+                std::thread::yield_now();
+                continue;
+            }
+            let r = read(Rows { table: self, head });
+            // Acquire: pairs with the Release fence after the head went to
+            // FOLDING, if `read` saw any word the fold wrote (module docs).
+            fence(Ordering::Acquire);
+            if self.head.load(Ordering::Relaxed) == head.0 {
+                return r;
+            }
+        }
+    }
+
+    /// Folds the chain into the owner's base and frees it (see the module
+    /// docs), or retires it and returns [`Merge::Pending`] when threads
+    /// that held owner ids have not added since. `fold(i, v)` adds `v` to
+    /// word `i` of the owner's base (a read-modify-write: adders may be
+    /// adding to the base meanwhile); `words` counting words per row.
+    pub(crate) fn merge(&self, words: usize, mut fold: impl FnMut(usize, u64)) -> Merge {
+        let _one = lock(&MERGES);
+        let _pin = grace::pin();
+        let head = loop {
+            let head = self.load();
+            if is_tag(head.0) {
+                return Merge::Done;
+            }
+            if !is_table(head.0) {
+                break head; // retired by an earlier call
+            }
+            let retiring = Head(head.0.map_addr(|a| a | RETIRING));
+            // SeqCst: before the revocation's SeqCst count (owner.rs), so a
+            // thread that reads that count sees the retirement. Failure: a
+            // growth; look again.
+            if self
+                .head
+                .compare_exchange(head.0, retiring.0, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+            {
+                let n = owner::revoke();
+                if let Some(t) = self.any_table(retiring) {
+                    // Relaxed: read under `MERGES`, which every writer holds.
+                    t.retired_at.store(n, Ordering::Relaxed);
+                }
+                break retiring;
+            }
+        };
+        drop(_pin);
+        self.complete(head, words, &mut fold)
+    }
+
+    /// The second half of a merge of the chain `head` names (retiring),
+    /// under `MERGES`.
+    fn complete(&self, head: Head, words: usize, fold: &mut impl FnMut(usize, u64)) -> Merge {
+        // The table is alive: only this function frees it, under MERGES.
+        let Some(newest) = self.any_table(head) else {
+            return Merge::Done;
+        };
+        // Relaxed: written under MERGES.
+        if !owner::acknowledged(newest.retired_at.load(Ordering::Relaxed)) {
+            return Merge::Pending;
+        }
+        grace::wait();
+        let folding = head.0.map_addr(|a| a | FOLDING);
+        // Relaxed, then the Release fence (module docs).
+        if self
+            .head
+            .compare_exchange(head.0, folding, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            // Unretired: contention came back.
+            return Merge::Pending;
+        }
+        fence(Ordering::Release);
+        let mut bottom = head;
+        while let Some(t) = self.any_table(bottom) {
+            t.drain(words, fold);
+            bottom = Head(t.older);
+        }
+        // The first tag's cap, and its take epoch with no take in progress
+        // and one more completed: every pinned take that began on that
+        // tag ended in the grace period, and the value differs from every
+        // earlier one, so a sampled add that read the old tag gives no
+        // verdict.
+        let epoch = (tag_epoch(bottom.0.addr()) >> super::take::IN_PROGRESS_BITS) + 1;
+        let fresh = (bottom.0.addr() & (CAP_MASK | 1))
+            | ((epoch << super::take::IN_PROGRESS_BITS) as usize) << EPOCH_SHIFT;
+        debug_assert!(is_tag(std::ptr::without_provenance_mut::<Table>(fresh)));
+        // Release: the drained zeros (and the base's adds) come before any
+        // reader that loads the tag and so reads the base alone.
+        self.head
+            .store(std::ptr::without_provenance_mut(fresh), Ordering::Release);
+        grace::wait();
+        // SAFETY: the head no longer names the chain, every owner-id holder
+        // acknowledged the retirement (so loads the head afresh), and the
+        // grace period saw out every pinned section that could hold it.
+        // Only this merge (under MERGES) frees it.
+        unsafe { free_chain(head.0) };
+        Merge::Done
+    }
+
+    /// Puts a retiring table back (contention came back before the fold
+    /// began): returns the head after.
+    #[cold]
+    pub(crate) fn unretire(&self, current: Head) -> Head {
+        if current.0.addr() & FOLDING != RETIRING {
+            return current;
+        }
+        let plain = current.0.map_addr(|a| a & !RETIRING);
+        // AcqRel/Acquire: as a growth's publication, though the table is
+        // not new.
+        match self
+            .head
+            .compare_exchange(current.0, plain, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Head(plain),
+            Err(now) => Head(now),
+        }
+    }
+}
+
+#[cfg(all(test, not(shardcount_loom)))]
+mod tests {
+    use crate::thread::owner;
+    use crate::Counter;
+
+    /// Adds by a thread without an owner id (as from thread-local
+    /// destructors at exit: pinned, on the shared rows or the base) while
+    /// this thread splits and merges in a loop: exact.
+    #[test]
+    fn adds_without_an_owner_id_survive_split_and_merge_cycles() {
+        let c = Counter::with_max_shards(4);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let exiting = s.spawn(|| {
+                owner::exit_now();
+                (0..100_000).for_each(|_| c.inc());
+                done.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+            let mut cycles = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) || cycles < 10 {
+                c.split(4);
+                let _ = c.merge();
+                cycles += 1;
+            }
+            exiting.join().unwrap();
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !c.merge() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a merge pending for a minute"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!((c.shards(), c.sum()), (0, 100_000));
+    }
+}
