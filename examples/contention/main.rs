@@ -1004,6 +1004,10 @@ pub(crate) fn about(name: &str) -> Option<&'static str> {
             "the contatori crate, a peer: 128 padded atomic slots per counter (16 KiB), one \
              fetch_add per add"
         }
+        "fast-telemetry" => {
+            "the fast-telemetry crate's Counter, a peer (a fork of fast-counter): padded \
+             shards, one per core, picked by a thread id"
+        }
         "stripe" => {
             "a reference, not a library: one padded atomic per thread, found without a \
              lookup; the most an exact sharded counter can reach"
@@ -1308,7 +1312,7 @@ fn write_or_die(path: &Path, text: &str) {
 }
 
 /// Line colours: distinct, and dark enough on white.
-const COLORS: [plotters::style::RGBColor; 10] = [
+const COLORS: [plotters::style::RGBColor; 11] = [
     plotters::style::RGBColor(214, 39, 40),   // red
     plotters::style::RGBColor(127, 127, 127), // grey
     plotters::style::RGBColor(31, 119, 180),  // blue
@@ -1319,6 +1323,7 @@ const COLORS: [plotters::style::RGBColor; 10] = [
     plotters::style::RGBColor(23, 190, 207),  // cyan
     plotters::style::RGBColor(188, 189, 34),  // olive
     plotters::style::RGBColor(227, 119, 194), // pink
+    plotters::style::RGBColor(0, 0, 0),       // black
 ];
 
 /// Throughput against threads, one line per counter, log-scaled throughput
