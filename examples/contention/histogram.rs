@@ -83,6 +83,9 @@ const METRIC: &str = "latency_ns";
 
 /// The `metrics` Prometheus exporter: a handle from `metrics::histogram!`,
 /// recorded with `record(f64)`, counted through the exporter's rendering.
+/// With the others' bounds it renders buckets rather than a summary: the
+/// same record path, and a render of millions of kept values in about a
+/// fifth of the time (0.1 s a run here, where a summary's took 0.5 s).
 pub struct Exporter {
     recorder: PrometheusRecorder,
     handle: metrics::Histogram,
@@ -91,7 +94,11 @@ pub struct Exporter {
 impl Recorder for Exporter {
     const NAME: &'static str = "metrics exporter";
     fn new() -> Self {
-        let recorder = PrometheusBuilder::new().build_recorder();
+        let bounds: Vec<f64> = bounds().map(|b| b as f64).collect();
+        let recorder = PrometheusBuilder::new()
+            .set_buckets(&bounds)
+            .expect("bounds are not empty")
+            .build_recorder();
         // The macro against this recorder only, not a global one: each
         // run gets a fresh histogram.
         let handle = metrics::with_local_recorder(&recorder, || metrics::histogram!(METRIC));
@@ -454,12 +461,12 @@ pub fn table(rows: &[Row], duration: Duration) -> String {
     );
     let _ = writeln!(
         s,
-        "  metrics exporter   metrics::histogram! on metrics-exporter-prometheus: every value kept \
-         until rendered"
+        "  metrics exporter   metrics::histogram! on metrics-exporter-prometheus, the same 15 \
+         buckets: every value kept until rendered"
     );
     let _ = writeln!(
         s,
-        "  prometheus-client  Histogram::observe, 15 le bounds (powers of two, 1 µs to 17 ms)"
+        "  prometheus-client  Histogram::observe, 15 le bounds (powers of two, 1 µs to 16.8 ms)"
     );
     let _ = writeln!(
         s,
