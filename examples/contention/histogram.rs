@@ -293,7 +293,7 @@ pub fn cases(rounds: usize) -> usize {
 
 /// Runs the section: every subject at each of [`THREADS`], `rounds`
 /// times, every other round in reverse order, a canary around each run.
-pub fn measure(duration: Duration, rounds: usize, cores: usize, terminal: bool) -> Vec<Run> {
+pub fn sweep(duration: Duration, rounds: usize, cores: usize, terminal: bool) -> Vec<Run> {
     let subjects = subjects();
     let case_ms = duration.as_millis().max(1) as u64;
     let total = cases(rounds);

@@ -818,7 +818,7 @@ fn main() {
         }
     }
     bar.finish_and_clear();
-    let recorded = histogram::measure(duration, rounds, cores, std::io::stderr().is_terminal());
+    let recorded = histogram::sweep(duration, rounds, cores, std::io::stderr().is_terminal());
     let histogram_rows = histogram::summarize(&recorded);
 
     // The verdict first, so it is on the first screen; the table backs it.
