@@ -449,6 +449,12 @@ pub fn table(rows: &[Row], duration: Duration) -> String {
             if r.ok { "OK" } else { "FAIL" }
         );
     }
+    if rows.iter().any(|r| r.busy) {
+        let _ = writeln!(
+            s,
+            "0/n quiet: the host was busy in every round, all are used: not to be trusted"
+        );
+    }
     let _ = writeln!(
         s,
         "check: the histogram's own count (Histogram::snapshot, the exporter's rendering, the \
@@ -674,7 +680,17 @@ mod tests {
         assert_eq!((f.ratio.median, f.ratio.min, f.ratio.max), (0.5, 0.5, 0.5));
         let t = table(&rows, Duration::from_millis(20));
         assert!(t.contains(HEADING), "{t}");
+        assert!(!t.contains("0/n quiet"), "{t}");
         assert_eq!(t.lines().filter(|l| l.ends_with("  OK")).count(), 2, "{t}");
+        // Busy in every round: all are used, and the table says so.
+        let mut noisy = all.clone();
+        noisy[4].canary = Duration::from_millis(9);
+        noisy[0].canary = Duration::from_millis(9);
+        noisy[2].canary = Duration::from_millis(9);
+        let rows = summarize(&noisy);
+        assert_eq!((rows[1].kept, rows[1].busy), (3, true));
+        assert!(table(&rows, Duration::from_millis(20)).contains("0/3  OK"));
+        assert!(table(&rows, Duration::from_millis(20)).contains("0/n quiet"));
         let mut bad = all.clone();
         bad[3].count = Ok(4);
         let rows = summarize(&bad);
