@@ -9,12 +9,15 @@
 //! for the two-label struct), the labels read from a table as a caller
 //! holds them; the sets walk the same indices. The goal (issue 21): the
 //! labelled add at 2 threads ≥ 0.95 of `CounterSet::inc`'s throughput.
+//! The peer: `fast-telemetry`'s `LabeledCounter` over the same enum and
+//! walk (a sharded counter per label, a shard per core).
 
 use shardcount::{CounterSet, Label, LabelledCounter};
 use shardcount_harness::labels::{Request, Route};
 use shardcount_harness::measure::{
-    bench_main, escape, opaque, run_threads, Figure, Ratio, Session,
+    bench_main, cores, escape, opaque, run_threads, Figure, Ratio, Session,
 };
+use shardcount_harness::peers::fast_telemetry::LabeledCounter;
 use std::time::Duration;
 
 /// Every value of `L`, in index order (an array, so that a masked index
@@ -64,6 +67,13 @@ fn figure(s: &mut Session, threads: usize) {
                 let (c, routes) = (escape(&c), escape(&routes));
                 adds(threads, n, |i| c.inc(routes[i & 7]), || c.sum())
             })
+            .vs("fast-telemetry LabeledCounter<enum of 8>::inc", |n| {
+                let c: LabeledCounter<Route> = LabeledCounter::new(cores());
+                let (c, routes) = (escape(&c), escape(&routes));
+                // A negative sum (never, for adds of one) fails the check.
+                let total = || u64::try_from(c.sum_all()).unwrap_or(u64::MAX);
+                adds(threads, n, |i| c.inc(routes[i & 7]), total)
+            })
             .vs("CounterSet::inc, 32 counters", |n| {
                 let set = CounterSet::new(32);
                 let set = escape(&set);
@@ -79,6 +89,10 @@ fn figure(s: &mut Session, threads: usize) {
                 let (c, requests) = (escape(&c), escape(&requests));
                 adds(threads, n, |i| c.inc(requests[i & 31]), || c.sum())
             })
+            .compare(
+                "LabelledCounter<enum of 8>::inc",
+                "fast-telemetry LabeledCounter<enum of 8>::inc",
+            )
             .compare(
                 "LabelledCounter<struct of 2 labels, 32>::inc",
                 "CounterSet::inc, 32 counters",

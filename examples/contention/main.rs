@@ -38,6 +38,13 @@
 //! updates in place; with stderr not a terminal (a log file, a CI job), one
 //! plain line per case (per round).
 //!
+//! Then the histogram section (`histogram.rs`): latency-like values recorded
+//! at 1 and 2 threads into shardcount's `Histogram`, the `metrics`
+//! Prometheus exporter's histogram, `prometheus-client`'s and
+//! `fast-telemetry`'s, measured like the table's cases (its cases share the
+//! 15 s budget), each run's count read through the subject's own API and
+//! checked against the records made; a FAIL exits with status 1.
+//!
 //! # JSON (`--json`)
 //!
 //! Top level: the host (`cpu_model`, `cores`, `rustc`, `shardcount_version`),
@@ -57,6 +64,14 @@
 //! * `runs`: each round's `round`, `ops`, `total`, `elapsed_s`, `mops`,
 //!   `reads`, `max_read`, `ok`, `canary_s` (the slower canary around it) and
 //!   `noisy`.
+//!
+//! `histograms`: `values` (what was recorded) and `results`, one object per
+//! row of the histogram table: `subject`, `threads`, `mrecords` (median M
+//! records/s), `mrecords_min`, `mrecords_max`, `vs_histogram` (median of the
+//! per-round ratios to shardcount's `Histogram`), `vs_histogram_min`,
+//! `vs_histogram_max`, `rounds_kept`, `noisy`, `ok`, and `runs`, each with
+//! `round`, `records`, `count` (null when unreadable, then `error` says
+//! why), `elapsed_s`, `mrecords`, `canary_s`, `noisy` and `ok`.
 //!
 //! `--inventory` runs the `Stock` demo instead (see `inventory.rs`):
 //!
@@ -83,6 +98,7 @@
 //! pinning/barrier harness live in the `shardcount-harness` crate
 //! (`harness/`), shared with the benches.
 
+mod histogram;
 mod http;
 mod inventory;
 mod keyed;
@@ -347,6 +363,9 @@ struct Progress {
     plain: bool,
     done: usize,
     total: usize,
+    /// Before the case number in plain lines: `hist ` for the histogram
+    /// section, so its lines are told from the table's.
+    label: &'static str,
 }
 
 impl Progress {
@@ -368,6 +387,7 @@ impl Progress {
             plain: !terminal,
             done: 0,
             total,
+            label: "",
         }
     }
 
@@ -375,7 +395,7 @@ impl Progress {
     fn case_done(&mut self, text: &str, ok: bool) {
         self.done += 1;
         if self.plain {
-            eprintln!("[{}/{}] {text}", self.done, self.total);
+            eprintln!("[{}{}/{}] {text}", self.label, self.done, self.total);
         } else if !ok {
             self.bar.println(text);
         }
@@ -727,9 +747,10 @@ fn main() {
     let entries = entries.0;
     let rounds = args.rounds(DEFAULT_ROUNDS);
     let cases = thread_counts.len() * entries.len() * rounds;
+    // The histogram section's cases share the budget.
     let duration = args.duration.unwrap_or_else(|| {
         Duration::from_secs(1)
-            .min(DEFAULT_BUDGET / cases as u32)
+            .min(DEFAULT_BUDGET / (cases + histogram::cases(rounds)) as u32)
             .max(Duration::from_millis(100))
     });
     let readers = usize::from(args.readers);
@@ -797,6 +818,8 @@ fn main() {
         }
     }
     bar.finish_and_clear();
+    let recorded = histogram::sweep(duration, rounds, cores, std::io::stderr().is_terminal());
+    let histogram_rows = histogram::summarize(&recorded);
 
     // The verdict first, so it is on the first screen; the table backs it.
     let verdict = conclusion(&outcomes, &host, readers);
@@ -807,6 +830,7 @@ fn main() {
     let rows = summarize(&outcomes);
     print!("{}", table(&rows, cores));
     print!("{}", legend(&rows));
+    print!("{}", histogram::table(&histogram_rows, duration));
     let mut over: Vec<usize> = rows
         .iter()
         .filter(|r| oversubscribed(r.threads + r.readers, cores))
@@ -835,6 +859,7 @@ fn main() {
                 duration,
                 rounds,
                 verdict.as_deref(),
+                histogram::json(&histogram_rows, &recorded),
             ),
         );
     }
@@ -846,7 +871,11 @@ fn main() {
         println!("chart written to {}", path.display());
     }
     let failed: Vec<_> = outcomes.iter().filter(|o| !o.ok()).collect();
-    if !failed.is_empty() {
+    let histogram_failures = histogram::failures(&recorded);
+    for f in &histogram_failures {
+        eprintln!("{f}");
+    }
+    if !failed.is_empty() || !histogram_failures.is_empty() {
         for o in &failed {
             eprintln!(
                 "FAIL: {} x {} threads, round {}: workers did {} increments, counter says {}, largest read {}",
@@ -1003,6 +1032,10 @@ pub(crate) fn about(name: &str) -> Option<&'static str> {
         "contatori" => {
             "the contatori crate, a peer: 128 padded atomic slots per counter (16 KiB), one \
              fetch_add per add"
+        }
+        "fast-telemetry" => {
+            "the fast-telemetry crate's Counter, a peer (a fork of fast-counter): padded \
+             shards, one per core, picked by a thread id"
         }
         "stripe" => {
             "a reference, not a library: one padded atomic per thread, found without a \
@@ -1234,6 +1267,7 @@ fn json(
     duration: Duration,
     repeat: usize,
     verdict: Option<&str>,
+    histograms: serde_json::Value,
 ) -> String {
     let fastest = fastest_canary(all);
     let rows: Vec<_> = rows
@@ -1297,6 +1331,7 @@ fn json(
     );
     doc.insert("verdict".into(), verdict.into());
     doc.insert("results".into(), rows.into());
+    doc.insert("histograms".into(), histograms);
     serde_json::to_string_pretty(&doc).expect("plain values serialise") + "\n"
 }
 
@@ -1308,7 +1343,7 @@ fn write_or_die(path: &Path, text: &str) {
 }
 
 /// Line colours: distinct, and dark enough on white.
-const COLORS: [plotters::style::RGBColor; 10] = [
+const COLORS: [plotters::style::RGBColor; 11] = [
     plotters::style::RGBColor(214, 39, 40),   // red
     plotters::style::RGBColor(127, 127, 127), // grey
     plotters::style::RGBColor(31, 119, 180),  // blue
@@ -1319,6 +1354,7 @@ const COLORS: [plotters::style::RGBColor; 10] = [
     plotters::style::RGBColor(23, 190, 207),  // cyan
     plotters::style::RGBColor(188, 189, 34),  // olive
     plotters::style::RGBColor(227, 119, 194), // pink
+    plotters::style::RGBColor(0, 0, 0),       // black
 ];
 
 /// Throughput against threads, one line per counter, log-scaled throughput

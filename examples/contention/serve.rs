@@ -18,7 +18,10 @@
 //! (default 250ms), as one case of the table; then one inventory case: a
 //! fresh `Stock` of 200,000,000 units, sold in takes of 1-3 by the same
 //! workers while a restocker adds 100,000, again until `--duration` has
-//! been measured (at least one sell-out). The `Counter` and `Stock` being
+//! been measured (at least one sell-out). Between the two, one histogram
+//! case: the same workers record the histogram section's latency-like
+//! values into a fresh `Histogram` for `--duration`, and its count is
+//! checked against their records. The `Counter` and `Stock` being
 //! worked are shared with a sampler thread that reads them with
 //! `Counter::shard_values` and `Stock::shard_amounts` every 10 ms for
 //! events (a look) and every 100 ms for a snapshot: the read side
@@ -50,6 +53,14 @@
 //! * `legend`: per subject of the table, in its order, `name`, `about`
 //!   (what it is, as under the table) and `reference` (true for `stripe`
 //!   and `tl-limit`: yardsticks, not libraries).
+//! * `histogram`: null before the first histogram case, else the
+//!   `Histogram` of the newest one (kept after it ends), read with
+//!   `Histogram::snapshot` at each snapshot (the one before while the
+//!   newest has no record yet): `live`, `count`, `sum`, `p50`,
+//!   `p90`, `p99`, `max` (quantiles in ns, null while it is empty; `max` is
+//!   the quantile at 1), and over every histogram case `cases`, `records`,
+//!   `last_mrecords` (M records/s of the last case) and `ok` (every case's
+//!   count equalled its workers' records).
 //! * `stock`: the `Stock` of the newest sell-out: `amounts`
 //!   (`Stock::shard_amounts`), `sum` (their sum: the units left), `shards`,
 //!   `live`; `peak`: that stock at its widest (the first look with the most
@@ -80,7 +91,7 @@ use crossbeam_utils::CachePadded;
 use indicatif::ProgressBar;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
-use shardcount::{Counter, Stock};
+use shardcount::{Counter, Histogram, Stock};
 use shardcount_harness::measure;
 use shardcount_harness::subjects::{self, Subject, Visit};
 use std::collections::VecDeque;
@@ -89,6 +100,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::histogram::{count_ok, record_loop};
 use super::http;
 use super::{
     about, fmt_duration, is_reference, run_case, use_lines, write_loop, Args, Case, Host, Outcome,
@@ -227,6 +239,19 @@ struct Peak {
     holding: usize,
 }
 
+/// The histogram cases so far, and the newest one's histogram.
+#[derive(Debug, Default)]
+struct Recorded {
+    /// Numbered, as the counter is.
+    histogram: Option<(u64, Arc<Histogram>)>,
+    /// The one before, shown while the newest has no record yet.
+    previous: Option<Arc<Histogram>>,
+    cases: u64,
+    records: u64,
+    ok: bool,
+    last_mrecords: Option<f64>,
+}
+
 /// Everything the driver, the sampler and the server share.
 struct Live {
     start: Instant,
@@ -245,6 +270,8 @@ struct Live {
     /// The newest sell-out's stock, numbered.
     stock: Mutex<Option<(u64, Arc<Stock>)>>,
     stock_live: AtomicBool,
+    recorded: Mutex<Recorded>,
+    histogram_live: AtomicBool,
     inventory: Inventory,
     seen: Mutex<Seen>,
     /// `(seq, JSON)`, oldest first.
@@ -311,6 +338,73 @@ fn counter_case(live: &Live, case: &Case<'_>) -> Outcome {
         max_read: 0,
         canary: Duration::ZERO,
     }
+}
+
+/// The histogram case: the workers record the histogram section's values
+/// into a fresh `Histogram` the sampler reads; its count must equal their
+/// records.
+fn histogram_case(live: &Live, case: &Case<'_>) {
+    let h = Arc::new(Histogram::new());
+    {
+        let mut r = live.recorded.lock().unwrap();
+        let n = r.histogram.as_ref().map_or(0, |x| x.0 + 1);
+        r.previous = r.histogram.replace((n, Arc::clone(&h))).map(|x| x.1);
+    }
+    // Relaxed: a display flag, as for the counter.
+    live.histogram_live.store(true, Ordering::Relaxed);
+    let stop = CachePadded::new(AtomicBool::new(false));
+    let w = case.threads;
+    let done: Vec<AtomicU64> = (0..w).map(|_| AtomicU64::new(0)).collect();
+    let elapsed = measure::run_threads(w + 1, |i| {
+        if i < w {
+            // Relaxed: the join orders it before the sum below.
+            done[i].store(record_loop(&*h, &stop), Ordering::Relaxed);
+        } else {
+            super::timer(case, &stop);
+        }
+    });
+    live.histogram_live.store(false, Ordering::Relaxed);
+    let records: u64 = done.iter().map(|n| n.load(Ordering::Relaxed)).sum();
+    let count = h.snapshot().count();
+    let mut r = live.recorded.lock().unwrap();
+    r.cases += 1;
+    r.records += records;
+    r.ok &= count_ok(records, &Ok(count));
+    r.last_mrecords = Some(records as f64 / elapsed.as_secs_f64() / 1e6);
+    if count != records {
+        eprintln!("FAIL: Histogram: workers recorded {records}, its count says {count}");
+    }
+}
+
+/// The newest histogram's quantiles and the cases' totals, as `/state`
+/// shows them.
+fn histogram_json(live: &Live) -> Value {
+    let r = live.recorded.lock().unwrap();
+    let Some((_, h)) = &r.histogram else {
+        return Value::Null;
+    };
+    let mut snap = h.snapshot();
+    // Relaxed: a display flag.
+    let mut running = live.histogram_live.load(Ordering::Relaxed);
+    // A case just started: its workers may not have recorded yet.
+    if let (true, Some(p)) = (snap.is_empty(), &r.previous) {
+        snap = p.snapshot();
+        running = false;
+    }
+    let q = |p: f64| snap.quantile(p);
+    json!({
+        "live": running,
+        "count": snap.count(),
+        "sum": snap.sum(),
+        "p50": q(0.5),
+        "p90": q(0.9),
+        "p99": q(0.99),
+        "max": q(1.0),
+        "cases": r.cases,
+        "records": r.records,
+        "last_mrecords": r.last_mrecords,
+        "ok": r.ok,
+    })
 }
 
 /// One sell-out of a fresh `Stock` the sampler can read: returns whether
@@ -440,7 +534,17 @@ fn drive(live: &Live, entries: &[Entry]) -> ! {
                 );
             }
         }
+        let case = Case {
+            round,
+            threads: live.workers,
+            readers: 0,
+            duration: live.duration,
+            bar: &bar,
+            bar_base: 0,
+        };
         live.running.store(entries.len(), Ordering::Relaxed);
+        histogram_case(live, &case);
+        live.running.store(entries.len() + 1, Ordering::Relaxed);
         let case = Case {
             round,
             threads: live.workers,
@@ -646,11 +750,12 @@ fn sample(live: &Live, seq: u64, subject_names: &[&'static str]) -> String {
         "cores": live.cores,
         "duration_s": live.duration.as_secs_f64(),
         "cycles": load(&live.cycles),
-        "running": subject_names.get(running).copied().unwrap_or("Stock (inventory)"),
+        "running": running_name(subject_names, running),
         "subjects": subjects,
         "verdict": verdict,
         "legend": legend,
         "counter": counter_json,
+        "histogram": histogram_json(live),
         "stock": stock_json,
         "inventory": {
             "initial": STOCK,
@@ -667,6 +772,16 @@ fn sample(live: &Live, seq: u64, subject_names: &[&'static str]) -> String {
         },
     });
     doc.to_string()
+}
+
+/// What case `running` is: a subject of the table, then the histogram
+/// case, then the sell-outs.
+fn running_name(subject_names: &[&'static str], running: usize) -> &'static str {
+    match subject_names.get(running) {
+        Some(name) => name,
+        None if running == subject_names.len() => "Histogram (record)",
+        None => "Stock (inventory)",
+    }
 }
 
 /// The table's verdict from the last minute's cases (the median Mops/s of
@@ -890,6 +1005,11 @@ pub fn main(args: &Args, addr: &str, host: &Host) -> i32 {
         counter_live: AtomicBool::new(false),
         stock: Mutex::new(None),
         stock_live: AtomicBool::new(false),
+        recorded: Mutex::new(Recorded {
+            ok: true,
+            ..Recorded::default()
+        }),
+        histogram_live: AtomicBool::new(false),
         inventory: Inventory::new(workers),
         seen: Mutex::new(Seen::default()),
         snapshots: Mutex::new(VecDeque::new()),
@@ -1080,6 +1200,11 @@ mod tests {
             counter_live: AtomicBool::new(true),
             stock: Mutex::new(Some((0, Arc::new(Stock::new(5))))),
             stock_live: AtomicBool::new(false),
+            recorded: Mutex::new(Recorded {
+                ok: true,
+                ..Recorded::default()
+            }),
+            histogram_live: AtomicBool::new(false),
             inventory: Inventory::new(1),
             seen: Mutex::new(Seen::default()),
             snapshots: Mutex::new(VecDeque::new()),
@@ -1105,6 +1230,55 @@ mod tests {
         assert_eq!(v["inventory"]["last_mtakes"], Value::Null);
         let c = live.counter.lock().unwrap().clone().unwrap().1;
         assert_eq!(c.sum(), 7, "sampling added nothing");
+    }
+
+    /// A histogram case leaves its histogram for the panel: its count is
+    /// the records made, its quantiles in order; before one, null.
+    #[test]
+    fn the_histogram_panel_shows_the_newest_case_in_order() {
+        let names = ["Counter"];
+        let live = test_live();
+        publish(&live, 0, &names);
+        let v: Value = serde_json::from_str(&live.snapshots.lock().unwrap()[0].1).unwrap();
+        assert_eq!(v["histogram"], Value::Null);
+        let bar = ProgressBar::hidden();
+        let case = Case {
+            round: 0,
+            threads: 2,
+            readers: 0,
+            duration: Duration::from_millis(5),
+            bar: &bar,
+            bar_base: 0,
+        };
+        histogram_case(&live, &case);
+        publish(&live, 1, &names);
+        let v: Value = serde_json::from_str(&live.snapshots.lock().unwrap()[1].1).unwrap();
+        let h = &v["histogram"];
+        let n = |k: &str| h[k].as_u64().unwrap_or_else(|| panic!("{k}: {h}"));
+        assert_eq!(
+            (h["ok"].clone(), h["live"].clone()),
+            (json!(true), json!(false))
+        );
+        assert_eq!((n("cases"), n("count")), (1, n("records")));
+        assert!(n("count") >= 128, "{h}");
+        assert!(
+            0 < n("p50") && n("p50") <= n("p90") && n("p90") <= n("p99") && n("p99") <= n("max"),
+            "{h}"
+        );
+        // The sampler only reads: the count is still the records made.
+        {
+            let r = live.recorded.lock().unwrap();
+            assert_eq!(r.histogram.as_ref().unwrap().1.count(), r.records);
+        }
+        // A new case's histogram before its first record: the last one's.
+        {
+            let mut r = live.recorded.lock().unwrap();
+            let last = r.histogram.replace((1, Arc::new(Histogram::new())));
+            r.previous = last.map(|x| x.1);
+        }
+        assert_eq!(histogram_json(&live)["count"], n("count"));
+        assert_eq!(running_name(&names, 1), "Histogram (record)");
+        assert_eq!(running_name(&names, 2), "Stock (inventory)");
     }
 
     /// After a sell-out the stock's shards are empty, but its widest look

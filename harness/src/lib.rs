@@ -28,5 +28,8 @@ pub mod peers {
     pub use ::contatori;
     pub use ::dashmap;
     pub use ::fast_counter;
+    pub use ::fast_telemetry;
+    pub use ::metrics;
+    pub use ::prometheus_client;
     pub use ::thread_local;
 }
