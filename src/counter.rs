@@ -451,6 +451,12 @@ impl Counter {
         }) == Merge::Done
     }
 
+    /// Each row's total (see `ShardTable::row_totals`), for a `Merger`.
+    #[cfg(not(shardcount_loom))]
+    pub(crate) fn row_totals(&self, out: &mut Vec<u64>) {
+        self.table.row_totals(1, out);
+    }
+
     /// The most shards this counter will grow to (a power of two).
     ///
     /// ```

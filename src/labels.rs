@@ -623,6 +623,12 @@ impl<L: Label> LabelledCounter<L> {
         self.set().split(n)
     }
 
+    /// The rows, once the first add made them.
+    #[cfg(not(shardcount_loom))]
+    pub(crate) fn rows(&self) -> Option<&CounterSet> {
+        self.set.get()
+    }
+
     /// Folds the rows back into the base row and frees them, as
     /// [`Counter::merge`](crate::Counter::merge): `true` when back to the
     /// base row, `false` while the merge is pending.

@@ -167,6 +167,10 @@ pub mod integrations;
 mod labels;
 mod local;
 mod map;
+// The merger's thread sleeps on a real clock, as the folder's; the merges
+// it calls are the ones the merge models check.
+#[cfg(not(shardcount_loom))]
+mod merger;
 mod rough;
 mod set;
 mod stock;
@@ -188,6 +192,8 @@ pub use histogram::{
 pub use labels::{Label, LabelledCounter};
 pub use local::LocalCounter;
 pub use map::{CounterHandle, CounterMap, IntoKey};
+#[cfg(not(shardcount_loom))]
+pub use merger::{Mergeable, Merger};
 /// `#[derive(Label)]`: see the [`Label`](trait@Label) trait.
 ///
 /// ```

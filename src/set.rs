@@ -769,6 +769,13 @@ impl CounterSet {
         }) == Merge::Done
     }
 
+    /// Each row's total over its counters (see `ShardTable::row_totals`),
+    /// for a `Merger`.
+    #[cfg(not(shardcount_loom))]
+    pub(crate) fn row_totals(&self, out: &mut Vec<u64>) {
+        self.table.row_totals(self.len, out);
+    }
+
     /// Grows to at least `n` rows besides the base row now (a power of two,
     /// at most [`max_shards`](Self::max_shards)), instead of waiting for
     /// contention to show, as [`Counter::split`](crate::Counter::split).

@@ -2,8 +2,9 @@
 //! `merge` under load: split and merge cycles racing adds, sums and takes
 //! on real threads, with exact totals (issue 31).
 
-use shardcount::{Counter, CounterSet, Histogram};
+use shardcount::{Counter, CounterSet, Histogram, Merger};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Calls `merge` until it completes. A merge waits for every thread in
@@ -171,4 +172,51 @@ fn a_merge_waits_for_a_sleeping_owner_then_completes() {
         assert_eq!(c.sum(), 10 + 1 + 5000);
         tx.send(()).unwrap();
     });
+}
+
+/// A `Merger` leaves a counter that two threads keep adding to alone (two
+/// rows change at every pass) and merges it once they stop.
+#[test]
+fn a_merger_merges_a_counter_once_its_load_stops() {
+    let merger = Merger::new(Duration::from_millis(100));
+    let c = Arc::new(Counter::with_max_shards(4));
+    merger.watch(Arc::clone(&c));
+    c.split(4);
+    let stop = AtomicBool::new(false);
+    let (mut sharded, mut looks) = (0, 0);
+    std::thread::scope(|s| {
+        let adders: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        (0..1000).for_each(|_| c.inc());
+                    }
+                })
+            })
+            .collect();
+        let end = Instant::now() + Duration::from_millis(600);
+        while Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+            looks += 1;
+            sharded += usize::from(c.shards() > 0);
+        }
+        stop.store(true, Ordering::Relaxed);
+        adders.into_iter().for_each(|a| a.join().unwrap());
+    });
+    // A thread descheduled for a whole idle time lets one merge through;
+    // the next contention puts the table back. Most looks see it sharded.
+    assert!(
+        sharded * 2 > looks,
+        "sharded at {sharded} of {looks} looks under load"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.shards() != 0 || merger.merges() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "not merged a minute after the load stopped"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let total = c.sum();
+    assert!(total >= 2000 && total % 1000 == 0, "a count lost: {total}");
 }

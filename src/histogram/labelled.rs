@@ -370,6 +370,12 @@ impl<L: Label> LabelledHistogram<L> {
         self.sets().iter().map(|s| s.split(n)).min().unwrap_or(0)
     }
 
+    /// Every label's rows, once the first record made them (none before).
+    #[cfg(not(shardcount_loom))]
+    pub(crate) fn rows(&self) -> &[CounterSet] {
+        self.sets.get().map_or(&[], |s| &s[..])
+    }
+
     /// Folds every label's rows back into its first and frees them, as
     /// [`Counter::merge`](crate::Counter::merge): `true` when every label
     /// is back to one row, `false` while a merge is pending.

@@ -452,6 +452,12 @@ impl Histogram {
         self.set().split(n)
     }
 
+    /// The rows, once the first record made them.
+    #[cfg(not(shardcount_loom))]
+    pub(crate) fn rows(&self) -> Option<&CounterSet> {
+        self.set.get()
+    }
+
     /// Folds the rows back into the first and frees them, as
     /// [`Counter::merge`](crate::Counter::merge): `true` when back to one
     /// row, `false` while the merge is pending.

@@ -145,6 +145,20 @@ impl ShardTable {
         }
     }
 
+    /// Appends the total of the first `words` words of each row of the
+    /// chain (owned rows less their baselines, then shared rows, newest
+    /// table first), read as a sum reads them; nothing without a table.
+    #[cfg(not(shardcount_loom))]
+    pub(crate) fn row_totals(&self, words: usize, out: &mut Vec<u64>) {
+        let start = out.len();
+        self.read(|rows| {
+            out.truncate(start);
+            rows.for_each_count_row(|_, row| {
+                out.push((0..words).fold(0u64, |t, i| t.wrapping_add(row.read(i))));
+            });
+        });
+    }
+
     /// Folds the chain into the owner's base and frees it (see the module
     /// docs), or retires it and returns [`Merge::Pending`] when threads
     /// that held owner ids have not added since. `fold(i, v)` adds `v` to

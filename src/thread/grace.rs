@@ -30,8 +30,8 @@ use crate::primitive::hint::spin_loop;
 use crate::primitive::sync::atomic::{fence, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 
-/// Counters per phase: threads spread over them so that pinned reads on
-/// different threads do not share a line.
+/// Counters per phase (a power of two): threads spread over them so that
+/// pinned reads on different threads do not share a line.
 #[cfg(not(shardcount_loom))]
 const STRIPES: usize = 16;
 /// One per phase keeps the models' state space small.
@@ -72,7 +72,7 @@ pub(crate) fn pin() -> Pin {
     let p = readers.phase.load(Ordering::Relaxed) & 1;
     // The token is an address: its high bits tell threads apart.
     let stripe = super::token().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - 4);
-    let count = &*readers.count[p][stripe % STRIPES];
+    let count = &*readers.count[p][stripe & (STRIPES - 1)];
     // Relaxed, then the fence: the fence orders the increment before the
     // head loads that follow (module docs).
     count.fetch_add(1, Ordering::Relaxed);

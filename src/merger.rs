@@ -1,0 +1,315 @@
+//! `Merger`: merges watched counters back to their idle size once
+//! contention has stayed away for a while, on the crate's one kind of
+//! background thread (`worker::Worker`).
+//!
+//! # Protocol
+//!
+//! The handle and the pass share a `Mutex<State>`: the watched counters,
+//! each with the per-row totals the last pass read and when it last saw
+//! two or more rows change. A pass takes the list out of the mutex, works
+//! on it unlocked (reads each counter's rows as a sum does, merges the
+//! quiet ones) and puts it back with any counters watched meanwhile, so
+//! the handle's calls never wait for a pass. No atomics of its own.
+//!
+//! *Contention*, once a counter has shards, is two or more of its rows
+//! changing between two passes: each adding thread writes its own row,
+//! so one thread adding alone (which the base word serves as well)
+//! changes one. A counter is merged when no pass has seen that for `idle`;
+//! a pending merge is tried again at the next pass.
+
+use crate::primitive::sync::{lock, Arc, Mutex};
+use crate::worker::{self, Worker};
+use crate::{Counter, CounterSet, Histogram, Label, LabelledCounter, LabelledHistogram};
+use std::fmt;
+use std::ops::Deref;
+use std::time::{Duration, Instant};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A counter type whose shards [`merge`](Mergeable::merge) folds back: the
+/// types a [`Merger`] watches.
+///
+/// Sealed: implemented for [`Counter`], [`CounterSet`], [`Histogram`],
+/// [`LabelledCounter`] and [`LabelledHistogram`].
+///
+/// ```
+/// use shardcount::{Counter, Mergeable};
+/// fn done(c: &impl Mergeable) -> bool {
+///     c.merge()
+/// }
+/// assert!(done(&Counter::new()));
+/// ```
+pub trait Mergeable: sealed::Sealed + Send + Sync {
+    /// Folds the shards back and frees them: the type's own `merge`.
+    fn merge(&self) -> bool;
+
+    /// Appends one total per row (owned and shared, every table of the
+    /// chain, in a fixed order while the chain does not change): what a
+    /// [`Merger`] compares between passes.
+    #[doc(hidden)]
+    fn row_totals(&self, out: &mut Vec<u64>);
+}
+
+impl sealed::Sealed for Counter {}
+impl Mergeable for Counter {
+    fn merge(&self) -> bool {
+        Counter::merge(self)
+    }
+    fn row_totals(&self, out: &mut Vec<u64>) {
+        self.row_totals(out);
+    }
+}
+
+impl sealed::Sealed for CounterSet {}
+impl Mergeable for CounterSet {
+    fn merge(&self) -> bool {
+        CounterSet::merge(self)
+    }
+    fn row_totals(&self, out: &mut Vec<u64>) {
+        self.row_totals(out);
+    }
+}
+
+impl sealed::Sealed for Histogram {}
+impl Mergeable for Histogram {
+    fn merge(&self) -> bool {
+        Histogram::merge(self)
+    }
+    fn row_totals(&self, out: &mut Vec<u64>) {
+        if let Some(set) = self.rows() {
+            set.row_totals(out);
+        }
+    }
+}
+
+impl<L: Label> sealed::Sealed for LabelledCounter<L> {}
+impl<L: Label> Mergeable for LabelledCounter<L> {
+    fn merge(&self) -> bool {
+        LabelledCounter::merge(self)
+    }
+    fn row_totals(&self, out: &mut Vec<u64>) {
+        if let Some(set) = self.rows() {
+            set.row_totals(out);
+        }
+    }
+}
+
+impl<L: Label> sealed::Sealed for LabelledHistogram<L> {}
+impl<L: Label> Mergeable for LabelledHistogram<L> {
+    fn merge(&self) -> bool {
+        LabelledHistogram::merge(self)
+    }
+    fn row_totals(&self, out: &mut Vec<u64>) {
+        for set in self.rows() {
+            set.row_totals(out);
+        }
+    }
+}
+
+/// A watched counter, behind whatever keeps it alive (`&'static T`,
+/// `Arc<T>`).
+trait Watch: Send {
+    fn row_totals(&self, out: &mut Vec<u64>);
+    fn merge(&self) -> bool;
+}
+
+impl<R, T> Watch for R
+where
+    R: Deref<Target = T> + Send,
+    T: Mergeable + ?Sized,
+{
+    fn row_totals(&self, out: &mut Vec<u64>) {
+        (**self).row_totals(out);
+    }
+    fn merge(&self) -> bool {
+        (**self).merge()
+    }
+}
+
+/// One watched counter and what the passes saw of it.
+struct Watched {
+    target: Box<dyn Watch>,
+    /// Row totals at the last pass.
+    last: Vec<u64>,
+    /// When a pass last saw two or more rows change (or first saw rows).
+    busy_at: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    watched: Vec<Watched>,
+    /// Merges completed, for `merges()`.
+    merges: u64,
+}
+
+/// A background thread that merges watched counters (see [`Mergeable`])
+/// once contention has stayed away from them for `idle`: memory follows
+/// load without a call to `merge` in the caller's code.
+///
+/// Every `idle / 4` (at least 1 ms) it reads each watched counter's rows,
+/// as a sum does. Once a counter has shards, contention is two or more of
+/// its rows changing between two passes (each adding thread writes its
+/// own row); when no pass has seen that for `idle`, it calls `merge`, and
+/// again at later passes while the merge is pending (see
+/// [`Counter::merge`]: a merge waits for every thread that added to a
+/// sharded counter to add again or exit). A counter that grows again is
+/// merged again after its next quiet `idle`. Dropping the `Merger` stops
+/// the thread and waits for it.
+///
+/// Cost: one read of each watched counter's rows per pass, on the
+/// merger's thread; nothing on the add path.
+///
+/// ```
+/// use shardcount::{Counter, Merger};
+/// use std::time::Duration;
+///
+/// static HITS: Counter = Counter::with_max_shards(4);
+/// let merger = Merger::new(Duration::from_millis(20));
+/// merger.watch(&HITS);
+/// HITS.split(4); // as a burst would grow it
+/// std::thread::spawn(|| HITS.inc()).join().unwrap();
+/// while HITS.shards() != 0 {
+///     std::thread::sleep(Duration::from_millis(5)); // quiet: merged soon
+/// }
+/// assert_eq!(HITS.sum(), 1);
+/// assert!(merger.merges() >= 1);
+/// ```
+pub struct Merger {
+    state: Arc<Mutex<State>>,
+    idle: Duration,
+    /// Stops and joins the thread when the merger is dropped.
+    _worker: Worker,
+}
+
+impl Merger {
+    /// Starts the background thread: counters watched by it are merged
+    /// once no pass has seen contention on them for `idle`. Passes run
+    /// every `idle / 4`, at least every 1 ms (as every background thread
+    /// of this crate: [`Folder::MIN_INTERVAL`](crate::Folder::MIN_INTERVAL)).
+    ///
+    /// ```
+    /// let m = shardcount::Merger::new(std::time::Duration::from_secs(10));
+    /// assert_eq!(m.idle(), std::time::Duration::from_secs(10));
+    /// ```
+    #[must_use]
+    pub fn new(idle: Duration) -> Merger {
+        let state = Arc::new(Mutex::new(State::default()));
+        let shared = Arc::clone(&state);
+        let worker = Worker::spawn(
+            "shardcount-merger",
+            worker::effective(idle / 4),
+            move || pass(&shared, idle),
+        );
+        Merger {
+            state,
+            idle,
+            _worker: worker,
+        }
+    }
+
+    /// Watches `target`: a `&'static` counter or an `Arc` of one (any
+    /// pointer that keeps it alive), kept until the merger is dropped.
+    ///
+    /// ```
+    /// use shardcount::{CounterSet, Merger};
+    /// use std::sync::Arc;
+    ///
+    /// let m = Merger::new(std::time::Duration::from_secs(1));
+    /// let set = Arc::new(CounterSet::new(4));
+    /// m.watch(Arc::clone(&set));
+    /// assert_eq!(m.watched(), 1);
+    /// ```
+    pub fn watch<R, T>(&self, target: R)
+    where
+        R: Deref<Target = T> + Send + 'static,
+        T: Mergeable + ?Sized,
+    {
+        lock(&self.state).watched.push(Watched {
+            target: Box::new(target),
+            last: Vec::new(),
+            busy_at: Instant::now(),
+        });
+    }
+
+    /// How many counters it watches.
+    ///
+    /// ```
+    /// let m = shardcount::Merger::new(std::time::Duration::from_secs(1));
+    /// assert_eq!(m.watched(), 0);
+    /// ```
+    #[must_use]
+    pub fn watched(&self) -> usize {
+        lock(&self.state).watched.len()
+    }
+
+    /// How many merges it has completed.
+    ///
+    /// ```
+    /// let m = shardcount::Merger::new(std::time::Duration::from_secs(1));
+    /// assert_eq!(m.merges(), 0);
+    /// ```
+    #[must_use]
+    pub fn merges(&self) -> u64 {
+        lock(&self.state).merges
+    }
+
+    /// The quiet time after which a watched counter is merged.
+    #[must_use]
+    pub fn idle(&self) -> Duration {
+        self.idle
+    }
+}
+
+impl fmt::Debug for Merger {
+    /// The idle time, the counters watched and the merges done.
+    ///
+    /// ```
+    /// let m = shardcount::Merger::new(std::time::Duration::from_secs(1));
+    /// assert_eq!(format!("{m:?}"), "Merger { idle: 1s, watched: 0, merges: 0 }");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = lock(&self.state);
+        f.debug_struct("Merger")
+            .field("idle", &self.idle)
+            .field("watched", &state.watched.len())
+            .field("merges", &state.merges)
+            .finish()
+    }
+}
+
+/// One pass: see the module docs.
+fn pass(state: &Mutex<State>, idle: Duration) {
+    let mut watched = std::mem::take(&mut lock(state).watched);
+    let mut merges = 0;
+    let mut rows = Vec::new();
+    let now = Instant::now();
+    for w in &mut watched {
+        rows.clear();
+        w.target.row_totals(&mut rows);
+        if rows.is_empty() {
+            // No shards: nothing to merge; quiet from here.
+            w.last.clear();
+            w.busy_at = now;
+            continue;
+        }
+        let changed = if rows.len() == w.last.len() {
+            rows.iter().zip(&w.last).filter(|(a, b)| a != b).count()
+        } else {
+            usize::MAX // grown (or first seen): busy
+        };
+        std::mem::swap(&mut w.last, &mut rows);
+        if changed >= 2 {
+            w.busy_at = now;
+        } else if now.duration_since(w.busy_at) >= idle && w.target.merge() {
+            merges += 1;
+            w.last.clear();
+        }
+    }
+    let mut s = lock(state);
+    // Counters watched during the pass came after the ones taken out.
+    watched.append(&mut s.watched);
+    s.watched = watched;
+    s.merges += merges;
+}
