@@ -44,6 +44,15 @@ struct Readers {
     count: [[CachePadded<AtomicUsize>; STRIPES]; 2],
 }
 
+// A plain static on std: a pin reads no lazy-initialisation state.
+#[cfg(not(shardcount_loom))]
+static READERS: Readers = Readers {
+    phase: AtomicUsize::new(0),
+    count: [const { [const { CachePadded::new(AtomicUsize::new(0)) }; STRIPES] }; 2],
+};
+
+// Loom's atomics are made inside a model.
+#[cfg(shardcount_loom)]
 crate::primitive::global! {
     static READERS: Readers = Readers {
         phase: AtomicUsize::new(0),
