@@ -56,8 +56,8 @@
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    lines_for, store_add, try_zeroed_lines, word, word_unchecked, Check, Head, Line, Merge,
-    ShardTable, Table, LINE_WORDS,
+    flat_word, lines_for, store_add, try_zeroed_lines, word, word_unchecked, Check, Head, Line,
+    Merge, ShardTable, Table, LINE_WORDS,
 };
 use crate::thread::{self, grace, owner, sampler, MAX_SHARDS};
 use std::fmt;
@@ -304,7 +304,7 @@ impl CounterSet {
             Some(t) => match t.owned_row(owner::owner()) {
                 Some(row) => {
                     // SAFETY: as below.
-                    let at = unsafe { word_unchecked(row, i) };
+                    let at = unsafe { flat_word(row, i) };
                     // A row this thread alone writes: a load and a store,
                     // nothing to detect (`shard/owned.rs`).
                     store_add(at, v);

@@ -4,34 +4,9 @@
 //! `add_unchecked`'s, and a change to one belongs in the other.
 
 use super::CounterSet;
-use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::{store_add, word_unchecked, Check, Line, LINE_WORDS};
+use crate::primitive::sync::atomic::Ordering;
+use crate::shard::{flat_word, store_add, Check};
 use crate::thread::{owner, sampler};
-
-/// Word `i` of `row`, addressed as one flat array where a line is exactly
-/// its words (128-byte alignment: `x86_64`, `aarch64`, ...), so the
-/// compiler need not split `i` into a line and a word; elsewhere (and
-/// under loom, whose atomics are larger) as `word_unchecked`.
-///
-/// # Safety
-///
-/// `i < row.len() * LINE_WORDS`.
-#[inline(always)]
-unsafe fn flat_word(row: &[Line], i: usize) -> &AtomicU64 {
-    debug_assert!(i < row.len() * LINE_WORDS);
-    if cfg!(not(shardcount_loom))
-        && std::mem::size_of::<Line>() == LINE_WORDS * std::mem::size_of::<AtomicU64>()
-    {
-        // SAFETY: `CachePadded` is `repr(C)` with its value at offset 0
-        // (crossbeam-utils 0.8.22 and later), and a line is no larger than
-        // its array of words: the row's words lie back to back, `i` of them
-        // before word `i`, all inside the slice `row.as_ptr()` covers.
-        unsafe { &*row.as_ptr().cast::<AtomicU64>().add(i) }
-    } else {
-        // SAFETY: the caller's promise.
-        unsafe { word_unchecked(row, i) }
-    }
-}
 
 impl CounterSet {
     /// Adds `a` to counter `i` and `b` to counter `j`, in the same row.

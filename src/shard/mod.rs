@@ -157,6 +157,31 @@ pub(crate) unsafe fn word_unchecked(lines: &[Line], i: usize) -> &AtomicU64 {
     }
 }
 
+/// Word `i` of `row`, addressed as one flat array where a line is exactly
+/// its words (128-byte alignment: `x86_64`, `aarch64`, ...), so the
+/// compiler need not split `i` into a line and a word; elsewhere (and
+/// under loom, whose atomics are larger) as `word_unchecked`.
+///
+/// # Safety
+///
+/// `i < row.len() * LINE_WORDS`.
+#[inline(always)]
+pub(crate) unsafe fn flat_word(row: &[Line], i: usize) -> &AtomicU64 {
+    debug_assert!(i < row.len() * LINE_WORDS);
+    if cfg!(not(shardcount_loom))
+        && std::mem::size_of::<Line>() == LINE_WORDS * std::mem::size_of::<AtomicU64>()
+    {
+        // SAFETY: `CachePadded` is `repr(C)` with its value at offset 0
+        // (crossbeam-utils 0.8.22 and later), and a line is no larger than
+        // its array of words: the row's words lie back to back, `i` of them
+        // before word `i`, all inside the slice `row.as_ptr()` covers.
+        unsafe { &*row.as_ptr().cast::<AtomicU64>().add(i) }
+    } else {
+        // SAFETY: the caller's promise.
+        unsafe { word_unchecked(row, i) }
+    }
+}
+
 /// A tag's bits: 0 is set, 1..8 hold the cap (0: the default), and from
 /// bit 8 up is the take epoch (see the module docs).
 const CAP_MASK: usize = 0xfe;
