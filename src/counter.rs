@@ -5,7 +5,7 @@
 //!
 //! * `base: AtomicU64` holds counts added while no table exists (and any that
 //!   were there when it was created; it stays part of the sum for ever).
-//! * `table: ShardTable` is the grow-only chain of padded shards (its own
+//! * `table: ShardTable` is the chain of padded shards, grown and merged (its own
 //!   module docs give its protocol: publication, growth, take epochs).
 //! * Counting on the base and on shared shards uses `Relaxed`
 //!   read-modify-writes; an owner adds to its owned shard with a plain
@@ -44,7 +44,7 @@
 //! never grow a counter.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::{store_add, Check, Head, Merge, ShardTable, Table};
+use crate::shard::{store_add, Check, Head, Merge, ShardTable, Slot, Table};
 use crate::thread::grace;
 use crate::thread::sampler;
 use crate::thread::{self, owner, MAX_SHARDS};
@@ -193,14 +193,13 @@ impl Counter {
     #[inline]
     pub fn add(&self, n: u64) {
         let head = self.table.load();
-        match self.table.table(head) {
-            None => self.add_base(head, n),
-            Some(t) => match t.owned_shard(owner::owner()) {
-                // A row this thread alone writes: a load and a store, no
-                // locked instruction, nothing to detect (`shard/owned.rs`).
-                Some(at) => store_add(at, n),
-                None => self.add_unowned(head, t, n),
-            },
+        match self.table.slot(head, owner::owner(), Table::owned_shard) {
+            Slot::Base => self.add_base(head, n),
+            // A row this thread alone writes: a load and a store, no
+            // locked instruction, nothing to detect (`shard/owned.rs`).
+            Slot::Owned(at) => store_add(at, n),
+            Slot::Beyond(t) => self.add_beyond(head, t, n),
+            Slot::NoId => self.add_unowned(n),
         }
     }
 
@@ -232,22 +231,26 @@ impl Counter {
         }
     }
 
-    /// An add on a sharded counter by a thread that owns no row of `t`,
-    /// the table `head` names. A thread with an id (beyond the table) adds
-    /// on its probe's shard and checks it for sharing. One without (none
-    /// yet, or revoked by a merge: `shard/merge.rs`) leases or
+    /// An add on a sharded counter by a thread whose owner id is beyond
+    /// `t`, the table `head` names: on its probe's shared shard, checked
+    /// for sharing.
+    #[inline(never)]
+    fn add_beyond(&self, head: Head, t: &Table, n: u64) {
+        self.add_probed(head, t, n);
+    }
+
+    /// An add on a sharded counter by a thread without an owner id (none
+    /// yet, or revoked by a merge: `shard/merge.rs`): it leases or
     /// acknowledges, then adds afresh with a head loaded after that. One
     /// that can have none (at thread exit) adds pinned.
     #[inline(never)]
-    fn add_unowned(&self, head: Head, t: &Table, n: u64) {
-        if owner::owner() != 0 {
-            return self.add_probed(head, t, n);
-        }
+    fn add_unowned(&self, n: u64) {
         let id = owner::lease();
         let _pin = (id == 0).then(grace::pin);
         let head = self.table.load();
         match self.table.table(head) {
             None => self.add_base(head, n),
+            // An id, or pinned: the table may be read.
             Some(t) => match t.owned_shard(id) {
                 Some(at) => store_add(at, n),
                 None => self.add_probed(head, t, n),
@@ -384,7 +387,8 @@ impl Counter {
     }
 
     /// How many shards the newest table has: 0 while the counter is a single
-    /// atomic. A diagnostic; it only grows.
+    /// atomic (never contended, or since a [`merge`](Self::merge), or while
+    /// one is pending). A diagnostic.
     ///
     /// ```
     /// let c = shardcount::Counter::new();
@@ -647,7 +651,7 @@ mod tests {
                         (0..n).for_each(|_| c.inc());
                         // Alive until all are done: no id is handed on.
                         go.wait();
-                        (owner::owner(), n)
+                        (owner::held(), n)
                     })
                 })
                 .collect();
@@ -676,7 +680,7 @@ mod tests {
                 c.add(5);
                 // The add leased the thread an owner id (tests running
                 // alongside may hold the low ones).
-                let i = owner::owner();
+                let i = owner::held();
                 assert_ne!(i, 0);
                 let t = c.table.table(c.table.load()).expect("grown");
                 // Id i owns shard i - 1 of the two; beyond them, the add

@@ -6,7 +6,7 @@
 //! * `base: Box<[Line]>` is the base row: counter `i` is word `i` of it.
 //!   It holds every count added while no table exists, and stays part of
 //!   every sum for ever (as `Counter`'s base word does).
-//! * `table: ShardTable` is the grow-only chain of rows, each the same
+//! * `table: ShardTable` is the chain of rows (grown, merged), each the same
 //!   width as the base row (`lines_per_row(n)` 128-byte lines), published and
 //!   grown as that module's docs say; counter `i` of a row is its word
 //!   `i`.
@@ -57,7 +57,7 @@
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
     flat_word, lines_for, store_add, try_zeroed_lines, word, word_unchecked, Check, Head, Line,
-    Merge, ShardTable, Table, LINE_WORDS,
+    Merge, ShardTable, Slot, Table, LINE_WORDS,
 };
 use crate::thread::{self, grace, owner, sampler, MAX_SHARDS};
 use std::fmt;
@@ -299,20 +299,20 @@ impl CounterSet {
     pub(crate) unsafe fn add_unchecked(&self, i: usize, v: u64) {
         debug_assert!(i < self.len);
         let head = self.table.load();
-        let row = match self.table.table(head) {
-            None => &self.base[..],
-            Some(t) => match t.owned_row(owner::owner()) {
-                Some(row) => {
-                    // SAFETY: as below.
-                    let at = unsafe { flat_word(row, i) };
-                    // A row this thread alone writes: a load and a store,
-                    // nothing to detect (`shard/owned.rs`).
-                    store_add(at, v);
-                    return;
-                }
-                // SAFETY: the caller's promise, passed on.
-                None => return unsafe { self.add_unowned(head, t, i, v) },
-            },
+        let row = match self.table.slot(head, owner::owner(), Table::owned_row) {
+            Slot::Base => &self.base[..],
+            Slot::Owned(row) => {
+                // SAFETY: as below.
+                let at = unsafe { flat_word(row, i) };
+                // A row this thread alone writes: a load and a store,
+                // nothing to detect (`shard/owned.rs`).
+                store_add(at, v);
+                return;
+            }
+            // SAFETY: the caller's promise, passed on.
+            Slot::Beyond(t) => return unsafe { self.add_beyond(head, t, i, v) },
+            // SAFETY: as above.
+            Slot::NoId => return unsafe { self.add_unowned(i, v) },
         };
         // SAFETY: every row has `row_lines()` lines, room for `len + 1`
         // words, and `i < len`.
@@ -331,31 +331,39 @@ impl CounterSet {
         }
     }
 
-    /// An add by a thread that owns no row of `t`, the table `head` names:
-    /// one without an owner id leases one (and adds to its row, if `t`
-    /// has it); the others add to their probe's row and sample it.
+    /// An add by a thread whose owner id is beyond `t`, the table `head`
+    /// names: on its probe's shared row, sampled.
     ///
     /// # Safety
     ///
     /// `i < len()`.
     #[inline(never)]
-    unsafe fn add_unowned(&self, head: Head, t: &Table, i: usize, v: u64) {
-        if owner::owner() != 0 {
-            // SAFETY: the caller's promise, passed on.
-            return unsafe { self.add_probed(head, t, i, v) };
-        }
-        // No id (none yet, or revoked by a merge: `shard/merge.rs`): lease
-        // or acknowledge, then add afresh with a head loaded after that;
-        // pinned if the thread can have none (at its exit).
+    unsafe fn add_beyond(&self, head: Head, t: &Table, i: usize, v: u64) {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.add_probed(head, t, i, v) }
+    }
+
+    /// An add by a thread without an owner id (none yet, or revoked by a
+    /// merge: `shard/merge.rs`): it leases or acknowledges, then adds
+    /// afresh with a head loaded after that; pinned if the thread can have
+    /// none (at its exit).
+    ///
+    /// # Safety
+    ///
+    /// `i < len()`.
+    #[inline(never)]
+    pub(crate) unsafe fn add_unowned(&self, i: usize, v: u64) {
         let id = owner::lease();
         let _pin = (id == 0).then(grace::pin);
         let head = self.table.load();
         match self.table.table(head) {
-            // SAFETY: as above. A retired table's adds go to the base.
+            // SAFETY: the caller's promise. A retired table's adds go to
+            // the base.
             None => unsafe { self.add_base(head, i, v) },
+            // An id, or pinned: the table may be read.
             Some(t) => match t.owned_row(id) {
                 // SAFETY: every row has room for `len + 1` words; `i < len`.
-                Some(row) => store_add(unsafe { word_unchecked(row, i) }, v),
+                Some(row) => store_add(unsafe { flat_word(row, i) }, v),
                 // SAFETY: as above.
                 None => unsafe { self.add_probed(head, t, i, v) },
             },
@@ -738,7 +746,8 @@ impl CounterSet {
     }
 
     /// How many rows the newest table has besides the base row: 0 while
-    /// the set was never contended. A diagnostic; it only grows.
+    /// the set was never contended (or since a [`merge`](Self::merge), or
+    /// while one is pending). A diagnostic.
     ///
     /// ```
     /// assert_eq!(shardcount::CounterSet::new(8).shards(), 0);
@@ -934,7 +943,7 @@ mod tests {
                     for _ in 0..1_000_000 {
                         s.inc(5);
                     }
-                    owner::owner()
+                    owner::held()
                 })
                 .join()
                 .unwrap();

@@ -147,3 +147,30 @@ fn growth_racing_a_merge() {
         assert_eq!((c.shards(), c.sum()), (0, 3));
     });
 }
+
+/// A histogram's record (two adds to one row: a bucket and the sum) by a
+/// thread that leases its owner id inside the record, racing a merge: the
+/// second add uses a head loaded after the lease, so neither lands in a
+/// table the merge already folded.
+#[test]
+fn pair_records_racing_a_merge() {
+    loom::model(|| {
+        let h = Arc::new(crate::Histogram::with_bounds(&[10]));
+        h.split(2);
+        let recorder = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.record(3);
+                h.record(20);
+                owner::hand_back();
+            })
+        };
+        let _ = h.merge();
+        recorder.join().unwrap();
+        while !h.merge() {
+            thread::yield_now();
+        }
+        let s = h.snapshot();
+        assert_eq!((s.count(), s.sum()), (2, 23));
+    });
+}

@@ -5,7 +5,7 @@
 
 use super::CounterSet;
 use crate::primitive::sync::atomic::Ordering;
-use crate::shard::{flat_word, store_add, Check};
+use crate::shard::{flat_word, store_add, Check, Head, Slot, Table};
 use crate::thread::{owner, sampler};
 
 impl CounterSet {
@@ -20,30 +20,28 @@ impl CounterSet {
     pub(crate) unsafe fn add_pair_unchecked(&self, i: usize, a: u64, j: usize, b: u64) {
         debug_assert!(i < self.len && j < self.len);
         let head = self.table.load();
-        let row = match self.table.table(head) {
-            None => &self.base[..],
-            Some(t) => match t.owned_row(owner::owner()) {
-                Some(row) => {
-                    // SAFETY: every row has room for `len + 1` words; `i`
-                    // and `j` are below `len` (the caller's promise).
-                    let (at, and) = unsafe { (flat_word(row, i), flat_word(row, j)) };
-                    // A row this thread alone writes: loads and stores,
-                    // not sampled (`shard/owned.rs`).
-                    store_add(and, b);
-                    store_add(at, a);
-                    return;
-                }
-                None => {
-                    // SAFETY: the caller's promise, passed on. A thread
-                    // beyond the table (rare, and out of line): two adds,
-                    // each counted wherever it lands.
-                    unsafe {
-                        self.add_unowned(head, t, i, a);
-                        self.add_unowned(head, t, j, b);
-                    }
-                    return;
-                }
-            },
+        let row = match self.table.slot(head, owner::owner(), Table::owned_row) {
+            Slot::Base => &self.base[..],
+            Slot::Owned(row) => {
+                // SAFETY: every row has room for `len + 1` words; `i` and
+                // `j` are below `len` (the caller's promise).
+                let (at, and) = unsafe { (flat_word(row, i), flat_word(row, j)) };
+                // A row this thread alone writes: loads and stores, not
+                // sampled (`shard/owned.rs`).
+                store_add(and, b);
+                store_add(at, a);
+                return;
+            }
+            Slot::Beyond(t) => {
+                // SAFETY: the caller's promise, passed on.
+                unsafe { self.add_pair_beyond(head, t, i, a, j, b) };
+                return;
+            }
+            Slot::NoId => {
+                // SAFETY: as above.
+                unsafe { self.add_pair_unowned(i, a, j, b) };
+                return;
+            }
         };
         // SAFETY: as above.
         let (at, and) = unsafe { (flat_word(row, i), flat_word(row, j)) };
@@ -59,6 +57,39 @@ impl CounterSet {
                 row_lines: self.row_lines(),
             };
             self.check(c, row, i);
+        }
+    }
+
+    /// The pair add of a thread whose id is beyond `t`, the table `head`
+    /// names: two adds, each counted wherever it lands.
+    ///
+    /// # Safety
+    ///
+    /// `i < len()` and `j < len()`.
+    #[inline(never)]
+    unsafe fn add_pair_beyond(&self, head: Head, t: &Table, i: usize, a: u64, j: usize, b: u64) {
+        // SAFETY: the caller's promise, passed on.
+        unsafe {
+            self.add_probed(head, t, i, a);
+            self.add_probed(head, t, j, b);
+        }
+    }
+
+    /// The pair add of a thread without an owner id (none yet, or revoked
+    /// by a merge): `add_unowned` (lease or acknowledge, then a fresh head)
+    /// for each; the second one finds the thread holding its id, or pins
+    /// again at exit. Neither uses a head loaded before the lease
+    /// (`shard/merge.rs`).
+    ///
+    /// # Safety
+    ///
+    /// `i < len()` and `j < len()`.
+    #[inline(never)]
+    unsafe fn add_pair_unowned(&self, i: usize, a: u64, j: usize, b: u64) {
+        // SAFETY: the caller's promise, passed on.
+        unsafe {
+            self.add_unowned(i, a);
+            self.add_unchecked(j, b);
         }
     }
 }

@@ -40,10 +40,11 @@
 //! load the head again, and start over if it changed or was folding. If a
 //! read saw any word the drain wrote, the fence makes the `FOLDING` head
 //! (stored before the drain's `Release` fence) visible to the second load,
-//! so a read never mixes a folded base with unfolded rows. The head cannot
-//! return to an old value while the reader is pinned (its table is not
-//! freed, so its address is not reused; a folding head only moves on to a
-//! tag).
+//! so a read never mixes a folded base with unfolded rows. The head may
+//! come back to a value the reader saw (a retire and an unretire), but
+//! only while nothing is folded; no fold can finish while the reader is
+//! pinned (the first grace period waits for it), and a folding head only
+//! moves on to a tag.
 //!
 //! A table may be **unretired** (the head back to `X`) until the fold
 //! begins: by contention on the base while the merge is pending, or by a

@@ -75,7 +75,7 @@
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::primitive::sync::Mutex;
 use crate::thread::sampler::{self, Readings, Seen};
-use crate::thread::{grace, owner};
+use crate::thread::{grace, owner, MAX_SHARDS};
 use crossbeam_utils::CachePadded;
 
 mod merge;
@@ -332,6 +332,18 @@ impl Table {
     }
 }
 
+/// Where an add goes: see [`ShardTable::slot`].
+pub(crate) enum Slot<'a, R> {
+    /// No plain table (none yet, or one a merge retires): the base.
+    Base,
+    /// The row (or word) this thread owns.
+    Owned(R),
+    /// A table this thread, holding an id, owns no row of.
+    Beyond(&'a Table),
+    /// A table, but this thread holds no id: it must not read the table.
+    NoId,
+}
+
 /// A value of the head, as loaded once: a tag or the newest table then.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Head(*mut Table);
@@ -344,7 +356,7 @@ impl Head {
     }
 }
 
-/// A grow-only chain of shard rows behind one word.
+/// A chain of shard rows behind one word, grown and merged.
 pub(crate) struct ShardTable {
     head: AtomicPtr<Table>,
 }
@@ -376,10 +388,13 @@ impl ShardTable {
     /// The table `head` names, if it names a plain one (not retiring): the
     /// adders' view.
     ///
-    /// The caller is either pinned (`thread::grace`) or an add by a thread
-    /// holding an owner id that loaded `head` itself: a merge frees a table
-    /// only after a grace period and after every holder acknowledged its
-    /// retirement (`merge.rs`).
+    /// The caller is either pinned (`thread::grace`) or an add that loaded
+    /// `head` itself and reads the table only after finding that its thread
+    /// holds an owner id ([`owned_shard`](Table::owned_shard) and
+    /// [`owned_row`](Table::owned_row) refuse id 0 first): a merge frees a
+    /// table only after a grace period and after every holder acknowledged
+    /// its retirement (`merge.rs`). A thread with no id (never leased, or
+    /// exiting) is neither, and must not read the table it names.
     #[inline(always)]
     pub(crate) fn table(&self, head: Head) -> Option<&Table> {
         if is_table(head.0) {
@@ -389,6 +404,39 @@ impl ShardTable {
             Some(unsafe { &*head.0 })
         } else {
             None
+        }
+    }
+
+    /// Where an add by the thread holding owner id `id` goes, given `head`
+    /// as it loaded it: the owner's base, its own row (`pick` finds it in
+    /// the table), a table it owns no row of, or nowhere it may look.
+    ///
+    /// A thread with no id (never leased, or exiting) is told so before
+    /// the table is read or borrowed: it is neither pinned nor counted by
+    /// a merge's acknowledgements, so the table it loaded may be gone
+    /// (`merge.rs`). One compare against a constant, since `id - 1` wraps
+    /// past it.
+    #[inline(always)]
+    pub(crate) fn slot<'a, R>(
+        &'a self,
+        head: Head,
+        id: usize,
+        pick: impl FnOnce(&'a Table, usize) -> Option<R>,
+    ) -> Slot<'a, R> {
+        if !is_table(head.0) {
+            return Slot::Base;
+        }
+        let i = id.wrapping_sub(1);
+        if i >= MAX_SHARDS {
+            return Slot::NoId;
+        }
+        // SAFETY: a plain table's address, loaded by this thread, which
+        // holds an owner id: a merge frees the table only after this thread
+        // acknowledged its retirement, which it does on a later slow path.
+        let t = unsafe { &*head.0 };
+        match pick(t, id) {
+            Some(r) => Slot::Owned(r),
+            None => Slot::Beyond(t),
         }
     }
 
