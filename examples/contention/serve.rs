@@ -18,7 +18,10 @@
 //! (default 250ms), as one case of the table; then one inventory case: a
 //! fresh `Stock` of 200,000,000 units, sold in takes of 1-3 by the same
 //! workers while a restocker adds 100,000, again until `--duration` has
-//! been measured (at least one sell-out). Between the two, one histogram
+//! been measured (at least one sell-out); then a quiet phase of 1 s: no
+//! case runs (every case's threads are scoped, so all have exited) and
+//! the shown `Counter` is merged (`Counter::merge`), retried every 10 ms
+//! while it is pending. Between the table and the sell-outs, one histogram
 //! case: the same workers record the histogram section's latency-like
 //! values into a fresh `Histogram` for `--duration`, and its count is
 //! checked against their records. The `Counter` and `Stock` being
@@ -33,7 +36,8 @@
 //! * `seq`: the snapshot's number, one more each sample (every 100 ms);
 //!   `uptime_s`: seconds since the workers started, when it was taken.
 //! * `workers`, `cores`, `duration_s` (per case), `cycles` (passes over
-//!   every case completed), `running` (the subject of the case running).
+//!   every case completed), `running` (the subject of the case running;
+//!   `nothing (quiet phase)` then), `phase` (`load`, or `quiet`).
 //! * `subjects`: one object per subject of the table, in its order:
 //!   `name`; `cases`; `total_ops` (increments made in all its cases);
 //!   `last_mops` (the last case's Mops/s, null before one); `ok` (every
@@ -42,10 +46,14 @@
 //! * `counter`: the `Counter` of the newest `Counter` case (kept after it
 //!   ends): `values` (`Counter::shard_values`: the base word, then each
 //!   shard), `sum` (the sum of `values`), `shards`, `max_shards`, `live`
-//!   (its case is running), and `events` in the last 60 s, each `t`, `seq`
-//!   (the first snapshot to show it), `kind` (`new`: a fresh counter, one
-//!   word, 0 shards; `grow`: more shards than at the previous look) and
-//!   `shards`.
+//!   (its case is running), `merge` (null before the quiet phase merged
+//!   it, `pending` while `merge` returns false: its shards are still
+//!   listed, they hold counts until folded; `done`), and `events` in the
+//!   last 60 s, each `t`, `seq` (the first snapshot to show it), `kind`
+//!   (`new`: a fresh counter, one word, 0 shards; `grow`: more shards than
+//!   at the previous look; `merge`: its merge is done, back to one word,
+//!   reported once, and only if it had shards) and `shards`; a `merge`
+//!   also has `from`, the shards it folded.
 //! * `verdict`: the table's verdict from the last minute (each subject's
 //!   median Mops/s over its points, one against another): `lines`, one per
 //!   use whose subjects have run (the type to pick, its speed against
@@ -125,6 +133,9 @@ const TICK: Duration = Duration::from_millis(100);
 const LOOK: Duration = Duration::from_millis(10);
 /// How far back the points and events in a snapshot go.
 const WINDOW_S: f64 = 60.0;
+/// The quiet phase at the end of each cycle: no load, long enough for the
+/// page (polling every 250 ms) to show the merged counter.
+const QUIET: Duration = Duration::from_secs(1);
 /// Snapshots kept for `/state?seq=N`: 30 s of them.
 const KEEP: usize = 300;
 /// The inventory case's stock: enough that a sell-out by two workers lasts
@@ -212,6 +223,17 @@ struct Event {
     kind: &'static str,
     /// Shards (a counter) or shards holding units (a stock).
     n: usize,
+    /// A merge's shards before it.
+    from: Option<usize>,
+}
+
+/// How far the quiet phase's merge of a counter got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Merged {
+    /// `merge` returned false: threads that added still hold owner ids.
+    Pending { from: usize },
+    /// `merge` returned true: the `from` shards were folded and freed.
+    Done { from: usize },
 }
 
 /// What the sampler remembers between samples.
@@ -222,6 +244,8 @@ struct Seen {
     /// The number and shards holding units of the stock at the last look.
     stock: Option<(u64, usize)>,
     counter_events: VecDeque<Event>,
+    /// The counter whose merge is already in `counter_events`.
+    counter_merged: Option<u64>,
     stock_events: VecDeque<Event>,
     /// The newest stock at its widest, kept after it sells out.
     stock_peak: Option<Peak>,
@@ -267,6 +291,10 @@ struct Live {
     /// reused by the next one).
     counter: Mutex<Option<(u64, Arc<Counter>)>>,
     counter_live: AtomicBool,
+    /// The quiet phase's merge of counter number `.0`.
+    merged: Mutex<Option<(u64, Merged)>>,
+    /// In the quiet phase: no case runs.
+    quiet: AtomicBool,
     /// The newest sell-out's stock, numbered.
     stock: Mutex<Option<(u64, Arc<Stock>)>>,
     stock_live: AtomicBool,
@@ -554,9 +582,53 @@ fn drive(live: &Live, entries: &[Entry]) -> ! {
             bar_base: 0,
         };
         inventory_case(live, &case);
+        quiet_phase(live);
         live.cycles.fetch_add(1, Ordering::Relaxed);
     }
     unreachable!("the rounds never end")
+}
+
+/// The end of a cycle: no load for [`QUIET`], and the shown counter merged
+/// meanwhile, so that the page sees its shards go back to 0.
+fn quiet_phase(live: &Live) {
+    let start = Instant::now();
+    // Relaxed: display only.
+    live.running.store(QUIET_RUNNING, Ordering::Relaxed);
+    live.quiet.store(true, Ordering::Relaxed);
+    merge_shown(live, start + QUIET);
+    std::thread::sleep(QUIET.saturating_sub(start.elapsed()));
+    live.quiet.store(false, Ordering::Relaxed);
+}
+
+/// Merges the shown counter, once per counter, retrying each [`LOOK`] while
+/// it is pending until `deadline`; records how far it got for the sampler.
+///
+/// Every case's threads are scoped and joined, so no thread that added is
+/// alive and the merge should complete at once; a thread that is (a test's)
+/// keeps it pending, and the state says so.
+fn merge_shown(live: &Live, deadline: Instant) -> Option<Merged> {
+    let (n, counter) = live.counter.lock().unwrap().clone()?;
+    let mut state = match *live.merged.lock().unwrap() {
+        Some((m, done @ Merged::Done { .. })) if m == n => return Some(done),
+        Some((m, pending)) if m == n => pending,
+        // Read before the merge: a pending merge reads 0 shards.
+        _ => Merged::Pending {
+            from: counter.shards(),
+        },
+    };
+    loop {
+        let from = match state {
+            Merged::Pending { from } | Merged::Done { from } => from,
+        };
+        if counter.merge() {
+            state = Merged::Done { from };
+        }
+        *live.merged.lock().unwrap() = Some((n, state));
+        if matches!(state, Merged::Done { .. }) || Instant::now() >= deadline {
+            return Some(state);
+        }
+        std::thread::sleep(LOOK);
+    }
 }
 
 /// Records what changed since the last sample.
@@ -579,6 +651,7 @@ fn events(
             seq,
             kind: "new",
             n: fresh.unwrap_or(now.1),
+            from: None,
         });
     }
     if let Some(kind) = classify(before, now.1) {
@@ -587,6 +660,7 @@ fn events(
             seq,
             kind,
             n: now.1,
+            from: None,
         });
     }
     while list.front().is_some_and(|e| e.t < t - WINDOW_S) {
@@ -595,9 +669,39 @@ fn events(
     *last = Some(now);
 }
 
-/// A counter's shard count only grows (a fresh one has 0).
+/// A counter's shard count grows under load (a fresh one has 0). It falls
+/// only when a merge is done, which `merge_event` marks (`shard_values`
+/// still lists a pending merge's shards: they hold counts until folded).
 fn counter_event(before: Option<usize>, now: usize) -> Option<&'static str> {
     (now > before.unwrap_or(0)).then_some("grow")
+}
+
+/// Records counter `n`'s merge, once, when `merged` says it is done and it
+/// folded shards (a counter that never grew has nothing to merge).
+fn merge_event(seen: &mut Seen, n: u64, merged: Option<(u64, Merged)>, stamp: (f64, u64)) {
+    let Some((m, Merged::Done { from })) = merged else {
+        return;
+    };
+    if m != n || from == 0 || seen.counter_merged == Some(n) {
+        return;
+    }
+    seen.counter_merged = Some(n);
+    seen.counter_events.push_back(Event {
+        t: stamp.0,
+        seq: stamp.1,
+        kind: "merge",
+        n: 0,
+        from: Some(from),
+    });
+}
+
+/// The merge of counter `n` as `/state` reports it.
+fn merge_json(n: u64, merged: Option<(u64, Merged)>) -> Value {
+    match merged {
+        Some((m, Merged::Pending { .. })) if m == n => json!("pending"),
+        Some((m, Merged::Done { .. })) if m == n => json!("done"),
+        _ => Value::Null,
+    }
 }
 
 /// A stock's units spread over several shards, gathered into one, or gone.
@@ -612,13 +716,20 @@ fn stock_event(before: Option<usize>, now: usize) -> Option<&'static str> {
 
 fn events_json(list: &VecDeque<Event>, n_name: &str) -> Value {
     list.iter()
-        .map(|e| json!({"t": e.t, "seq": e.seq, "kind": e.kind, n_name: e.n}))
+        .map(|e| {
+            let mut v = json!({"t": e.t, "seq": e.seq, "kind": e.kind, n_name: e.n});
+            if let Some(from) = e.from {
+                v["from"] = json!(from);
+            }
+            v
+        })
         .collect()
 }
 
 /// What one look at the live `Counter` and `Stock` read.
 struct Look {
-    counter: Option<(Arc<Counter>, Vec<u64>)>,
+    /// The counter, its values and its merge (see `merge_json`).
+    counter: Option<(Arc<Counter>, Vec<u64>, Value)>,
     stock: Option<(Arc<Stock>, Vec<u64>)>,
 }
 
@@ -626,6 +737,7 @@ struct Look {
 /// changed since the last look, as of snapshot `seq`.
 fn watch(live: &Live, t: f64, seq: u64) -> Look {
     let counter = live.counter.lock().unwrap().clone();
+    let merged = *live.merged.lock().unwrap();
     let stock = live.stock.lock().unwrap().clone();
     let mut seen = live.seen.lock().unwrap();
     let seen = &mut *seen;
@@ -639,7 +751,8 @@ fn watch(live: &Live, t: f64, seq: u64) -> Look {
             counter_event,
             Some(0),
         );
-        (c, values)
+        merge_event(seen, n, merged, (t, seq));
+        (c, values, merge_json(n, merged))
     });
     let stock = stock.map(|(n, s)| {
         let amounts = s.shard_amounts();
@@ -695,12 +808,13 @@ fn sample(live: &Live, seq: u64, subject_names: &[&'static str]) -> String {
     let look = watch(live, t, seq);
     let seen = live.seen.lock().unwrap();
     let counter_json = match &look.counter {
-        Some((c, values)) => json!({
+        Some((c, values, merge)) => json!({
             "values": values,
             "sum": values.iter().fold(0u64, |a, v| a.wrapping_add(*v)),
             "shards": values.len() - 1,
             "max_shards": c.max_shards(),
             "live": live.counter_live.load(Ordering::Relaxed),
+            "merge": merge,
             "events": events_json(&seen.counter_events, "shards"),
         }),
         None => Value::Null,
@@ -751,6 +865,7 @@ fn sample(live: &Live, seq: u64, subject_names: &[&'static str]) -> String {
         "duration_s": live.duration.as_secs_f64(),
         "cycles": load(&live.cycles),
         "running": running_name(subject_names, running),
+        "phase": if live.quiet.load(Ordering::Relaxed) { "quiet" } else { "load" },
         "subjects": subjects,
         "verdict": verdict,
         "legend": legend,
@@ -774,11 +889,15 @@ fn sample(live: &Live, seq: u64, subject_names: &[&'static str]) -> String {
     doc.to_string()
 }
 
+/// `running` in the quiet phase.
+const QUIET_RUNNING: usize = usize::MAX;
+
 /// What case `running` is: a subject of the table, then the histogram
-/// case, then the sell-outs.
+/// case, then the sell-outs; nothing in the quiet phase.
 fn running_name(subject_names: &[&'static str], running: usize) -> &'static str {
     match subject_names.get(running) {
         Some(name) => name,
+        None if running == QUIET_RUNNING => "nothing (quiet phase)",
         None if running == subject_names.len() => "Histogram (record)",
         None => "Stock (inventory)",
     }
@@ -1003,6 +1122,8 @@ pub fn main(args: &Args, addr: &str, host: &Host) -> i32 {
         cycles: AtomicU64::new(0),
         counter: Mutex::new(None),
         counter_live: AtomicBool::new(false),
+        merged: Mutex::new(None),
+        quiet: AtomicBool::new(false),
         stock: Mutex::new(None),
         stock_live: AtomicBool::new(false),
         recorded: Mutex::new(Recorded {
@@ -1198,6 +1319,8 @@ mod tests {
             cycles: AtomicU64::new(0),
             counter: Mutex::new(Some((0, Arc::new(Counter::from(7))))),
             counter_live: AtomicBool::new(true),
+            merged: Mutex::new(None),
+            quiet: AtomicBool::new(false),
             stock: Mutex::new(Some((0, Arc::new(Stock::new(5))))),
             stock_live: AtomicBool::new(false),
             recorded: Mutex::new(Recorded {
@@ -1279,6 +1402,96 @@ mod tests {
         assert_eq!(histogram_json(&live)["count"], n("count"));
         assert_eq!(running_name(&names, 1), "Histogram (record)");
         assert_eq!(running_name(&names, 2), "Stock (inventory)");
+        assert_eq!(running_name(&names, QUIET_RUNNING), "nothing (quiet phase)");
+    }
+
+    /// The quiet phase's merge: reported pending while a thread that added
+    /// is alive (no `merge` event, the shards still listed), done once it
+    /// exits, with one `merge` event saying how many shards were folded.
+    /// Both halves in one test: another test's merge would revoke the
+    /// adder's owner id and so release this one's.
+    #[test]
+    fn a_merge_is_reported_pending_then_done_with_one_event() {
+        let names = ["Counter"];
+        let live = test_live();
+        let c = Arc::new(Counter::with_max_shards(4));
+        assert_eq!(c.split(4), 4);
+        *live.counter.lock().unwrap() = Some((1, Arc::clone(&c)));
+        let (added, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+        let adder = {
+            let c = Arc::clone(&c);
+            std::thread::spawn(move || {
+                c.inc();
+                added.0.send(()).unwrap();
+                release.1.recv().unwrap();
+            })
+        };
+        added.1.recv().unwrap();
+        let state = |seq: u64| -> Value {
+            publish(&live, seq, &names);
+            let snaps = live.snapshots.lock().unwrap();
+            serde_json::from_str(&snaps.back().unwrap().1).unwrap()
+        };
+        let kinds = |v: &Value| -> Vec<(String, u64, Option<u64>)> {
+            v["counter"]["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    let kind = e["kind"].as_str().unwrap().to_owned();
+                    (kind, e["shards"].as_u64().unwrap(), e["from"].as_u64())
+                })
+                .collect()
+        };
+        let v = state(0);
+        assert_eq!(
+            (
+                v["counter"]["shards"].clone(),
+                v["counter"]["merge"].clone()
+            ),
+            (json!(4), Value::Null)
+        );
+        assert_eq!(
+            merge_shown(&live, Instant::now()),
+            Some(Merged::Pending { from: 4 })
+        );
+        // Retired, not folded: the shards still hold their counts.
+        let v = state(1);
+        assert_eq!(v["counter"]["merge"], "pending");
+        assert_eq!(
+            (v["counter"]["shards"].clone(), v["counter"]["sum"].clone()),
+            (json!(4), json!(1))
+        );
+        assert_eq!(v["phase"], "load");
+        assert_eq!(
+            kinds(&v),
+            [("new".into(), 0, None), ("grow".into(), 4, None)]
+        );
+        release.0.send(()).unwrap();
+        adder.join().unwrap();
+        // Other tests' threads may hold owner ids a little longer.
+        let done = merge_shown(&live, Instant::now() + Duration::from_secs(20));
+        assert_eq!(done, Some(Merged::Done { from: 4 }));
+        live.quiet.store(true, Ordering::Relaxed);
+        let v = state(2);
+        assert_eq!(
+            (v["phase"].clone(), v["counter"]["merge"].clone()),
+            (json!("quiet"), json!("done"))
+        );
+        assert_eq!(
+            (v["counter"]["values"].clone(), v["counter"]["sum"].clone()),
+            (json!([1]), json!(1))
+        );
+        let want = [
+            ("new".into(), 0, None),
+            ("grow".into(), 4, None),
+            ("merge".into(), 0, Some(4)),
+        ];
+        assert_eq!(kinds(&v), want);
+        assert_eq!(v["counter"]["events"][2]["seq"], 2);
+        // Once per counter: later calls and looks add nothing.
+        assert_eq!(merge_shown(&live, Instant::now()), done);
+        assert_eq!(kinds(&state(3)), want);
     }
 
     /// After a sell-out the stock's shards are empty, but its widest look
