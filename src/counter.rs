@@ -193,7 +193,7 @@ impl Counter {
     #[inline]
     pub fn add(&self, n: u64) {
         let head = self.table.load();
-        match self.table.slot(head, owner::owner(), Table::owned_shard) {
+        match self.table.slot(head, Table::shard_at) {
             Slot::Base => self.add_base(head, n),
             // A row this thread alone writes: a load and a store, no
             // locked instruction, nothing to detect (`shard/owned.rs`).

@@ -299,7 +299,7 @@ impl CounterSet {
     pub(crate) unsafe fn add_unchecked(&self, i: usize, v: u64) {
         debug_assert!(i < self.len);
         let head = self.table.load();
-        let row = match self.table.slot(head, owner::owner(), Table::owned_row) {
+        let row = match self.table.slot(head, Table::row_at) {
             Slot::Base => &self.base[..],
             Slot::Owned(row) => {
                 // SAFETY: as below.

@@ -6,7 +6,7 @@
 use super::CounterSet;
 use crate::primitive::sync::atomic::Ordering;
 use crate::shard::{flat_word, store_add, Check, Head, Slot, Table};
-use crate::thread::{owner, sampler};
+use crate::thread::sampler;
 
 impl CounterSet {
     /// Adds `a` to counter `i` and `b` to counter `j`, in the same row.
@@ -20,7 +20,7 @@ impl CounterSet {
     pub(crate) unsafe fn add_pair_unchecked(&self, i: usize, a: u64, j: usize, b: u64) {
         debug_assert!(i < self.len && j < self.len);
         let head = self.table.load();
-        let row = match self.table.slot(head, owner::owner(), Table::owned_row) {
+        let row = match self.table.slot(head, Table::row_at) {
             Slot::Base => &self.base[..],
             Slot::Owned(row) => {
                 // SAFETY: every row has room for `len + 1` words; `i` and

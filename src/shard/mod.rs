@@ -287,8 +287,14 @@ impl Table {
     /// the table.
     #[inline(always)]
     pub(crate) fn owned_shard(&self, index: usize) -> Option<&AtomicU64> {
+        self.shard_at(index.wrapping_sub(1))
+    }
+
+    /// Shard `i` of a table of one-line rows, if the table has it: the
+    /// one owner id `i + 1` owns.
+    #[inline(always)]
+    pub(crate) fn shard_at(&self, i: usize) -> Option<&AtomicU64> {
         debug_assert_eq!(self.row_lines, 1);
-        let i = index.wrapping_sub(1);
         if i > self.mask {
             return None;
         }
@@ -304,7 +310,12 @@ impl Table {
     /// any width).
     #[inline(always)]
     pub(crate) fn owned_row(&self, index: usize) -> Option<&[Line]> {
-        let i = index.wrapping_sub(1);
+        self.row_at(index.wrapping_sub(1))
+    }
+
+    /// Row `i`, if the table has it: the one owner id `i + 1` owns.
+    #[inline(always)]
+    pub(crate) fn row_at(&self, i: usize) -> Option<&[Line]> {
         if i > self.mask {
             return None;
         }
@@ -407,26 +418,26 @@ impl ShardTable {
         }
     }
 
-    /// Where an add by the thread holding owner id `id` goes, given `head`
-    /// as it loaded it: the owner's base, its own row (`pick` finds it in
-    /// the table), a table it owns no row of, or nowhere it may look.
+    /// Where an add by the calling thread goes, given `head` as it loaded
+    /// it: the owner's base, its own row (`pick` finds row `i` in the
+    /// table, `i` its owner id less one), a table it owns no row of, or
+    /// nowhere it may look.
     ///
     /// A thread with no id (never leased, or exiting) is told so before
     /// the table is read or borrowed: it is neither pinned nor counted by
     /// a merge's acknowledgements, so the table it loaded may be gone
-    /// (`merge.rs`). One compare against a constant, since `id - 1` wraps
-    /// past it.
+    /// (`merge.rs`). One compare against a constant (`owner::row`).
     #[inline(always)]
     pub(crate) fn slot<'a, R>(
         &'a self,
         head: Head,
-        id: usize,
         pick: impl FnOnce(&'a Table, usize) -> Option<R>,
     ) -> Slot<'a, R> {
         if !is_table(head.0) {
             return Slot::Base;
         }
-        let i = id.wrapping_sub(1);
+        // Read only now: an idle counter's add reads no thread-local.
+        let i = owner::row();
         if i >= MAX_SHARDS {
             return Slot::NoId;
         }
@@ -434,7 +445,7 @@ impl ShardTable {
         // holds an owner id: a merge frees the table only after this thread
         // acknowledged its retirement, which it does on a later slow path.
         let t = unsafe { &*head.0 };
-        match pick(t, id) {
+        match pick(t, i) {
             Some(r) => Slot::Owned(r),
             None => Slot::Beyond(t),
         }

@@ -41,24 +41,29 @@ use crate::primitive::sync::{lock, Arc, Mutex};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-// The calling thread's owner id, 0 if none (or revoked, below). No
-// destructor: the hot path reads it with a bare TLS load (a `Relaxed`
-// load of an atomic is a plain `mov`). An atomic because a merge stores 0
-// into it from another thread; the registry holds its address while the
+// The calling thread's owner id less one, its row (`NONE` if it has no
+// id, or its id is revoked, below): the hot path compares it with a
+// table's rows directly, and `NONE` fails a compare with a constant before
+// any table is read. No destructor: the hot path reads it with a bare TLS load (a `Relaxed`
+// load of an atomic is a plain `mov`). An atomic because a merge stores
+// `NONE` into it from another thread; the registry holds its address while the
 // thread holds a lease, and the memory of a destructor-free thread-local
 // lives until the thread is gone, after every destructor (the lease's,
 // which removes the address, included).
 #[cfg(not(shardcount_loom))]
 std::thread_local! {
-    static OWNER: AtomicUsize = const { AtomicUsize::new(0) };
+    static OWNER: AtomicUsize = const { AtomicUsize::new(NONE) };
 }
 
 // Loom builds thread-locals lazily and may drop them before the lease's
 // destructor runs: a leaked cell keeps the address valid for the model.
 #[cfg(shardcount_loom)]
 loom::thread_local! {
-    static OWNER: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+    static OWNER: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(NONE)));
 }
+
+/// `OWNER`'s value for "no id": id 0, less one.
+const NONE: usize = usize::MAX;
 
 /// Runs `f` on the calling thread's owner cell, if it still exists.
 #[inline(always)]
@@ -120,7 +125,7 @@ impl Drop for Lease {
         // First the thread stops owning, then the id may go to another.
         // Leaving the registry under the mutex also acknowledges every
         // revocation: the thread's adds happen-before whoever locks next.
-        with_owner(|o| o.store(0, Ordering::Relaxed));
+        with_owner(|o| o.store(NONE, Ordering::Relaxed));
         let mut held = lock(&self.owners.held);
         held.holders.remove(&self.id);
         held.pool.give(self.id);
@@ -135,9 +140,17 @@ crate::primitive::const_thread_local! {
 /// revoked and it has not added through [`lease`] since).
 #[inline(always)]
 pub(crate) fn owner() -> usize {
+    row().wrapping_add(1)
+}
+
+/// The row the calling thread owns in any table that has it (its id less
+/// one), or a value at or above `MAX_SHARDS` if it has no id (or its id
+/// was revoked): the hot path's one load.
+#[inline(always)]
+pub(crate) fn row() -> usize {
     // Relaxed: a revocation is only a request to come to `lease`; the
     // acknowledgement there carries the ordering.
-    with_owner(|o| o.load(Ordering::Relaxed)).unwrap_or(0)
+    with_owner(|o| o.load(Ordering::Relaxed)).unwrap_or(NONE)
 }
 
 /// The calling thread's owner id, leasing one if it has none, and
@@ -195,7 +208,7 @@ fn ack(lease: &Lease) {
         // head it retired (stored before it) visible to this thread's next
         // loads of the head.
         let seen = lease.owners.revoked.load(Ordering::SeqCst);
-        with_owner(|o| o.store(lease.id, Ordering::SeqCst));
+        with_owner(|o| o.store(lease.id - 1, Ordering::SeqCst));
         if lease.owners.revoked.load(Ordering::SeqCst) == seen {
             // Release: every add this thread made before (to a retired
             // table, with a head it loaded earlier) happens-before a merge
@@ -238,7 +251,7 @@ pub(crate) fn revoke() -> u64 {
             // SAFETY: the thread is registered (its lease not dropped: the
             // drop removes it under this mutex first), so its owner cell
             // is alive (`OWNER`).
-            unsafe { &*r.cell.0 }.store(0, Ordering::SeqCst);
+            unsafe { &*r.cell.0 }.store(NONE, Ordering::SeqCst);
         }
         n
     };
@@ -278,7 +291,7 @@ pub(crate) fn exit_now() {
 /// The id the calling thread's lease holds (0 without one), whether or
 /// not a merge's revocation has it reading 0 from [`owner`] right now: for
 /// tests that ask which row a thread owns while merges run alongside.
-#[cfg(test)]
+#[cfg(all(test, not(shardcount_loom)))]
 pub(crate) fn held() -> usize {
     LEASE
         .try_with(|l| l.borrow().as_ref().map_or(0, |l| l.id))
