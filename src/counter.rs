@@ -434,15 +434,21 @@ impl Counter {
     /// (as on an idle counter), `shards()` reads 0, and a later `merge`
     /// call completes it; contention on the base meanwhile cancels it and
     /// the shards are used again. A thread that added once and then only
-    /// sleeps holds a merge pending until it adds or exits.
+    /// sleeps holds a merge pending until it adds or exits. A thread has
+    /// exited for this once its `join` returned; the end of a
+    /// `std::thread::scope` does not wait for that (it returns before the
+    /// threads' thread-locals, which hold the ids, are dropped).
     ///
     /// ```
     /// let c = shardcount::Counter::with_max_shards(4);
     /// c.split(4);
     /// std::thread::scope(|s| {
-    ///     for _ in 0..2 {
-    ///         s.spawn(|| (0..1000).for_each(|_| c.inc()));
-    ///     }
+    ///     let adders: Vec<_> = (0..2)
+    ///         .map(|_| s.spawn(|| (0..1000).for_each(|_| c.inc())))
+    ///         .collect();
+    ///     // Joined, not left to the scope: a scope's end does not wait for
+    ///     // its threads' thread-locals (the owner ids) to be dropped.
+    ///     adders.into_iter().for_each(|a| a.join().unwrap());
     /// }); // the adders exited: nothing holds the merge back
     /// assert!(c.merge());
     /// assert_eq!((c.shards(), c.sum()), (0, 2000));

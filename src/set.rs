@@ -766,7 +766,8 @@ impl CounterSet {
     /// let s = shardcount::CounterSet::with_max_shards(3, 4);
     /// s.split(4);
     /// std::thread::scope(|sc| {
-    ///     sc.spawn(|| s.add(2, 5));
+    ///     // Joined: see `Counter::merge` on when a thread has exited.
+    ///     sc.spawn(|| s.add(2, 5)).join().unwrap();
     /// });
     /// assert!(s.merge());
     /// assert_eq!((s.shards(), s.snapshot()), (0, vec![0, 0, 5]));
