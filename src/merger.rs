@@ -17,9 +17,12 @@
 //! changes one. A counter is merged when no pass has seen that for `idle`;
 //! a pending merge is tried again at the next pass.
 
+use crate::counter::Counter;
+use crate::histogram::{Histogram, LabelledHistogram};
+use crate::labels::{Label, LabelledCounter};
 use crate::primitive::sync::{lock, Arc, Mutex};
+use crate::set::CounterSet;
 use crate::worker::{self, Worker};
-use crate::{Counter, CounterSet, Histogram, Label, LabelledCounter, LabelledHistogram};
 use std::fmt;
 use std::ops::Deref;
 use std::time::{Duration, Instant};

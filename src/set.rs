@@ -299,35 +299,21 @@ impl CounterSet {
     pub(crate) unsafe fn add_unchecked(&self, i: usize, v: u64) {
         debug_assert!(i < self.len);
         let head = self.table.load();
-        let row = match self.table.slot(head, Table::row_at) {
-            Slot::Base => &self.base[..],
+        match self.table.slot(head, Table::row_at) {
+            // SAFETY: the caller's promise, passed on.
+            Slot::Base => unsafe { self.add_base(head, i, v) },
             Slot::Owned(row) => {
-                // SAFETY: as below.
+                // SAFETY: every row has room for `len + 1` words, and
+                // `i < len`.
                 let at = unsafe { flat_word(row, i) };
                 // A row this thread alone writes: a load and a store,
                 // nothing to detect (`shard/owned.rs`).
                 store_add(at, v);
-                return;
             }
-            // SAFETY: the caller's promise, passed on.
-            Slot::Beyond(t) => return unsafe { self.add_beyond(head, t, i, v) },
             // SAFETY: as above.
-            Slot::NoId => return unsafe { self.add_unowned(i, v) },
-        };
-        // SAFETY: every row has `row_lines()` lines, room for `len + 1`
-        // words, and `i < len`.
-        let at = unsafe { word_unchecked(row, i) };
-        // Relaxed: a lone RMW; nothing is published through counts.
-        let prev = at.fetch_add(v, Ordering::Relaxed);
-        if sampler::sampled(prev, v) {
-            let c = Check {
-                head,
-                word: at,
-                prev,
-                n: v,
-                row_lines: self.row_lines(),
-            };
-            self.check(c, row, i);
+            Slot::Beyond(t) => unsafe { self.add_beyond(head, t, i, v) },
+            // SAFETY: as above.
+            Slot::NoId => unsafe { self.add_unowned(i, v) },
         }
     }
 
@@ -370,12 +356,13 @@ impl CounterSet {
         }
     }
 
-    /// An add to the base row, sampled (the head names no plain table).
+    /// An add to the base row, sampled (the head names no plain table):
+    /// an idle set's whole add, so inlined.
     ///
     /// # Safety
     ///
     /// `i < len()`.
-    #[inline(never)]
+    #[inline(always)]
     unsafe fn add_base(&self, head: Head, i: usize, v: u64) {
         // SAFETY: the base row has room for `len + 1` words; `i < len`.
         let at = unsafe { word_unchecked(&self.base, i) };

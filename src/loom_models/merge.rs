@@ -6,8 +6,10 @@
 //! so a thread that must be gone (its owner id given back) ends with
 //! `owner::hand_back()`, as its exit would.
 
+use crate::counter::Counter;
+use crate::histogram::Histogram;
+use crate::set::CounterSet;
 use crate::thread::owner;
-use crate::{Counter, CounterSet};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -155,7 +157,7 @@ fn growth_racing_a_merge() {
 #[test]
 fn pair_records_racing_a_merge() {
     loom::model(|| {
-        let h = Arc::new(crate::Histogram::with_bounds(&[10]));
+        let h = Arc::new(Histogram::with_bounds(&[10]));
         h.split(2);
         let recorder = {
             let h = h.clone();

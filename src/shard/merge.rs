@@ -269,8 +269,8 @@ impl ShardTable {
 
 #[cfg(all(test, not(shardcount_loom)))]
 mod tests {
+    use crate::counter::Counter;
     use crate::thread::owner;
-    use crate::Counter;
 
     /// Adds by a thread without an owner id (as from thread-local
     /// destructors at exit: pinned, on the shared rows or the base) while
