@@ -351,3 +351,30 @@ fn max_counter_shards_are_read_taken_and_freed() {
     assert_eq!(m.take(), 99);
     assert_eq!(m.get(), 0);
 }
+
+/// Keys removed, evicted and moved while another thread adds to them: each
+/// removed entry, shrunk table and emptied chunk is freed once, after the
+/// adds that could reach it; a moved key's counts follow it.
+#[test]
+fn counter_map_removals_free_entries_tables_and_chunks_after_lookups() {
+    let m: CounterMap<u32> = CounterMap::new();
+    for k in 0..600 {
+        m.add(&k, 1);
+    }
+    let removed = thread::scope(|sc| {
+        sc.spawn(|| (0..600).step_by(10).for_each(|k| m.add(&k, 1)));
+        let mut removed = 0;
+        for k in (0..600).filter(|k| k % 10 != 0) {
+            removed += m.remove(&k).unwrap_or(0);
+        }
+        removed
+    });
+    assert_eq!(removed, 540);
+    assert_eq!(m.len(), 60);
+    assert!(m.allocated_chunks() < 5, "no chunk freed");
+    assert!(m.evict_idle(Duration::ZERO).is_empty());
+    let gone = m.evict_idle(Duration::ZERO);
+    assert_eq!(gone.len(), 60);
+    assert!(gone.iter().all(|&(_, v)| v == 2));
+    assert_eq!((m.len(), m.allocated_chunks()), (0, 0));
+}

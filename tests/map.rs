@@ -192,6 +192,9 @@ enum Op {
     TakeAll,
     TakeOverflow,
     Reset,
+    Remove(u8),
+    Retain(u64),
+    Evict,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -208,6 +211,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::TakeAll),
         1 => Just(Op::TakeOverflow),
         1 => Just(Op::Reset),
+        2 => any::<u8>().prop_map(|k| Op::Remove(k % 40)),
+        1 => (0..2000u64).prop_map(Op::Retain),
+        1 => Just(Op::Evict),
     ]
 }
 
@@ -215,12 +221,20 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Against a `Vec` of (key, total) in first-use order plus an overflow
-    /// total, with a bound of 0..20 keys.
+    /// total, with a bound of 0..20 keys; keys held by handles, and what
+    /// the last eviction pass noted of each key.
     #[test]
     fn matches_a_plain_model(max in 0..20usize, ops in prop::collection::vec(op(), 0..64)) {
         let m = CounterMap::with_max_keys(max);
         let mut model: Vec<(u8, u64)> = Vec::new();
         let mut overflow = 0u64;
+        let mut held = std::collections::HashSet::new();
+        let mut noted: HashMap<u8, u64> = HashMap::new();
+        let hold = |model: &Vec<(u8, u64)>, held: &mut std::collections::HashSet<u8>, k: u8| {
+            if model.iter().any(|e| e.0 == k) {
+                held.insert(k);
+            }
+        };
         let apply = |model: &mut Vec<(u8, u64)>, overflow: &mut u64, k: u8, v: u64| {
             match model.iter().position(|e| e.0 == k) {
                 Some(at) => model[at].1 = model[at].1.wrapping_add(v),
@@ -231,19 +245,26 @@ proptest! {
         for op in ops {
             match op {
                 Op::Add(k, v) => { m.add(&k, v); apply(&mut model, &mut overflow, k, v); }
-                Op::HandleAdd(k, v) => { m.handle(&k).add(v); apply(&mut model, &mut overflow, k, v); }
+                Op::HandleAdd(k, v) => {
+                    m.handle(&k).add(v);
+                    apply(&mut model, &mut overflow, k, v);
+                    hold(&model, &mut held, k);
+                }
                 Op::Sub(k, v) => {
                     if v % 2 == 0 { m.handle(&k).sub(v) } else { m.sub(&k, v) }
                     apply(&mut model, &mut overflow, k, v.wrapping_neg());
+                    if v % 2 == 0 { hold(&model, &mut held, k); }
                 }
                 Op::Dec(k) => {
                     if k % 2 == 0 { m.handle(&k).dec() } else { m.dec(&k) }
                     apply(&mut model, &mut overflow, k, u64::MAX);
+                    if k % 2 == 0 { hold(&model, &mut held, k); }
                 }
                 Op::Get(k) => prop_assert_eq!(m.get(&k), model.iter().find(|e| e.0 == k).map(|e| e.1)),
                 Op::HandleSum(k) => {
                     let h = m.handle(&k);
                     apply(&mut model, &mut overflow, k, 0); // a handle makes the key
+                    hold(&model, &mut held, k);
                     let want = model.iter().find(|e| e.0 == k).map_or(overflow, |e| e.1);
                     prop_assert_eq!((h.sum(), h.sum_i64()), (want, want as i64));
                 }
@@ -255,6 +276,7 @@ proptest! {
                 Op::HandleTake(k) => {
                     let h = m.handle(&k);
                     apply(&mut model, &mut overflow, k, 0);
+                    hold(&model, &mut held, k);
                     match model.iter_mut().find(|e| e.0 == k) {
                         Some(e) => { prop_assert_eq!(h.take(), e.1); e.1 = 0; }
                         None => { prop_assert_eq!(h.take(), overflow); overflow = 0; }
@@ -288,6 +310,37 @@ proptest! {
                 Op::TakeOverflow => {
                     prop_assert_eq!(m.take_overflow(), overflow);
                     overflow = 0;
+                }
+                Op::Remove(k) => {
+                    let at = model.iter().position(|e| e.0 == k);
+                    prop_assert_eq!(m.remove(&k), at.map(|at| model[at].1));
+                    match at {
+                        Some(at) if held.contains(&k) => model[at].1 = 0,
+                        Some(at) => { model.remove(at); noted.remove(&k); }
+                        None => {}
+                    }
+                }
+                Op::Retain(least) => {
+                    let mut seen = Vec::new();
+                    m.retain(|&k, v| { seen.push((k, v)); v >= least });
+                    prop_assert_eq!(seen, model.clone());
+                    model.retain_mut(|e| {
+                        if e.1 >= least { return true; }
+                        e.1 = 0;
+                        if held.contains(&e.0) { return true; }
+                        noted.remove(&e.0);
+                        false
+                    });
+                }
+                Op::Evict => {
+                    let mut gone = Vec::new();
+                    model.retain(|&(k, v)| {
+                        if held.contains(&k) { return true; }
+                        if noted.get(&k) == Some(&v) { gone.push((k, v)); noted.remove(&k); return false; }
+                        noted.insert(k, v);
+                        true
+                    });
+                    prop_assert_eq!(m.evict_idle(std::time::Duration::ZERO), gone);
                 }
             }
             prop_assert_eq!(m.snapshot(), model.clone());
@@ -641,4 +694,98 @@ fn keys_that_share_a_hash_cost_at_most_twice_max_keys_comparisons() {
     );
     assert!(count(MAX as u32 - 1) <= MAX as u64);
     assert_eq!((m.overflow(), m.len()), (1, MAX));
+}
+
+/// Two threads add by key to 1,024 keys (8 chunks; and to one more key
+/// through handles they hold) while a third, for 200 rounds and until
+/// they made 400,000 adds, removes two keys in three and evicts: keys are unlinked, freed, made afresh, and
+/// moved by compaction as chunks go sparse, all under the adds. What the
+/// removals returned plus what is left equals every add.
+#[test]
+fn removals_racing_adds_lose_nothing_and_count_nothing_twice() {
+    const KEYS: u64 = 1024;
+    let m: CounterMap<u64> = CounterMap::unbounded();
+    let done = AtomicBool::new(false);
+    let progress = AtomicU64::new(0);
+    let (added, removed, sparse) = std::thread::scope(|s| {
+        let adders: Vec<_> = (0..2u64)
+            .map(|t| {
+                let (m, done, progress) = (&m, &done, &progress);
+                s.spawn(move || {
+                    let held = m.handle(&KEYS);
+                    let mut added = 0;
+                    for i in 0u64.. {
+                        if i % 1024 == 0 {
+                            if done.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            progress.fetch_add(1024, Ordering::Relaxed);
+                        }
+                        m.inc(&((i * 7 + t * 500) % KEYS));
+                        added += 1;
+                        if i % 16 == 0 {
+                            held.add(2);
+                            added += 2;
+                        }
+                    }
+                    added
+                })
+            })
+            .collect();
+        let (mut removed, mut sparse) = (0u64, 0u64);
+        let mut round = 0;
+        while round < 200 || progress.load(Ordering::Relaxed) < 400_000 {
+            round += 1;
+            for k in (0..KEYS).filter(|k| k % 3 != round % 3) {
+                removed += m.remove(&k).unwrap_or(0);
+            }
+            removed += m.remove(&KEYS).unwrap_or(0); // held: a take
+            if m.allocated_chunks() < 8 {
+                sparse += 1; // compaction freed chunks
+            }
+            removed += m
+                .evict_idle(std::time::Duration::ZERO)
+                .iter()
+                .map(|e| e.1)
+                .sum::<u64>();
+        }
+        done.store(true, Ordering::Relaxed);
+        let added: u64 = adders.into_iter().map(|a| a.join().unwrap()).sum();
+        (added, removed, sparse)
+    });
+    let left: u64 = m.snapshot().iter().map(|e| e.1).sum();
+    eprintln!("added {added}, removed {removed}, left {left}, sparse rounds {sparse}");
+    assert_eq!(left + removed, added);
+    assert!(m.get(&KEYS).is_some(), "a held key stays");
+    // Chunks freed in some round: compaction ran under the adds.
+    assert!(sparse > 0, "no round saw chunks freed");
+}
+
+/// Removing 9 keys in 10, scattered over every chunk, moves the rest into
+/// few chunks and frees the others; every total stays exact, and new keys
+/// reuse the freed slots.
+#[test]
+fn scattered_removals_compact_chunks_and_keep_totals() {
+    let m: CounterMap<u32> = CounterMap::unbounded();
+    for k in 0..10_000u32 {
+        m.add(&k, u64::from(k) + 1);
+    }
+    let held = m.handle(&9_999); // in the last chunk: stays there
+    assert_eq!(m.allocated_chunks(), 79);
+    m.retain(|&k, _| k % 10 == 0 || k == 9_999);
+    assert_eq!(m.len(), 1_001);
+    // 1,001 keys fill 8 chunks; the held key keeps its own.
+    assert_eq!(m.allocated_chunks(), 9);
+    for k in (0..10_000u32).step_by(10) {
+        assert_eq!(m.get(&k), Some(u64::from(k) + 1), "key {k}");
+    }
+    held.inc();
+    assert_eq!(m.get(&9_999), Some(10_001));
+    for k in 20_000..21_000u32 {
+        m.inc(&k);
+    }
+    assert_eq!(m.allocated_chunks(), 17);
+    m.retain(|&k, _| k == 9_999);
+    assert_eq!((m.len(), m.allocated_chunks()), (1, 1));
+    assert_eq!(m.snapshot(), vec![(9_999, 10_001)]);
 }

@@ -3,8 +3,11 @@
 //! `Counter`, a `CounterSet` of 1,000 counters and a `Histogram` return to
 //! their idle heap size (issue 31's goal: within 5%), with exact totals.
 //!
-//! One test in this binary, so nothing else allocates while it measures:
-//! the allocator counts live bytes of every thread.
+//! Also a `CounterMap` whose keys are removed or evicted gives back their
+//! memory.
+//!
+//! The allocator counts live bytes of every thread, so the tests take a
+//! lock: nothing else allocates while one measures.
 
 use shardcount::{Counter, CounterSet, Histogram};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -72,6 +75,7 @@ fn burst(c: &Counter, s: &CounterSet, h: &Histogram) {
 
 #[test]
 fn merge_returns_the_heap_to_the_idle_size_with_exact_totals() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     // A first round grows the process-wide state (owner registry, thread
     // bookkeeping) to what the measured round needs.
     {
@@ -119,4 +123,56 @@ fn merge_returns_the_heap_to_the_idle_size_with_exact_totals() {
         (c.sum(), s.snapshot().iter().sum::<u64>(), h.count()),
         (40_000, 40_000, 40_000)
     );
+}
+
+/// The tests here measure the whole process's live bytes: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A `CounterMap` of 100,000 keys with 90,000 removed (issue 31's goal:
+/// at least 85% of the key memory freed), both ways: 9 keys in 10
+/// scattered over every chunk, removed one by one (compaction gathers the
+/// rest), and the first 90,000 evicted as idle. Every total is exact.
+#[test]
+fn removing_90_000_of_100_000_keys_frees_their_memory() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let key = |k: u64| format!("/api/v1/items/{k}");
+    for scattered in [true, false] {
+        let idle = live();
+        let m = shardcount::CounterMap::<String>::unbounded();
+        for k in 0..100_000 {
+            m.add(&key(k), k + 1);
+        }
+        let grown = live() - idle;
+        if scattered {
+            for k in (0..100_000).filter(|k| k % 10 != 0) {
+                assert_eq!(m.remove(&key(k)), Some(k + 1));
+            }
+        } else {
+            assert!(m.evict_idle(std::time::Duration::ZERO).is_empty());
+            for k in 90_000..100_000 {
+                m.inc(&key(k)); // touched: stays
+            }
+            let gone = m.evict_idle(std::time::Duration::ZERO);
+            assert_eq!(gone.len(), 90_000);
+            assert!(gone.iter().all(|(k, v)| *k == key(v - 1)));
+        }
+        let after = live() - idle;
+        let freed = (grown - after) as f64 / grown as f64;
+        eprintln!(
+            "{}: grown {grown} bytes, {after} left, {:.1}% freed, {} chunks",
+            if scattered {
+                "scattered removals"
+            } else {
+                "evicted"
+            },
+            freed * 100.0,
+            m.allocated_chunks()
+        );
+        assert!(freed >= 0.85, "only {:.1}% freed", freed * 100.0);
+        assert_eq!(m.len(), 10_000);
+        let kept = |k: u64| if scattered { k % 10 == 0 } else { k >= 90_000 };
+        for k in (0..100_000).filter(|&k| kept(k)) {
+            assert_eq!(m.get(&key(k)), Some(k + 1 + u64::from(!scattered)));
+        }
+    }
 }

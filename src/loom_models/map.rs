@@ -72,3 +72,63 @@ fn index_growth_racing_lookups() {
         assert_eq!(m.snapshot(), vec![(0, 2), (1, 2)]);
     });
 }
+
+/// A removal racing an add by key: the add lands before the unlink (and
+/// is in the total returned) or finds no key and makes a fresh counter;
+/// never lost, never in both.
+#[test]
+fn remove_racing_an_add_by_key() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        m.add(&1, 2);
+        let adder = {
+            let m = m.clone();
+            thread::spawn(move || m.add(&1, 1))
+        };
+        let removed = m.remove(&1);
+        adder.join().unwrap();
+        assert!(matches!(removed, Some(2) | Some(3)), "{removed:?}");
+        assert_eq!(removed.unwrap() + m.get(&1).unwrap_or(0), 3);
+    });
+}
+
+/// A removal racing the making of a handle and an add through it: the
+/// handle holds its key (the removal then only takes the total) or makes
+/// it afresh after the removal; every add is counted once.
+#[test]
+fn remove_racing_a_handle() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        m.add(&1, 2);
+        let adder = {
+            let m = m.clone();
+            thread::spawn(move || m.handle(&1).add(1))
+        };
+        let removed = m.remove(&1).unwrap();
+        adder.join().unwrap();
+        assert_eq!(removed + m.get(&1).unwrap(), 3);
+    });
+}
+
+/// A removal that leaves two chunks half full moves the higher chunk's key
+/// into the lower one and frees the emptied chunk, while another thread
+/// adds to the moving key: its add is on the old counter (moved with it)
+/// or on the new one.
+#[test]
+fn compaction_racing_an_add_to_the_moving_key() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        for k in 0..4 {
+            m.add(&k, 1); // slots 0..4: chunks 0 and 1
+        }
+        let adder = {
+            let m = m.clone();
+            thread::spawn(move || m.add(&2, 1))
+        };
+        m.retain(|&k, _| k == 1 || k == 2); // key 2 moves to slot 0
+        adder.join().unwrap();
+        assert_eq!((m.get(&1), m.get(&2)), (Some(1), Some(2)));
+        assert_eq!(m.allocated_chunks(), 1);
+        assert_eq!(m.len(), 2);
+    });
+}

@@ -1,36 +1,46 @@
 //! The key index of a `CounterMap`: lookups of interned keys take no lock
-//! and write nothing shared.
+//! and write nothing shared; removed keys are freed after a grace period.
 //!
 //! # Protocol
 //!
-//! * An entry `{hash, key, place}` is boxed once, never changed, and freed
-//!   only when the index drops. `Writer::entries` owns them, in the order
-//!   they were inserted (a key's dense index is its position there).
+//! * An entry `{hash, key, place, pinned, pos}` is boxed once; only
+//!   `pinned` (set once, under the lock, when a handle is made) and `pos`
+//!   (under the lock) change. `Writer::order` lists the live ones in the
+//!   order they were inserted (`pos` is an entry's position there; a
+//!   removed entry leaves a hole until the list is compacted).
 //! * `table` points to the current table: open addressing, linear probing,
-//!   a power of two of slots, each null or an entry pointer. A slot goes
-//!   from null to an entry once and never changes again in that table. At
-//!   most half the slots are full, so every probe meets a null.
-//! * Writers (an insert, a growth) hold the `writer` lock, so there is one
-//!   at a time. An insert stores the new entry's pointer into the first
-//!   null slot of its probe, `Release`; a lookup loads slots `Acquire`, so
-//!   a pointer it sees comes with the entry's fields (and the chunk the
-//!   entry's place points to, allocated before the entry).
-//! * Growth (before an insert would fill more than half the table) builds
-//!   a table twice as large holding every entry, with `Relaxed` stores (no
-//!   one sees it yet), then publishes it by storing `table`, `Release`;
-//!   lookups load `table`, `Acquire`. The old table is kept in
-//!   `Writer::old` until the index drops: a lookup still probing it reads
-//!   live memory, and finds every entry inserted before the growth.
+//!   a power of two of slots, each null, an entry pointer, or `TOMBSTONE`
+//!   (a removed entry's slot: probes go on past it). A null slot only ever
+//!   becomes an entry; an entry only becomes `TOMBSTONE`; a `TOMBSTONE`
+//!   may become an entry again. Live entries and tombstones together fill
+//!   at most half the slots, so every probe meets a null.
+//! * Writers (an insert, a removal, a rebuild) hold the `writer` lock, so
+//!   there is one at a time. An insert stores the new entry's pointer into
+//!   the first null or tombstone slot of its probe, `Release`; a lookup
+//!   loads slots `Acquire`, so a pointer it sees comes with the entry's
+//!   fields (and the chunk the entry's place points to, made before).
+//! * A rebuild (before an insert would fill more than half the table, or
+//!   after removals leave it under an eighth full) builds a table holding
+//!   every live entry, with `Relaxed` stores (no one sees it yet), then
+//!   publishes it by storing `table`, `Release`; lookups load `table`,
+//!   `Acquire`. The old table is freed after a grace period.
+//! * **Freeing.** Lock-free lookups run inside a pinned section
+//!   (`thread::grace`, their `Pin` is an argument) and use what they found
+//!   before the section ends. A removed entry and a replaced table are
+//!   unlinked first (a tombstone; a new `table`), and freed by the map
+//!   only after a grace period that began after the unlink: any lookup
+//!   that could still reach them has left its section.
 //! * A lookup is one probe of the table it loaded. A key inserted after
-//!   that load (into it or into a newer table) may be missed: a miss is
-//!   not final until the caller looks again under the lock (`CounterMap`
-//!   does, or relies on its own published count, see `map.rs`).
-//! * Whole-index reads (`entries`) hold the lock: no entry is added
-//!   meanwhile.
+//!   that load may be missed: a miss is not final until the caller looks
+//!   again under the lock (`CounterMap` does, or relies on its own
+//!   published count, see `map.rs`).
+//! * Whole-index reads (`entries`) and lookups under the lock see a fixed
+//!   set of entries: nothing is inserted or freed meanwhile.
 
-use super::Place;
-use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
+use super::{Place, Slots as SlotBook};
+use crate::primitive::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::primitive::sync::{lock, Mutex, MutexGuard};
+use crate::thread::grace::{self, Pin};
 use std::borrow::Borrow;
 use std::ptr::{self, NonNull};
 
@@ -84,16 +94,57 @@ impl<T> Published<T> {
     }
 }
 
-/// An interned key: never changed after it is boxed.
+/// An interned key.
 pub(super) struct Entry<K> {
     pub(super) hash: u64,
     pub(super) key: K,
     pub(super) place: Place,
+    /// Whether a handle was made: then the entry lives until the map
+    /// drops. Set once, under the lock; read without it (`Relaxed`: a
+    /// reader that sees `true` needs nothing else from the store, and the
+    /// lock orders it before every removal's check).
+    pub(super) pinned: AtomicBool,
+    /// Position in `Writer::order`; read and written under the lock only.
+    pos: AtomicUsize,
+    /// The total the last eviction pass read, and when (milliseconds
+    /// since the map was made; `u64::MAX`: not read yet). Under the lock
+    /// only.
+    pub(super) seen: [AtomicU64; 2],
+}
+
+impl<K> Entry<K> {
+    pub(super) fn new(hash: u64, key: K, place: Place, pinned: bool) -> Self {
+        Entry {
+            hash,
+            key,
+            place,
+            pinned: AtomicBool::new(pinned),
+            pos: AtomicUsize::new(0),
+            seen: [AtomicU64::new(0), AtomicU64::new(u64::MAX)],
+        }
+    }
+
+    /// Whether a handle holds this entry.
+    pub(super) fn is_pinned(&self) -> bool {
+        self.pinned.load(Ordering::Relaxed)
+    }
+
+    /// Position in the insertion order; under the lock only.
+    pub(super) fn pos(&self, _w: &Writer<K>) -> usize {
+        // Relaxed: written under the lock the caller holds.
+        self.pos.load(Ordering::Relaxed)
+    }
 }
 
 type EntryPtr<K> = *mut Published<Entry<K>>;
 
-/// A table's slots: each null or an entry.
+/// A removed entry's slot: never dereferenced (an aligned address no
+/// allocation has).
+fn tombstone<K>() -> EntryPtr<K> {
+    NonNull::dangling().as_ptr()
+}
+
+/// A table's slots: each null, an entry or `TOMBSTONE`.
 type Slots<K> = Box<[AtomicPtr<Published<Entry<K>>>]>;
 
 /// One table: `slots.len()` is a power of two.
@@ -110,35 +161,86 @@ impl<K> Table<K> {
         }))
     }
 
-    /// Stores `e` in the first null slot of `hash`'s probe. Only the lock
-    /// holder stores, so the slot found null stays null until this store.
-    fn put(&self, hash: u64, e: EntryPtr<K>, order: Ordering) {
+    /// Stores `e` in the first null or tombstone slot of `hash`'s probe,
+    /// and says whether it was a tombstone. Only the lock holder stores.
+    fn put(&self, hash: u64, e: EntryPtr<K>, order: Ordering) -> bool {
         let slots = self.slots.get();
         let mask = slots.len() - 1;
         let mut i = hash as usize & mask;
-        // Relaxed: only the lock holder writes slots, and it wrote (or saw,
-        // through the lock) every store here.
-        while !slots[i].load(Ordering::Relaxed).is_null() {
+        loop {
+            // Relaxed: only the lock holder writes slots, and it wrote (or
+            // saw, through the lock) every store here.
+            let p = slots[i].load(Ordering::Relaxed);
+            if p.is_null() || p == tombstone() {
+                slots[i].store(e, order);
+                return p == tombstone();
+            }
             i = (i + 1) & mask;
         }
-        slots[i].store(e, order);
+    }
+
+    /// The slot holding `e` (a live entry of this table, hash `hash`).
+    fn slot_of(&self, hash: u64, e: EntryPtr<K>) -> &AtomicPtr<Published<Entry<K>>> {
+        let slots = self.slots.get();
+        let mask = slots.len() - 1;
+        let mut i = hash as usize & mask;
+        // Relaxed: under the lock, as in `put`.
+        while slots[i].load(Ordering::Relaxed) != e {
+            i = (i + 1) & mask;
+        }
+        &slots[i]
     }
 }
 
 /// What the lock guards.
 pub(super) struct Writer<K> {
-    /// Every entry, in insertion order; owned here.
-    entries: Vec<NonNull<Published<Entry<K>>>>,
-    /// Tables replaced by growth, kept for lookups still probing them.
-    old: Vec<*mut Table<K>>,
+    /// The live entries in insertion order, with holes (null) where
+    /// entries were removed; owned here.
+    order: Vec<EntryPtr<K>>,
+    /// Non-null pointers in `order`.
+    live: usize,
+    /// Tombstones in the current table.
+    tombstones: usize,
+    /// The map's counter slots (`map.rs`): guarded by the same lock.
+    pub(super) slots: SlotBook,
 }
 
 impl<K> Writer<K> {
-    /// Every entry, in insertion order.
-    pub(super) fn entries(&self) -> impl ExactSizeIterator<Item = &Entry<K>> + '_ {
-        // SAFETY: entries are freed only when the index drops, and `self`
-        // borrows it.
-        self.entries.iter().map(|e| unsafe { e.as_ref() }.get())
+    /// Every live entry, in insertion order.
+    pub(super) fn entries(&self) -> impl Iterator<Item = &Entry<K>> + '_ {
+        // SAFETY: a pointer in `order` is a live entry, freed only after
+        // it leaves `order`, under this lock, which `self` borrows.
+        self.order
+            .iter()
+            .filter(|e| !e.is_null())
+            .map(|&e| unsafe { &*e }.get())
+    }
+
+    /// How many live entries there are.
+    pub(super) fn len(&self) -> usize {
+        self.live
+    }
+
+    /// The live entry at position `pos` of the order.
+    pub(super) fn at(&self, pos: usize) -> &Entry<K> {
+        let e = self.order[pos];
+        assert!(!e.is_null(), "shardcount: no entry at that position");
+        // SAFETY: as in `entries`.
+        unsafe { &*e }.get()
+    }
+}
+
+/// Entries unlinked by [`Index::unlink`] and [`Index::replace`]: free
+/// them with [`Index::free`] after a grace period.
+pub(super) struct Unlinked<K> {
+    entries: Vec<EntryPtr<K>>,
+}
+
+impl<K> Default for Unlinked<K> {
+    fn default() -> Self {
+        Unlinked {
+            entries: Vec::new(),
+        }
     }
 }
 
@@ -151,11 +253,12 @@ pub(super) struct Index<K> {
 
 // SAFETY: the index owns its entries and tables: sending it moves them
 // (and so `K`s) to another thread, which then alone reaches them. The raw
-// pointers are its own allocations, freed only in `drop`.
+// pointers are its own allocations, freed only by itself.
 unsafe impl<K: Send> Send for Index<K> {}
-// SAFETY: through `&Index` any thread reads entries (`K: Sync`) and
-// inserts a `K` it made (`K: Send`); entries are dropped only in `drop`,
-// which takes `&mut self`. The tables are atomics and a lock.
+// SAFETY: through `&Index` any thread reads entries (`K: Sync`), inserts a
+// `K` it made (`K: Send`) and drops removed ones (`K: Send`); entries are
+// freed only after a grace period past their unlinking (module notes).
+// The tables are atomics and a lock.
 unsafe impl<K: Send + Sync> Sync for Index<K> {}
 
 impl<K> Index<K> {
@@ -163,25 +266,28 @@ impl<K> Index<K> {
         Index {
             table: AtomicPtr::new(Table::alloc(FIRST_SLOTS)),
             writer: Mutex::new(Writer {
-                entries: Vec::new(),
-                old: Vec::new(),
+                order: Vec::new(),
+                live: 0,
+                tombstones: 0,
+                slots: SlotBook::default(),
             }),
         }
     }
 
-    /// The place of the key equal to `key` (whose hash is `hash`), if it
-    /// is in the table this lookup loads: no lock, no store.
+    /// The entry equal to `key` (whose hash is `hash`) in the table this
+    /// lookup loads, if any. The pin keeps it alive.
     #[inline]
-    pub(super) fn find<Q>(&self, hash: u64, key: &Q) -> Option<Place>
+    fn probe<Q>(&self, hash: u64, key: &Q) -> Option<&Entry<K>>
     where
         K: Borrow<Q>,
         Q: Eq + ?Sized,
     {
-        // Acquire: pairs with the Release store of a grown table (`grow`),
-        // so its slots are initialised before they are read.
+        // Acquire: pairs with the Release store of a rebuilt table, so its
+        // slots are initialised before they are read.
         let t = self.table.load(Ordering::Acquire);
-        // SAFETY: `table` is never null, and every table lives until the
-        // index drops (replaced ones in `Writer::old`).
+        // SAFETY: `table` is never null, and a table is freed only after
+        // a grace period past its replacement; the caller is pinned or
+        // holds the lock (module notes).
         let slots = unsafe { &*t }.slots.get();
         let mask = slots.len() - 1;
         let mut i = hash as usize & mask;
@@ -192,17 +298,45 @@ impl<K> Index<K> {
             if e.is_null() {
                 return None;
             }
-            // SAFETY: a non-null slot points to an entry owned by
-            // `Writer::entries`, freed only when the index drops.
-            let e = unsafe { &*e }.get();
-            if e.hash == hash && e.key.borrow() == key {
-                return Some(e.place);
+            if e != tombstone() {
+                // SAFETY: an entry pointer in a slot is freed only after a
+                // grace period past its tombstone, as above.
+                let e = unsafe { &*e }.get();
+                if e.hash == hash && e.key.borrow() == key {
+                    return Some(e);
+                }
             }
             i = (i + 1) & mask;
         }
     }
 
-    /// The writers' lock (inserts; whole-index reads).
+    /// [`probe`](Self::probe) without the lock: no lock, no store. The
+    /// entry stays alive while `pin` lives.
+    #[inline]
+    pub(super) fn find<'a, Q>(&'a self, _pin: &'a Pin, hash: u64, key: &Q) -> Option<&'a Entry<K>>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        self.probe(hash, key)
+    }
+
+    /// [`probe`](Self::probe) under the lock: final, and the entry stays
+    /// alive while the guard lives.
+    pub(super) fn find_locked<'a, Q>(
+        &'a self,
+        _w: &'a Writer<K>,
+        hash: u64,
+        key: &Q,
+    ) -> Option<&'a Entry<K>>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        self.probe(hash, key)
+    }
+
+    /// The writers' lock (inserts, removals; whole-index reads).
     pub(super) fn lock(&self) -> MutexGuard<'_, Writer<K>> {
         lock(&self.writer)
     }
@@ -213,34 +347,131 @@ impl<K> Index<K> {
         // Relaxed: under the lock, the last store of `table` (by a holder
         // of the lock) happened-before.
         let mut t = self.table.load(Ordering::Relaxed);
-        // SAFETY: as in `find`.
+        // SAFETY: the current table is freed only after it is replaced.
         let len = unsafe { &*t }.slots.get().len();
-        if (w.entries.len() + 1) * 2 > len {
-            t = self.grow(w, t, len * 2);
+        if (w.live + w.tombstones + 1) * 2 > len {
+            let len = if (w.live + 1) * 2 > len { len * 2 } else { len };
+            t = self.rebuild(w, t, len);
         }
         let hash = entry.hash;
-        let e = NonNull::from(Box::leak(Box::new(Published::new(entry))));
+        entry.pos.store(w.order.len(), Ordering::Relaxed);
+        let e = Box::into_raw(Box::new(Published::new(entry)));
         // Release: publishes the entry's fields to `find`'s Acquire.
-        // SAFETY: `t` is the current table, alive until the index drops.
-        unsafe { &*t }.put(hash, e.as_ptr(), Ordering::Release);
-        w.entries.push(e);
+        // SAFETY: `t` is the current table.
+        if unsafe { &*t }.put(hash, e, Ordering::Release) {
+            w.tombstones -= 1;
+        }
+        w.order.push(e);
+        w.live += 1;
     }
 
-    /// Replaces the table `old` by one of `len` slots holding every entry.
+    /// Unlinks the live entries at positions `victims` (each
+    /// [`Entry::pos`] of an entry found under `w`, listed once): their
+    /// slots become tombstones and they leave the order. A table under an
+    /// eighth full is rebuilt smaller. Returns what to free after a grace
+    /// period.
+    pub(super) fn unlink(&self, w: &mut Writer<K>, victims: &[usize]) -> Unlinked<K> {
+        // Relaxed: under the lock, as in `insert`.
+        let t = self.table.load(Ordering::Relaxed);
+        let mut entries = Vec::with_capacity(victims.len());
+        for &pos in victims {
+            let e = w.order[pos];
+            assert!(!e.is_null(), "shardcount: an entry unlinked twice");
+            // SAFETY: a live entry, as in `entries`.
+            let hash = unsafe { &*e }.get().hash;
+            // Release: a lookup that sees the tombstone sees what the
+            // caller did before the unlink (the map's count of keys).
+            // SAFETY: `t` is the current table, and `e` is in it.
+            unsafe { &*t }
+                .slot_of(hash, e)
+                .store(tombstone(), Ordering::Release);
+            w.order[pos] = ptr::null_mut();
+            entries.push(e);
+        }
+        w.live -= victims.len();
+        w.tombstones += victims.len();
+        // SAFETY: as above.
+        let len = unsafe { &*t }.slots.get().len();
+        if len > FIRST_SLOTS && w.live * 8 < len {
+            // A quarter to a half full: the next growth is as far away.
+            let small = ((w.live + 1) * 2).next_power_of_two().max(FIRST_SLOTS);
+            self.rebuild(w, t, small);
+        }
+        if w.order.len() > 16 && w.live * 2 < w.order.len() {
+            w.order.retain(|e| !e.is_null());
+            w.order.shrink_to_fit();
+            for (pos, &e) in w.order.iter().enumerate() {
+                // SAFETY: a live entry, as in `entries`.
+                unsafe { &*e }.get().pos.store(pos, Ordering::Relaxed);
+            }
+        }
+        Unlinked { entries }
+    }
+
+    /// Replaces the live entry at position `pos` by `entry` (the same key,
+    /// hash and position): lookups find one or the other. The old one goes
+    /// to `u`, to be freed after a grace period.
+    pub(super) fn replace(
+        &self,
+        w: &mut Writer<K>,
+        u: &mut Unlinked<K>,
+        pos: usize,
+        entry: Entry<K>,
+    ) {
+        let old = w.order[pos];
+        assert!(!old.is_null(), "shardcount: no entry to replace");
+        let hash = entry.hash;
+        entry.pos.store(pos, Ordering::Relaxed);
+        let new = Box::into_raw(Box::new(Published::new(entry)));
+        // Relaxed: under the lock, as in `insert`.
+        let t = self.table.load(Ordering::Relaxed);
+        // Release: publishes the new entry's fields to `find`'s Acquire.
+        // SAFETY: `t` is the current table, and `old` is in it.
+        unsafe { &*t }
+            .slot_of(hash, old)
+            .store(new, Ordering::Release);
+        w.order[pos] = new;
+        u.entries.push(old);
+    }
+
+    /// Frees what [`unlink`](Self::unlink) returned, handing each entry
+    /// to `last` by value (the map takes its count there).
+    ///
+    /// # Safety
+    ///
+    /// A grace period ([`grace::wait`](crate::thread::grace::wait)) began
+    /// after the `unlink` that returned `u` and has ended.
+    pub(super) unsafe fn free(&self, u: Unlinked<K>, mut last: impl FnMut(Entry<K>)) {
+        for e in u.entries {
+            // SAFETY: unlinked before the grace period (the caller's
+            // contract), so no lookup reaches it; no longer in `order` or
+            // any table; boxed in `insert`, listed once.
+            last(unsafe { Box::from_raw(e) }.into_inner());
+        }
+    }
+
+    /// Replaces the table `old` by one of `len` slots holding every live
+    /// entry, and frees `old` after a grace period. The caller is not
+    /// pinned (it holds the lock, which no pinned section waits for).
     #[cold]
-    fn grow(&self, w: &mut Writer<K>, old: *mut Table<K>, len: usize) -> *mut Table<K> {
+    fn rebuild(&self, w: &mut Writer<K>, old: *mut Table<K>, len: usize) -> *mut Table<K> {
         let new = Table::alloc(len);
         // SAFETY: `new` was just allocated and is not shared yet.
         let table = unsafe { &*new };
-        for e in &w.entries {
-            // SAFETY: entries are freed only when the index drops.
-            let hash = unsafe { e.as_ref() }.get().hash;
+        for &e in w.order.iter().filter(|e| !e.is_null()) {
+            // SAFETY: a live entry, as in `entries`.
+            let hash = unsafe { &*e }.get().hash;
             // Relaxed: nobody sees this table before the Release below.
-            table.put(hash, e.as_ptr(), Ordering::Relaxed);
+            table.put(hash, e, Ordering::Relaxed);
         }
         // Release: publishes the filled table to `find`'s Acquire.
         self.table.store(new, Ordering::Release);
-        w.old.push(old);
+        w.tombstones = 0;
+        // Every lookup that loaded `old` was pinned (or holds the lock).
+        grace::wait();
+        // SAFETY: replaced above, and every lookup that could reach it has
+        // ended; it came from `Table::alloc` and is freed once.
+        drop(unsafe { Box::from_raw(old) });
         new
     }
 }
@@ -250,16 +481,14 @@ impl<K> Drop for Index<K> {
         let w = self.lock();
         // Relaxed: `&mut self`: every other access happened-before.
         let t = self.table.load(Ordering::Relaxed);
-        for &p in w.old.iter().chain(std::iter::once(&t)) {
-            // SAFETY: every table came from `Table::alloc`, is listed once
-            // (the current one in `table`, replaced ones in `old`), and
-            // nothing reads it again.
-            drop(unsafe { Box::from_raw(p) });
-        }
-        for e in &w.entries {
-            // SAFETY: each entry came from `Box::leak` in `insert`, is
-            // listed once, and no table that points to it survives.
-            drop(unsafe { Box::from_raw(e.as_ptr()) }.into_inner());
+        // SAFETY: the current table came from `Table::alloc` (replaced
+        // ones were freed by `rebuild`), and nothing reads it again.
+        drop(unsafe { Box::from_raw(t) });
+        for &e in w.order.iter().filter(|e| !e.is_null()) {
+            // SAFETY: each live entry came from `Box::into_raw` in
+            // `insert`, is listed once, and no table that points to it
+            // survives.
+            drop(unsafe { Box::from_raw(e) }.into_inner());
         }
     }
 }

@@ -28,7 +28,14 @@
 
 use crate::primitive::hint::spin_loop;
 use crate::primitive::sync::atomic::{fence, AtomicUsize, Ordering};
+use crate::primitive::sync::{lock, Mutex};
 use crossbeam_utils::CachePadded;
+
+crate::primitive::global! {
+    /// One grace period at a time: two waits flipping the phase together
+    /// could each flip it twice and never wait on the other phase.
+    static WAITS: Mutex<()> = Mutex::new(());
+}
 
 /// Counters per phase (a power of two): threads spread over them so that
 /// pinned reads on different threads do not share a line.
@@ -99,9 +106,11 @@ impl Drop for Pin {
 }
 
 /// Waits until every section pinned before this call has ended. Call it
-/// after unlinking a table (no new section can reach it), before freeing.
-/// One grace period at a time: the callers hold the merge lock.
+/// after unlinking a table (no new section can reach it), before freeing,
+/// and never from inside a pinned section (it would wait for itself), nor
+/// holding a lock that a pinned section may wait for.
 pub(crate) fn wait() {
+    let _one = lock(&WAITS);
     let readers: &'static Readers = &READERS;
     fence(Ordering::SeqCst);
     for _ in 0..2 {
