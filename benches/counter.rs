@@ -18,7 +18,8 @@
 //! (the `Counter`s: one after `split(2)`, one left to grow on
 //! contention), 2 pinned threads are spawned, released together, and add
 //! for 1 ms by their own clocks, looked at every 1,024 adds, in the same
-//! loop for every subject. 200 windows (`SHARDCOUNT_WINDOWS`), canaries
+//! loop for every subject. 200 windows (`SHARDCOUNT_WINDOWS`; their
+//! length: `SHARDCOUNT_WINDOW_US`, to compare longer runs), canaries
 //! around each subject's window as in the paired figures; a second table
 //! gives each thread's first 1,024 adds alone. After the tables it prints
 //! where the `Counter`s' adds landed: whether each thread's adds all
@@ -83,8 +84,16 @@ fn criterion_benches(c: &mut Criterion) {
 criterion_group!(benches, criterion_benches);
 
 /// Issue 31's window: "2 threads start at >= 0.95 of the ideal stripe
-/// from their first millisecond".
-const WINDOW: Duration = Duration::from_millis(1);
+/// from their first millisecond". `SHARDCOUNT_WINDOW_US` sets another,
+/// to compare the same loop over longer runs.
+fn window() -> Duration {
+    let us = std::env::var("SHARDCOUNT_WINDOW_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&us| us > 0)
+        .unwrap_or(1000);
+    Duration::from_micros(us)
+}
 
 /// Windows per subject, unless `SHARDCOUNT_WINDOWS` says otherwise.
 const WINDOWS: usize = 200;
@@ -207,11 +216,16 @@ fn paired_report() {
     const UNSPLIT: &str = "Counter, grows on contention";
     let split_rows = RefCell::new(Rows::default());
     let unsplit_rows = RefCell::new(Rows::default());
+    let window = window();
     s.run_windows(
         WindowFigure::new(
-            "first millisecond, 2 threads (issue 31): fresh Counter throughput vs the ideal stripe",
+            format!(
+                "first millisecond, 2 threads (issue 31; windows of {} us): \
+                 fresh Counter throughput vs the ideal stripe",
+                window.as_micros()
+            ),
             2,
-            WINDOW,
+            window,
             WINDOWS,
         )
         .reference(Stripe::NAME, |w| window_adds_fresh::<Stripe>(2, w))
