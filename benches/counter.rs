@@ -1,6 +1,8 @@
 //! `Counter` against its references: 1-thread `add` cost against a bare
 //! `fetch_add`, 2-thread throughput as a fraction of the ideal stripe (and
-//! against fast-counter), idle `sum` cost against a `load`.
+//! against fast-counter), idle `sum` cost against a `load`, and (issue 31)
+//! the first millisecond of 2 threads on a fresh `Counter` after
+//! `split(2)` against the ideal stripe.
 //!
 //! Criterion reports each side; then a paired section (see
 //! `shardcount_harness::measure::Session`) measures every subject in the same
@@ -8,12 +10,35 @@
 //! what survives this host's noisy phases. `SHARDCOUNT_PAIRED=skip` skips
 //! it, `=only` runs only it; `SHARDCOUNT_REPS` sets its repetitions
 //! (default 9); `SHARDCOUNT_ONLY=<substring>` picks figures by title.
+//!
+//! The first-millisecond figure (`SHARDCOUNT_ONLY="first millisecond"`,
+//! issue 31's goal: ">= 0.95 of the ideal stripe from the first
+//! millisecond") is made of short windows, not sized runs
+//! (`measure::run_window`): per repetition, each subject is made afresh
+//! (the `Counter`s: one after `split(2)`, one left to grow on
+//! contention), 2 pinned threads are spawned, released together, and add
+//! for 1 ms by their own clocks, looked at every 1,024 adds, in the same
+//! loop for every subject. 200 windows (`SHARDCOUNT_WINDOWS`; their
+//! length: `SHARDCOUNT_WINDOW_US`, to compare longer runs), canaries
+//! around each subject's window as in the paired figures; a second table
+//! gives each thread's first 1,024 adds alone. After the tables it prints
+//! where the `Counter`s' adds landed: whether each thread's adds all
+//! went to a row of its own, and the share that went to the base word.
+//!
+//! Without cross-crate LTO, as users build:
+//! `CARGO_PROFILE_BENCH_LTO=false CARGO_PROFILE_BENCH_CODEGEN_UNITS=16 cargo bench --bench counter`.
 
 use criterion::{criterion_group, Criterion};
+use crossbeam_utils::CachePadded;
 use shardcount::Counter;
-use shardcount_harness::measure::{bench_main, Figure, Ratio, Session};
-use shardcount_harness::subjects::{time_adds, time_adds_fresh, time_reads, Stripe, Subject};
+use shardcount_harness::measure::{bench_main, median, Did, Figure, Ratio, Session, WindowFigure};
+use shardcount_harness::subjects::{
+    time_adds, time_adds_fresh, time_reads, window_adds, window_adds_fresh, Stripe, Subject,
+    TlLimit,
+};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 type FastCounter = shardcount_harness::peers::fast_counter::ConcurrentCounter;
 type Contatori = shardcount_harness::peers::contatori::counters::unsigned::Unsigned;
@@ -57,6 +82,91 @@ fn criterion_benches(c: &mut Criterion) {
 }
 
 criterion_group!(benches, criterion_benches);
+
+/// Issue 31's window: "2 threads start at >= 0.95 of the ideal stripe
+/// from their first millisecond". `SHARDCOUNT_WINDOW_US` sets another,
+/// to compare the same loop over longer runs.
+fn window() -> Duration {
+    let us = std::env::var("SHARDCOUNT_WINDOW_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&us| us > 0)
+        .unwrap_or(1000);
+    Duration::from_micros(us)
+}
+
+/// Windows per subject, unless `SHARDCOUNT_WINDOWS` says otherwise.
+const WINDOWS: usize = 200;
+
+/// What a `Counter`'s rows held after each of its windows.
+#[derive(Default)]
+struct Rows {
+    windows: usize,
+    /// Windows after which the counter had a table of 2 or more shards.
+    sharded: usize,
+    /// Windows in which the base word got nothing and each thread's adds
+    /// are exactly one row's count: every add, the first included, landed
+    /// on a row that thread owned.
+    all_owned: usize,
+    /// Per window, the share of the adds that went to the base word.
+    base_share: Vec<f64>,
+    /// The first few windows of a split counter in which some add did not
+    /// land on its thread's own row: the base and rows, the adds.
+    odd: Vec<String>,
+}
+
+impl Rows {
+    fn report(&mut self, name: &str) {
+        if self.windows == 0 {
+            return;
+        }
+        println!(
+            "  {name}: sharded after {}/{} windows; every add on its thread's own row in {}/{}; \
+             share of adds on the base word, median {:.4} (max {:.4})",
+            self.sharded,
+            self.windows,
+            self.all_owned,
+            self.windows,
+            median(&mut self.base_share),
+            self.base_share.last().copied().unwrap_or(0.0),
+        );
+        for o in &self.odd {
+            println!("    not all on own rows: {o}");
+        }
+    }
+}
+
+/// One window of 2 threads on a fresh `Counter`, split to 2 shards first
+/// when `split`; notes in `rows` where the adds landed.
+fn counter_window(split: bool, rows: &RefCell<Rows>, window: Duration) -> Vec<Did> {
+    let c = CachePadded::new(Counter::new());
+    if split {
+        assert_eq!(c.split(2), 2, "split(2)");
+    }
+    let did = window_adds(&*c, 2, window);
+    let values = c.shard_values();
+    let mut owned = values[1..].to_vec();
+    let mut adds: Vec<u64> = did.iter().map(|d| d.adds).collect();
+    owned.sort_unstable();
+    adds.sort_unstable();
+    let mut r = rows.borrow_mut();
+    r.windows += 1;
+    r.sharded += usize::from(c.shards() >= 2);
+    r.all_owned += usize::from(values[0] == 0 && owned == adds);
+    if split && !(values[0] == 0 && owned == adds) && r.odd.len() < 5 {
+        // Did the threads run together? (The figure sets aside windows
+        // whose threads did not; these rows are noted all the same.)
+        let start = did.iter().map(|d| d.start).max().expect("2 threads");
+        let end = did.iter().map(|d| d.start + d.elapsed).min();
+        let together = end.expect("2 threads").saturating_duration_since(start);
+        r.odd.push(format!(
+            "base and rows {values:?}, adds {adds:?}, threads together {:.0} us",
+            together.as_secs_f64() * 1e6
+        ));
+    }
+    r.base_share.push(values[0] as f64 / c.sum() as f64);
+    did
+}
 
 fn paired_report() {
     let mut s = Session::new("counter", 9);
@@ -102,7 +212,36 @@ fn paired_report() {
             .vs("Counter::sum", |n| time_reads(&c, n, 7, Counter::sum)),
     );
 
+    const SPLIT: &str = "Counter after split(2)";
+    const UNSPLIT: &str = "Counter, grows on contention";
+    let split_rows = RefCell::new(Rows::default());
+    let unsplit_rows = RefCell::new(Rows::default());
+    let window = window();
+    s.run_windows(
+        WindowFigure::new(
+            format!(
+                "first millisecond, 2 threads (issue 31; windows of {} us): \
+                 fresh Counter throughput vs the ideal stripe",
+                window.as_micros()
+            ),
+            2,
+            window,
+            WINDOWS,
+        )
+        .reference(Stripe::NAME, |w| window_adds_fresh::<Stripe>(2, w))
+        .vs(SPLIT, |w| counter_window(true, &split_rows, w))
+        .vs(UNSPLIT, |w| counter_window(false, &unsplit_rows, w))
+        .vs(TlLimit::NAME, |w| window_adds_fresh::<TlLimit>(2, w))
+        .vs("AtomicU64 (shared)", |w| {
+            window_adds_fresh::<AtomicU64>(2, w)
+        })
+        .compare(SPLIT, TlLimit::NAME)
+        .compare(UNSPLIT, SPLIT),
+    );
+
     s.finish();
+    split_rows.into_inner().report(SPLIT);
+    unsplit_rows.into_inner().report(UNSPLIT);
 }
 
 fn main() {

@@ -118,6 +118,89 @@ where
     last - first
 }
 
+/// Adds between two looks at the clock in a [`run_window`] loop. A look
+/// (an `Instant::now`, 33 ns on the Intel host, `tsc` clock source) is the
+/// same for every subject, and a small share of a chunk: 0.7% of 1,024
+/// locked adds on a thread's own line (4.4 ns each), 2% of 1,024 owned-row
+/// adds (1.5 ns), 11% of 1,024 thread-local `Cell` adds (0.3 ns).
+pub const WINDOW_CHUNK: u64 = 1024;
+
+/// What one thread did in a [`run_window`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Did {
+    /// When the thread was released.
+    pub start: Instant,
+    /// Adds made: whole chunks of [`WINDOW_CHUNK`].
+    pub adds: u64,
+    /// The time they took, from the release: at least the window.
+    pub elapsed: Duration,
+    /// The time the first chunk took (the clock is looked at after each
+    /// chunk anyway, so noting this one changes nothing in the loop).
+    pub first: Duration,
+}
+
+/// `add` in a tight loop on `threads` pinned threads released together,
+/// each for `window` by its own clock, looked at every [`WINDOW_CHUNK`]
+/// adds; returns what each thread did.
+///
+/// The threads meet at a barrier, then spin until all have arrived (when
+/// each has a core of its own), so that they start together: a barrier
+/// alone releases its waiters through futex wake-ups, which can leave one
+/// thread adding alone for microseconds, a share of a millisecond that
+/// matters to a counter that must first see contention.
+pub fn run_window<F>(threads: usize, window: Duration, add: F) -> Vec<Did>
+where
+    F: Fn() + Sync,
+{
+    // Read the core list here, on the unpinned spawning thread.
+    let spin = threads <= cores();
+    let barrier = Barrier::new(threads);
+    let arrived = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (barrier, arrived, add) = (&barrier, &arrived, &add);
+                s.spawn(move || {
+                    pin(t);
+                    barrier.wait();
+                    if spin {
+                        use std::sync::atomic::Ordering;
+                        // Relaxed: a count of arrivals; nothing is published.
+                        arrived.fetch_add(1, Ordering::Relaxed);
+                        while arrived.load(Ordering::Relaxed) < threads {
+                            std::hint::spin_loop();
+                        }
+                    }
+                    let start = Instant::now();
+                    let mut adds = 0;
+                    let mut first = None;
+                    loop {
+                        for _ in 0..WINDOW_CHUNK {
+                            add();
+                            opaque();
+                        }
+                        adds += WINDOW_CHUNK;
+                        let elapsed = start.elapsed();
+                        let first = *first.get_or_insert(elapsed);
+                        if elapsed >= window {
+                            return Did {
+                                start,
+                                adds,
+                                elapsed,
+                                first,
+                            };
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("measuring thread panicked"))
+            .collect()
+    })
+}
+
 /// Iterations of the canary's empty loop: a few milliseconds on these hosts.
 const CANARY_ITERS: u64 = 10_000_000;
 
@@ -298,6 +381,100 @@ impl<'a> Figure<'a> {
     }
 }
 
+/// A figure of short fixed windows (the first millisecond of a burst):
+/// each subject runs once per repetition on fresh state for `window`, and
+/// its throughput is the adds its threads made over the time they took.
+/// Build it like a [`Figure`], then hand it to [`Session::run_windows`].
+pub struct WindowFigure<'a> {
+    title: String,
+    threads: usize,
+    window: Duration,
+    windows: usize,
+    /// Each subject: its name and a run over one window, which makes the
+    /// subject afresh, calls [`run_window`], checks the count and returns
+    /// what [`run_window`] did.
+    entries: Vec<(String, WindowRun<'a>)>,
+    pairs: Vec<(String, String)>,
+}
+
+/// One window of one subject: what each of its threads did.
+type WindowRun<'a> = Box<dyn FnMut(Duration) -> Vec<Did> + 'a>;
+
+impl<'a> WindowFigure<'a> {
+    /// An empty figure of `windows` repetitions (`SHARDCOUNT_WINDOWS`
+    /// overrides it) of `window` each on `threads` threads.
+    pub fn new(title: impl Into<String>, threads: usize, window: Duration, windows: usize) -> Self {
+        let windows = std::env::var("SHARDCOUNT_WINDOWS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(windows);
+        WindowFigure {
+            title: title.into(),
+            threads,
+            window,
+            windows,
+            entries: Vec::new(),
+            pairs: Vec::new(),
+        }
+    }
+
+    /// Sets the reference. `run(window)` makes the subject afresh, runs it
+    /// through [`run_window`] for `window`, checks the count and returns
+    /// what each thread did.
+    pub fn reference(
+        mut self,
+        name: impl Into<String>,
+        run: impl FnMut(Duration) -> Vec<Did> + 'a,
+    ) -> Self {
+        assert!(self.entries.is_empty(), "the reference comes first");
+        self.entries.push((name.into(), Box::new(run)));
+        self
+    }
+
+    /// Adds a subject, measured like the reference.
+    pub fn vs(
+        mut self,
+        name: impl Into<String>,
+        run: impl FnMut(Duration) -> Vec<Did> + 'a,
+    ) -> Self {
+        assert!(!self.entries.is_empty(), "set the reference first");
+        self.entries.push((name.into(), Box::new(run)));
+        self
+    }
+
+    /// Also prints subject `a` against subject `b`, as [`Figure::compare`].
+    pub fn compare(mut self, a: &str, b: &str) -> Self {
+        for name in [a, b] {
+            assert!(
+                self.entries.iter().any(|e| e.0 == name),
+                "compare: no subject {name:?} in {:?}",
+                self.title
+            );
+        }
+        self.pairs.push((a.to_string(), b.to_string()));
+        self
+    }
+}
+
+/// A window whose threads ran together for less than this share of the
+/// shorter thread's time is set aside: one thread was held up (a vCPU
+/// taken away), so for part of it the other ran alone.
+pub const WINDOW_TOGETHER: f64 = 0.9;
+
+/// The share of the shortest thread's time that all of `did`'s threads
+/// ran together (1: all the time).
+fn together(did: &[Did]) -> f64 {
+    let start = did.iter().map(|d| d.start).max().expect("threads");
+    let end = did
+        .iter()
+        .map(|d| d.start + d.elapsed)
+        .min()
+        .expect("threads");
+    let shortest = did.iter().map(|d| d.elapsed).min().expect("threads");
+    end.saturating_duration_since(start).as_secs_f64() / shortest.as_secs_f64()
+}
+
 /// A measured figure, kept until the session prints.
 struct Measured {
     title: String,
@@ -309,6 +486,9 @@ struct Measured {
     per_op: Vec<Vec<f64>>,
     /// Per repetition: the slowest canary around it.
     canary: Vec<f64>,
+    /// Per repetition: set aside apart from its canary (a window whose
+    /// threads did not run together: [`WINDOW_TOGETHER`]).
+    apart: Vec<bool>,
     /// The shortest single run of any subject, to show that runs were long.
     shortest: Duration,
 }
@@ -327,6 +507,8 @@ pub struct Session {
     target: Duration,
     fastest_canary: f64,
     measured: Vec<Measured>,
+    /// Whether any figure was a [`WindowFigure`] (the header says so).
+    windowed: bool,
 }
 
 /// Probe runs grow until one takes at least this long.
@@ -357,6 +539,7 @@ impl Session {
             target: Duration::from_millis(200),
             fastest_canary: f64::INFINITY,
             measured: Vec::new(),
+            windowed: false,
         }
     }
 
@@ -414,8 +597,92 @@ impl Session {
             ratio: figure.ratio,
             names: figure.entries.into_iter().map(|e| e.name).collect(),
             pairs: figure.pairs,
+            apart: vec![false; canaries.len()],
             per_op,
             canary: canaries,
+            shortest,
+        });
+    }
+
+    /// Measures a [`WindowFigure`]: per repetition, every subject once for
+    /// one window, alternating the order, with a canary before the first
+    /// and after each one, as [`run`](Session::run). A window's time per
+    /// operation is the figure's threads over the summed throughput of its
+    /// threads (each thread's adds over its own time), so Mops/s is the
+    /// total rate. Nothing is sized or warmed up: the first repetitions'
+    /// windows are the process's first, and are kept.
+    ///
+    /// Two tables come of it: the whole windows, and the first
+    /// [`WINDOW_CHUNK`] adds of each thread (first-use slow paths show
+    /// there, if anywhere).
+    pub fn run_windows(&mut self, mut figure: WindowFigure<'_>) {
+        if !self.wants(&figure.title) {
+            return;
+        }
+        assert!(!figure.entries.is_empty(), "a figure needs a reference");
+        let threads = figure.threads;
+        eprintln!("windows: {} ...", figure.title);
+        self.windowed = true;
+        let k = figure.entries.len();
+        let mut per_op = Vec::with_capacity(figure.windows);
+        let mut first_per_op = Vec::with_capacity(figure.windows);
+        let mut canaries = Vec::with_capacity(figure.windows);
+        let mut apart = Vec::with_capacity(figure.windows);
+        let (mut shortest, mut shortest_first) = (Duration::MAX, Duration::MAX);
+        // Threads over the summed rates: seconds per op per thread.
+        let per = |rate: f64| threads as f64 / rate;
+        for rep in 0..figure.windows {
+            let (mut times, mut first_times) = (vec![0.0; k], vec![0.0; k]);
+            let mut alone = false;
+            let mut slowest = self.note_canary(canary(threads));
+            for j in 0..k {
+                let i = if rep % 2 == 0 { j } else { k - 1 - j };
+                let did = (figure.entries[i].1)(figure.window);
+                assert_eq!(did.len(), threads, "one result per thread");
+                let rate = |t: &dyn Fn(&Did) -> (u64, Duration)| -> f64 {
+                    did.iter()
+                        .map(t)
+                        .map(|(adds, t)| adds as f64 / t.as_secs_f64())
+                        .sum()
+                };
+                times[i] = per(rate(&|d| (d.adds, d.elapsed)));
+                first_times[i] = per(rate(&|d| (WINDOW_CHUNK, d.first)));
+                alone |= together(&did) < WINDOW_TOGETHER;
+                for d in &did {
+                    shortest = shortest.min(d.elapsed);
+                    shortest_first = shortest_first.min(d.first);
+                }
+                slowest = slowest.max(self.note_canary(canary(threads)));
+            }
+            per_op.push(times);
+            first_per_op.push(first_times);
+            canaries.push(slowest);
+            apart.push(alone);
+        }
+        let names: Vec<String> = figure.entries.into_iter().map(|e| e.0).collect();
+        self.measured.push(Measured {
+            title: format!(
+                "{}: the first {WINDOW_CHUNK} adds of each thread",
+                figure.title
+            ),
+            threads,
+            ratio: Ratio::Throughput,
+            names: names.clone(),
+            pairs: figure.pairs.clone(),
+            per_op: first_per_op,
+            canary: canaries.clone(),
+            apart: apart.clone(),
+            shortest: shortest_first,
+        });
+        self.measured.push(Measured {
+            title: figure.title,
+            threads,
+            ratio: Ratio::Throughput,
+            names,
+            pairs: figure.pairs,
+            per_op,
+            canary: canaries,
+            apart,
             shortest,
         });
     }
@@ -440,7 +707,7 @@ impl Session {
             return;
         }
         println!(
-            "\npaired section ({}) on {}, {} core(s): {} repetition(s) per figure, \
+            "\npaired section ({}) on {}, {} core(s): {} repetition(s) per figure{}, \
              subjects in alternating order, ratios taken within a repetition; \
              median (min..max) over the repetitions kept. Canary: {CANARY_ITERS} \
              empty iterations on each measuring core, fastest {:.2} ms; a repetition \
@@ -449,6 +716,11 @@ impl Session {
             cpu_model(),
             cores(),
             self.reps,
+            if self.windowed {
+                " (windowed ones: as many windows as their tables say)"
+            } else {
+                ""
+            },
             self.fastest_canary * 1e3,
         );
         for m in &self.measured {
@@ -489,7 +761,7 @@ impl Measured {
         use std::fmt::Write;
         let reps = self.per_op.len();
         let mut kept: Vec<usize> = (0..reps)
-            .filter(|&r| self.canary[r] <= canary_limit)
+            .filter(|&r| self.canary[r] <= canary_limit && !self.apart[r])
             .collect();
         let none_kept = kept.is_empty();
         if none_kept {
@@ -513,16 +785,23 @@ impl Measured {
         };
         let _ = writeln!(
             s,
-            "\n{} [{} thread(s){over}; kept {}/{reps}{}; runs >= {:.0} ms]",
+            "\n{} [{} thread(s){over}; kept {}/{reps}{}{}; runs >= {}]",
             self.title,
             self.threads,
             if none_kept { 0 } else { kept.len() },
+            match self.apart.iter().filter(|&&a| a).count() {
+                0 => String::new(),
+                n => format!(
+                    " ({n} set aside as their threads ran together < {:.0}% of a window)",
+                    WINDOW_TOGETHER * 100.0
+                ),
+            },
             if none_kept {
                 ", all busy: every repetition used"
             } else {
                 ""
             },
-            self.shortest.as_secs_f64() * 1e3,
+            short_duration(self.shortest),
         );
         let head = match self.ratio {
             Ratio::Cost => "cost vs ref",
@@ -585,6 +864,16 @@ impl Measured {
     }
 }
 
+/// A run's length as the tables print it: whole milliseconds for sized
+/// runs, microseconds with a decimal for windows and their first chunks.
+fn short_duration(t: Duration) -> String {
+    if t >= Duration::from_millis(10) {
+        format!("{:.0} ms", t.as_secs_f64() * 1e3)
+    } else {
+        format!("{:.1} us", t.as_secs_f64() * 1e6)
+    }
+}
+
 /// The CPU model from `/proc/cpuinfo` (the notes ask to name the host next
 /// to every figure), or "unknown CPU".
 pub fn cpu_model() -> String {
@@ -611,6 +900,7 @@ mod tests {
             names: vec!["ref".into(), "x".into()],
             pairs: Vec::new(),
             per_op,
+            apart: vec![false; canary.len()],
             canary,
             shortest: Duration::from_millis(150),
         }
@@ -636,6 +926,31 @@ mod tests {
         let t = m.table(1.5);
         assert!(t.contains("kept 0/1, all busy"), "{t}");
         assert!(t.contains(" 0.250  0.250..0.250"), "{t}");
+    }
+
+    #[test]
+    fn windows_whose_threads_ran_apart_are_set_aside() {
+        let t0 = Instant::now();
+        let us = Duration::from_micros;
+        let did = |start: u64, elapsed: u64| Did {
+            start: t0 + us(start),
+            adds: WINDOW_CHUNK,
+            elapsed: us(elapsed),
+            first: us(1),
+        };
+        assert_eq!(together(&[did(0, 1000), did(0, 1000)]), 1.0);
+        assert_eq!(together(&[did(0, 1000), did(500, 1000)]), 0.5);
+        // The second started after the first had finished.
+        assert_eq!(together(&[did(0, 1000), did(1500, 1000)]), 0.0);
+        let mut m = measured(
+            Ratio::Throughput,
+            vec![vec![1.0, 2.0], vec![1.0, 4.0]],
+            vec![1.0, 1.0],
+        );
+        m.apart = vec![false, true];
+        let t = m.table(1.5);
+        assert!(t.contains("kept 1/2 (1 set aside"), "{t}");
+        assert!(t.contains(" 0.500  0.500..0.500"), "{t}");
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //!   exit by a separate guard. The floor of any counter that loses nothing
 //!   when a thread exits.
 
-use crate::measure::{escape, opaque, run_threads};
+use crate::measure::{escape, opaque, run_threads, run_window, Did};
 use crossbeam_utils::CachePadded;
 use shardcount::{Counter, RoughCounter};
 use std::cell::Cell;
@@ -489,6 +489,27 @@ pub fn time_adds_fresh<S: Subject>(threads: usize, per_thread: u64) -> Duration 
     time_adds(&*CachePadded::new(S::new()), threads, per_thread)
 }
 
+/// One window of adds to `s` on each of `threads` threads released
+/// together ([`run_window`]); checks that the total grew by exactly the
+/// adds made and returns what each thread did.
+pub fn window_adds<S: Subject>(s: &S, threads: usize, window: Duration) -> Vec<Did> {
+    let s = escape(s);
+    let before = s.total();
+    let did = run_window(threads, window, || s.add_one());
+    assert_eq!(
+        s.total().wrapping_sub(before),
+        did.iter().map(|d| d.adds).sum::<u64>(),
+        "{} at {threads} thread(s): lost or extra counts",
+        S::NAME
+    );
+    did
+}
+
+/// [`window_adds`] on a fresh, cache-padded counter.
+pub fn window_adds_fresh<S: Subject>(threads: usize, window: Duration) -> Vec<Did> {
+    window_adds(&*CachePadded::new(S::new()), threads, window)
+}
+
 /// `iters` calls of `read(x)` on the calling thread, each expected to return
 /// `expect` (an idle counter); `x`'s address escapes first, and the results
 /// are summed and checked, so that no read can be hoisted or elided.
@@ -532,6 +553,26 @@ mod tests {
         // left in this test thread's cell would fold into the sink when the
         // thread exits, inside another test's window.
         std::thread::spawn(|| for_each(&mut V)).join().unwrap();
+    }
+
+    /// A window counts exactly (`window_adds` asserts it), makes whole
+    /// chunks, and lasts at least its length on every thread.
+    #[test]
+    fn windows_count_exactly_and_last_the_window() {
+        let window = Duration::from_micros(200);
+        let c = Counter::new();
+        c.split(2);
+        for did in [
+            window_adds(&c, 2, window),
+            window_adds_fresh::<Stripe>(2, window),
+        ] {
+            assert_eq!(did.len(), 2);
+            for d in did {
+                assert!(d.adds >= crate::measure::WINDOW_CHUNK);
+                assert_eq!(d.adds % crate::measure::WINDOW_CHUNK, 0);
+                assert!(d.elapsed >= window && d.first <= d.elapsed);
+            }
+        }
     }
 
     /// The limit's counts survive thread exit, and a new window starts at
