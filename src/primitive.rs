@@ -14,12 +14,12 @@ pub(crate) mod sync {
     pub mod atomic {
         #[cfg(shardcount_loom)]
         pub use loom::sync::atomic::{
-            fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+            fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
         };
         pub use std::sync::atomic::Ordering;
         #[cfg(not(shardcount_loom))]
         pub use std::sync::atomic::{
-            fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+            fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
         };
     }
 

@@ -528,3 +528,132 @@ fn publish_renders_both_labels_of_a_labelled_counter() {
         40_000
     );
 }
+
+/// A layer folding every millisecond that evicts keys idle for 1 ms.
+fn evicting() -> ShardedLayer {
+    ShardedLayer::new()
+        .with_interval(Duration::from_millis(1))
+        .evict_idle_after(Duration::from_millis(1))
+}
+
+/// Waits (up to a generous deadline, never asserting on time) until the
+/// recorder holds `keys` keys.
+fn wait_for_keys<R>(recorder: &ShardedRecorder<R>, keys: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while recorder.keys() != keys {
+        assert!(
+            Instant::now() < deadline,
+            "keys stayed at {} (waiting for {keys})",
+            recorder.keys()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Keys that go idle are evicted (the layer's key count drops to 0) and
+/// their totals are in the exporter; counting a key again registers it
+/// again, and its series carries on from its total.
+#[test]
+fn idle_keys_are_evicted_and_the_exporter_stays_exact() {
+    for layer in [evicting(), evicting().rough()] {
+        let (recorder, render) = layered_with(layer);
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let recorder = &recorder;
+                s.spawn(move || {
+                    metrics::with_local_recorder(recorder, || {
+                        for user in 0..50u64 {
+                            let user = format!("u{user}");
+                            metrics::counter!("visits", "user" => user).increment(t + 1);
+                        }
+                    });
+                });
+            }
+        });
+        wait_for_keys(&recorder, 0);
+        let text = render.render();
+        for user in 0..50 {
+            assert_eq!(count(&text, &format!("visits{{user=\"u{user}\"}}")), 3);
+        }
+        metrics::with_local_recorder(&recorder, || {
+            metrics::counter!("visits", "user" => "u7").increment(10)
+        });
+        recorder.flush();
+        assert_eq!(count(&render.render(), "visits{user=\"u7\"}"), 13);
+        wait_for_keys(&recorder, 0);
+        assert_eq!(count(&render.render(), "visits{user=\"u7\"}"), 13);
+    }
+}
+
+/// Two threads count one key through `counter!` in bursts; between
+/// bursts they either wait until the key is evicted (so the next burst
+/// starts on an evicted handle in each cache) or pause briefly (so an
+/// eviction may race the next burst). The exported total ends exact.
+#[test]
+fn evictions_racing_bursts_and_pauses_lose_nothing() {
+    const ROUNDS: u64 = 20;
+    const BURST: u64 = 2_000;
+    for layer in [evicting(), evicting().rough()] {
+        let (recorder, render) = layered_with(layer);
+        let both = Barrier::new(2);
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let (recorder, both) = (&recorder, &both);
+                s.spawn(move || {
+                    metrics::with_local_recorder(recorder, || {
+                        for round in 0..ROUNDS {
+                            for i in 0..BURST {
+                                metrics::counter!("bursty").increment(1);
+                                if i % 500 == 0 {
+                                    std::thread::yield_now();
+                                }
+                            }
+                            if round % 2 == 0 {
+                                both.wait();
+                                wait_for_keys(recorder, 0);
+                                both.wait();
+                            } else {
+                                std::thread::sleep(Duration::from_micros(500 * (t + round % 3)));
+                            }
+                        }
+                    });
+                });
+            }
+        });
+        recorder.flush();
+        assert_eq!(count(&render.render(), "bursty"), 2 * ROUNDS * BURST);
+    }
+}
+
+/// A handle kept outside the layer keeps its key from eviction, and keeps
+/// counting exactly, from its thread and others; once dropped, the key
+/// goes, its total in the exporter.
+#[test]
+fn a_kept_handle_counts_exactly_across_idle_time() {
+    for layer in [evicting(), evicting().rough()] {
+        let (recorder, render) = layered_with(layer);
+        let kept = metrics::with_local_recorder(&recorder, || {
+            metrics::counter!("other").increment(1);
+            metrics::counter!("kept")
+        });
+        kept.increment(1);
+        // The other key goes; the kept one stays, however long it idles.
+        wait_for_keys(&recorder, 1);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(recorder.keys(), 1, "a key with a kept handle was evicted");
+        std::thread::scope(|s| {
+            let sent = kept.clone();
+            s.spawn(move || (0..PER_THREAD).for_each(|_| sent.increment(1)));
+            (0..PER_THREAD).for_each(|_| kept.increment(2));
+        });
+        recorder.flush();
+        assert_eq!(count(&render.render(), "kept"), 1 + 3 * PER_THREAD);
+        drop(kept);
+        wait_for_keys(&recorder, 0);
+        metrics::with_local_recorder(&recorder, || metrics::counter!("kept").increment(5));
+        recorder.flush();
+        let text = render.render();
+        assert_eq!(count(&text, "kept"), 6 + 3 * PER_THREAD, "{text}");
+        assert_eq!(count(&text, "other"), 1, "{text}");
+    }
+}

@@ -31,15 +31,23 @@
 //!   counter every interval, so nothing is lost or counted twice: a
 //!   `Counter`'s delta is what [`Counter::take`] returns; a `RoughCounter`'s
 //!   is its exact [`sum`](RoughCounter::sum) minus the sum folded last time;
-//!   each thread's handle adds its word's growth since the last fold. A
-//!   thread's handles are let go of at its exit, after one more fold, so
-//!   memory follows the threads alive (128 bytes per thread and key);
+//!   each thread's handle adds its word's growth since the last fold.
 //!   [`ShardedRecorder::flush`] (or a [`FlushHandle`]) does the same on
 //!   demand and so does dropping the recorder. After a flush that follows
 //!   every increment, the exporter's counts are exact;
+//! * memory: 128 bytes per thread and key the thread has counted, let go
+//!   of at the thread's exit (after one more fold), plus the key's counter.
+//!   By default a key stays until the recorder is dropped, so memory
+//!   follows the threads alive times the keys ever seen. With
+//!   [`ShardedLayer::evict_idle_after`], a key no fold has seen move for
+//!   that long (and for which no handle is kept outside the layer) is
+//!   folded one last time and taken out; each thread lets go of its handle
+//!   at its next `counter!` call or its exit, and the key's memory goes
+//!   with the last handle, so memory follows the keys in use. Nothing is
+//!   lost or counted twice, and a key counted again is registered again;
 //! * each histogram key gets one sharded [`Histogram`](crate::Histogram)
 //!   (see below), folded into the inner recorder's histogram on the same
-//!   interval and flushes;
+//!   interval and flushes, and evicted as counter keys are;
 //! * gauges and descriptions go straight to the inner recorder.
 //!
 //! ```
@@ -129,12 +137,13 @@
 
 // Protocol (maintainers' notes, not public docs).
 //
-// No atomics of its own beyond the counters': locks order everything.
+// Locks order everything, beyond the counters' own atomics, the owned
+// handles' words (below) and eviction's flag and count (last section).
 //
 // * `Shared::entries: Mutex<map>` maps each key to its `Entry` (the
 //   shardcount counter, the inner recorder's counter handle and a fold
-//   lock). Registration inserts; nothing removes until the recorder goes.
-// * `Entry::fold: Mutex<u64>` is held while a key's delta is taken and
+//   lock). Registration inserts; only eviction removes (below).
+// * `Entry::fold: Mutex<Folded>` is held while a key's delta is taken and
 //   handed to the inner counter (`take`, or `sum` less the sum folded
 //   before, then `increment`), and while `absolute` does that and then
 //   calls the inner `absolute`. It holds the sum folded so far (used by
@@ -166,13 +175,72 @@
 //   list. Later increments, by anyone, go to the entry.
 // * Entry and Local point at each other; dropping the recorder clears the
 //   lists after its last flush, so both are freed.
+//
+// Eviction (`ShardedLayer::evict_idle_after`; off by default). Counts never
+// depend on a handle noticing it: an evicted entry is folded until nothing
+// but the pass can reach it. The atomics below only decide when memory is
+// let go of.
+//
+// * `Folded::moved` (under the fold lock) is set by a fold that moved a
+//   delta; the background pass clears it and stamps `Folded::active_at`.
+// * `Shared::evict` (the pass, after its folds): under the map lock, for
+//   each entry whose fold lock it gets at once (`try_lock`: a fold in
+//   progress may be calling an inner recorder that registers through the
+//   facade) with `moved` clear, `active_at` at least the idle time ago and
+//   no reference outside the layer (`Entry::reachable`, a heuristic on
+//   strong counts, for kept handles' speed only), stores
+//   `Entry::evicted = true` (Relaxed), removes it from the map and pushes
+//   it to `Shared::evicted`, all under the three locks. Then, once per
+//   pass that evicted, `Shared::evictions.fetch_add(1, Release)`.
+// * `Entry::evicted`: written once, by that pass, under the entry's fold
+//   lock. Registration (`register_slow`) reads it under the same lock when
+//   it lists a new handle: an entry evicted since the map lookup is not
+//   used (the lookup is retried and makes a new entry), so no handle is
+//   listed in an entry after it left the map. A cache sweep reads it
+//   without a lock (Relaxed), after reading `evictions` with Acquire: that
+//   load pairs with the Release above, so the sweep sees the flag of every
+//   entry evicted by the passes counted. A later eviction moves the count
+//   on, and the thread's next `counter!` (whose hit path compares its
+//   cache's `seen` with a Relaxed load: a stale value only defers the
+//   sweep) takes the slow path and sweeps again. The count is read before
+//   the registration's map lookup, and a new cache starts with that value.
+// * A sweep (by the cache's owner) retires each handle of an evicted entry
+//   (the `retire` protocol above: the Release store of 0 after the owner's
+//   last store to `own`) and lets go of it. The entry's next fold reads
+//   the 0 (Acquire), folds the word's last growth and drops the handle
+//   from its list. A thread that never calls `counter!` again does the
+//   same at its exit.
+// * `Shared::evicted: Mutex<Vec>`: folded on every pass and flush (the
+//   lock held throughout, so a flush waits for a concurrent one's folds),
+//   like the map's entries: increments through a cached handle before its
+//   sweep, through a kept `metrics::Counter` (retired or not), or by a
+//   registration that found the entry just before it left the map all
+//   reach the inner counter. An entry leaves the list when
+//   `Arc::try_unwrap` succeeds: no handle, cache, list or registration
+//   holds it (each `Local` holds its entry, so its handle list is empty
+//   too), and none can again (it is in no map). `try_unwrap` synchronises
+//   with every other reference's drop (their Release decrements, its
+//   Acquire), and each increment through a reference is sequenced before
+//   its drop, so the last fold, on the unwrapped entry, takes everything.
+// * A key counted again after eviction gets a new entry and registers with
+//   the inner recorder again; both entries fold into the inner counter the
+//   recorder hands for the key (the same series for the usual recorders).
+// * Lock order: evicted list, map, fold. `evict` holds the list over the
+//   map's lock, so an entry is in one or the other at every moment and no
+//   flush misses it; it only tries the fold locks. Folds call the inner
+//   recorder under their fold lock (and the list's), never the map's, so
+//   an inner recorder that registers through the facade takes the map's
+//   lock last.
+// * Loom: `loom_models::metrics_evict` models the evicted entry's fold
+//   until unique ownership, racing a cached handle's owner (increment,
+//   sweep, retire) and a kept handle's increments.
 // * `absolute` on a bare counter takes one of 64 process-wide locks, picked
 //   by the counter's address (see `raise_to`).
 
 use crate::contract::{Count, Kind};
 use crate::primitive::const_thread_local;
-use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::primitive::sync::{lock, Arc, Mutex, Weak};
+use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use crate::primitive::sync::{lock, try_lock, Arc, Mutex, Weak};
 use crate::worker::{self, Worker};
 use crate::{Counter, RoughCounter};
 use ::metrics::{
@@ -185,7 +253,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasherDefault;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Keys hash to the hash they carry (`Key` writes exactly one `u64`).
 type KeyMap<V> = HashMap<Key, V, BuildHasherDefault<KeyHasher>>;
@@ -320,6 +388,7 @@ counter_fn! {
 pub struct ShardedLayer {
     interval: Duration,
     rough: bool,
+    evict_idle: Option<Duration>,
 }
 
 impl ShardedLayer {
@@ -354,6 +423,7 @@ impl ShardedLayer {
         ShardedLayer {
             interval: Self::DEFAULT_INTERVAL,
             rough: false,
+            evict_idle: None,
         }
     }
 
@@ -407,6 +477,80 @@ impl ShardedLayer {
             rough: true,
             ..self
         }
+    }
+
+    /// Frees the layer's state for keys nobody counts any more: a key
+    /// whose folds have moved nothing for at least `idle` is folded one
+    /// last time and taken out of the layer. Off by default.
+    ///
+    /// The background thread checks on each pass, so a key goes after
+    /// `idle` rounded up to whole [intervals](Self::with_interval). A key
+    /// is kept while a `metrics::Counter` or `metrics::Histogram` handle
+    /// for it is held outside the layer's own caches (one kept in a struct
+    /// or a `static`, say): such a handle stays on its fast path. Once a
+    /// key is out, the next `counter!` or `histogram!` for it registers it
+    /// again, in the inner recorder too (which hands back the same series:
+    /// the exporter's totals carry on). Each thread that had the key in its
+    /// cache lets go of its handle (and so of its 128 bytes) at its next
+    /// `counter!` call on this recorder, any key, or at its exit; the key's
+    /// counter is freed with the last handle. No increment is lost or
+    /// counted twice on the way: until then, the key is still folded on
+    /// every pass and [flush](ShardedRecorder::flush).
+    ///
+    /// Why off: the inner recorder keeps its own state for every series it
+    /// was handed (the Prometheus exporter until its own `idle_timeout`),
+    /// so this frees only the layer's share, and the two idle times are
+    /// best chosen together; a program with a fixed set of keys gains
+    /// nothing from it. Turn it on when label values come and go (user ids,
+    /// peers, paths), with an idle time well above the longest quiet spell
+    /// a live key has, minutes rather than seconds: a key taken out too
+    /// early only costs a fresh registration (a lock and the inner
+    /// recorder's `register_counter`) when it comes back.
+    ///
+    /// ```
+    /// use metrics_exporter_prometheus::PrometheusBuilder;
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let prometheus = PrometheusBuilder::new().build_recorder();
+    /// let render = prometheus.handle();
+    /// let recorder = ShardedLayer::new()
+    ///     .with_interval(Duration::from_millis(1))
+    ///     .evict_idle_after(Duration::from_millis(5))
+    ///     .wrap(prometheus);
+    /// assert_eq!(recorder.idle_eviction(), Some(Duration::from_millis(5)));
+    /// metrics::with_local_recorder(&recorder, || {
+    ///     metrics::counter!("visits", "user" => "ada").increment(3);
+    /// });
+    /// let deadline = Instant::now() + Duration::from_secs(10);
+    /// while recorder.keys() > 0 && Instant::now() < deadline {
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
+    /// assert_eq!(recorder.keys(), 0); // the layer let go of the key
+    /// assert!(render.render().contains("visits{user=\"ada\"} 3")); // folded first
+    /// ```
+    #[must_use]
+    pub const fn evict_idle_after(self, idle: Duration) -> Self {
+        ShardedLayer {
+            evict_idle: Some(idle),
+            ..self
+        }
+    }
+
+    /// The idle time after which keys are taken out
+    /// ([`evict_idle_after`](Self::evict_idle_after)); `None`, the
+    /// default, keeps every key while the recorder lives.
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    /// use std::time::Duration;
+    /// assert_eq!(ShardedLayer::new().idle_eviction(), None);
+    /// let layer = ShardedLayer::new().evict_idle_after(Duration::from_secs(600));
+    /// assert_eq!(layer.idle_eviction(), Some(Duration::from_secs(600)));
+    /// ```
+    #[must_use]
+    pub fn idle_eviction(&self) -> Option<Duration> {
+        self.evict_idle
     }
 
     /// Puts `inner` under this layer: the same as `Layer::layer`, without
@@ -490,16 +634,34 @@ struct Entry {
     inner: ::metrics::Counter,
     /// Held while a delta moves to `inner` (protocol notes at the top).
     fold: Mutex<Folded>,
+    /// Set once, by the pass that takes the entry out of `Shared::entries`
+    /// (under this entry's `fold` lock); never cleared.
+    evicted: AtomicBool,
 }
 
 /// What an entry has folded so far.
-#[derive(Default)]
 struct Folded {
     /// The `RoughCounter`'s sum at the last fold.
     rough: u64,
     /// The owned handles (see [`Local`]) and each one's word at the last
     /// fold. A retired handle is folded once more, then dropped from here.
     locals: Vec<(Arc<Local>, u64)>,
+    /// A fold moved a delta since the last background pass looked.
+    moved: bool,
+    /// The last background pass that saw a delta moved (or the entry's
+    /// creation): the key's idle time runs from here.
+    active_at: Instant,
+}
+
+impl Folded {
+    fn new() -> Self {
+        Folded {
+            rough: 0,
+            locals: Vec::new(),
+            moved: false,
+            active_at: Instant::now(),
+        }
+    }
 }
 
 impl Entry {
@@ -536,9 +698,36 @@ impl Entry {
             !retired
         });
         if delta != 0 {
+            folded.moved = true;
             self.inner.increment(delta);
         }
         folded
+    }
+
+    /// Whether anything outside the layer may still hold this entry: a
+    /// handle the user kept, or one being handed out or folded right now.
+    /// A heuristic under the `fold` lock, not a guarantee: the strong
+    /// counts move without our locks (a thread clones its cached handle
+    /// with no lock at all). What it gets wrong only keeps a key longer, or
+    /// evicts a key with a handle that then counts into the evicted entry,
+    /// which is folded until the last handle goes (protocol notes).
+    fn reachable(self: &Arc<Self>, folded: &Folded) -> bool {
+        #[cfg(test)]
+        if tests::IGNORE_HANDLES.with(Cell::get) {
+            return false;
+        }
+        // The map's reference, and one per listed handle.
+        Arc::strong_count(self) != 1 + folded.locals.len()
+            || folded.locals.iter().any(|(local, _)| {
+                // The list's reference, and the owner's cache's unless
+                // retired. Relaxed: a stale value only misjudges, as above.
+                let cached = if local.0.owner.load(Ordering::Relaxed) == 0 {
+                    0
+                } else {
+                    local.0.cached.load(Ordering::Relaxed)
+                };
+                Arc::strong_count(local) > 1 + usize::from(cached)
+            })
     }
 }
 
@@ -592,6 +781,10 @@ struct Owned {
     owner: AtomicU64,
     /// What the owner counted: written by the owner only, read by folds.
     own: AtomicU64,
+    /// How many references the owner's cache holds (0 to 2: its map and
+    /// its front table), for `Entry::reachable`. Written by the owner when
+    /// it caches the handle, before any eviction can concern it.
+    cached: AtomicU8,
     entry: Arc<Entry>,
 }
 
@@ -601,6 +794,7 @@ impl Local {
         Local(CachePadded::new(Owned {
             owner: AtomicU64::new(own_thread_id()),
             own: AtomicU64::new(0),
+            cached: AtomicU8::new(0),
             entry,
         }))
     }
@@ -642,18 +836,108 @@ impl CounterFn for Local {
 /// What a recorder, its background thread and its flush handles share.
 struct Shared {
     entries: Mutex<KeyMap<Arc<Entry>>>,
+    /// Entries taken out of `entries` that a handle may still count into:
+    /// folded on every pass and flush until the pass holds the only
+    /// reference (protocol notes at the top).
+    evicted: Mutex<Vec<Arc<Entry>>>,
+    /// How many passes have evicted counter keys: a thread whose cache saw
+    /// an older value sweeps it. Padded: read by every `counter!` hit,
+    /// written once per evicting pass, beside locks that registration
+    /// writes.
+    evictions: CachePadded<AtomicU64>,
+    /// [`ShardedLayer::evict_idle_after`].
+    evict_idle: Option<Duration>,
     histograms: histogram::Folds,
 }
 
 impl Shared {
-    /// Folds every key. Copies the list first, so registration never waits
-    /// for a pass.
+    /// Folds every key, evicted ones included. Copies the list first, so
+    /// registration never waits for a pass.
     fn flush(&self) {
+        self.fold_keys(None);
+        self.fold_evicted();
+        self.histograms.flush();
+    }
+
+    /// The background thread's pass at `now`: a flush, which also notes
+    /// which keys moved, then the eviction of keys idle for long enough.
+    fn pass(&self, now: Instant) {
+        self.fold_keys(Some(now));
+        if let Some(idle) = self.evict_idle {
+            self.evict(now, idle);
+        }
+        self.fold_evicted();
+        self.histograms.pass(now, self.evict_idle);
+    }
+
+    /// Folds every key in `entries`; with `now`, a key whose folds moved a
+    /// delta since the last pass is active at `now`.
+    fn fold_keys(&self, now: Option<Instant>) {
         let entries: Vec<Arc<Entry>> = lock(&self.entries).values().cloned().collect();
         for e in &entries {
-            drop(e.fold());
+            let mut folded = e.fold();
+            if let Some(now) = now {
+                if std::mem::take(&mut folded.moved) {
+                    folded.active_at = now;
+                }
+            }
         }
-        self.histograms.flush();
+    }
+
+    /// Takes out of `entries` every key with nothing moved since `idle`
+    /// before `now` and no handle outside the caches, and tells the
+    /// threads' caches.
+    fn evict(&self, now: Instant, idle: Duration) {
+        // Locked first and held over the map's lock: an entry is always in
+        // the map or the list, so no flush misses it.
+        let mut list = lock(&self.evicted);
+        let before = list.len();
+        lock(&self.entries).retain(|_, e| {
+            // A fold in progress holds the lock (and calls the inner
+            // recorder, which may register through the facade and want
+            // the map's lock): that key is busy anyway.
+            let Some(folded) = try_lock(&e.fold) else {
+                return true;
+            };
+            let quiet = !folded.moved && now.saturating_duration_since(folded.active_at) >= idle;
+            if !quiet || e.reachable(&folded) {
+                return true;
+            }
+            // Relaxed: registration reads it under the `fold` lock, held
+            // here; a cache sweep reads it after an Acquire load of
+            // `evictions`, which the Release below publishes.
+            e.evicted.store(true, Ordering::Relaxed);
+            drop(folded);
+            list.push(Arc::clone(e));
+            false
+        });
+        if list.len() != before {
+            // Release: a thread that reads this value (Acquire) before its
+            // sweep reads every flag stored above.
+            self.evictions.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Folds every evicted entry, and frees each one nobody else holds any
+    /// more. The list stays locked throughout, so a flush that returns has
+    /// waited for the folds of a concurrent one.
+    fn fold_evicted(&self) {
+        let mut list = lock(&self.evicted);
+        for e in std::mem::take(&mut *list) {
+            // Also drops the handles retired since the last fold: each
+            // holds a reference to the entry.
+            drop(e.fold());
+            // Unique: no handle, cache or registration holds the entry, and
+            // none can again (it is in no map). `try_unwrap` synchronises
+            // with every other reference's drop, so the fold below reads
+            // every increment made through one. Until then, every fold
+            // takes what was added since the last: nothing lost, nothing
+            // twice.
+            match Arc::try_unwrap(e) {
+                Ok(last) => drop(last.fold()),
+                Err(e) => list.push(e),
+            }
+        }
     }
 }
 
@@ -667,6 +951,8 @@ impl Shared {
 /// `handles`, where keys that lost their `front` slot to another are found.
 struct Cache {
     owner: Weak<Shared>,
+    /// The owner's `evictions` at this cache's last sweep (or creation).
+    seen: u64,
     front: Box<[Option<Cached>; FRONT]>,
     handles: KeyMap<Arc<Local>>,
 }
@@ -678,11 +964,34 @@ type Cached = (Key, Arc<Local>);
 const FRONT: usize = 32;
 
 impl Cache {
-    fn new(owner: Weak<Shared>) -> Self {
+    fn new(owner: Weak<Shared>, seen: u64) -> Self {
         Cache {
             owner,
+            seen,
             front: Box::new([const { None }; FRONT]),
             handles: KeyMap::default(),
+        }
+    }
+
+    /// Retires and lets go of the handles of evicted keys. The entry's next
+    /// fold takes each one's word a last time and drops it from its list.
+    fn sweep(&mut self) {
+        // Relaxed: the caller read `evictions` with Acquire after the flags
+        // it must see were stored; a flag stored later is seen by the sweep
+        // after the next eviction count.
+        let evicted = |local: &Arc<Local>| local.0.entry.evicted.load(Ordering::Relaxed);
+        self.handles.retain(|_, local| {
+            if evicted(local) {
+                // By the owner, after its last increment to the word.
+                local.retire();
+                return false;
+            }
+            true
+        });
+        for slot in self.front.iter_mut() {
+            if slot.as_ref().is_some_and(|(_, local)| evicted(local)) {
+                *slot = None;
+            }
         }
     }
 
@@ -711,9 +1020,14 @@ impl Cache {
         // The first key to a slot keeps it: no key evicts another on
         // every call.
         let front = &mut self.front[Self::slot(key)];
-        if front.is_none() {
+        let refs = if front.is_none() {
             *front = Some((key.clone(), Arc::clone(local)));
-        }
+            2
+        } else {
+            1
+        };
+        // Relaxed: read by `Entry::reachable`, a heuristic.
+        local.0.cached.store(refs, Ordering::Relaxed);
         true
     }
 }
@@ -807,11 +1121,14 @@ impl<R> ShardedRecorder<R> {
     fn build(inner: R, layer: ShardedLayer) -> Self {
         let shared = Arc::new(Shared {
             entries: Mutex::new(KeyMap::default()),
+            evicted: Mutex::new(Vec::new()),
+            evictions: CachePadded::new(AtomicU64::new(0)),
+            evict_idle: layer.evict_idle,
             histograms: histogram::Folds::default(),
         });
         let worker = Worker::spawn("shardcount-metrics", layer.interval, {
             let shared = Arc::clone(&shared);
-            move || shared.flush()
+            move || shared.pass(Instant::now())
         });
         ShardedRecorder {
             inner,
@@ -882,7 +1199,25 @@ impl<R> ShardedRecorder<R> {
         self.layer.interval
     }
 
-    /// How many counter keys have been registered. A diagnostic.
+    /// How long a key stays idle before the layer lets go of it
+    /// ([`ShardedLayer::evict_idle_after`]); `None` (the default) keeps
+    /// every key while the recorder lives.
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    /// use std::time::Duration;
+    /// let r = ShardedLayer::new()
+    ///     .evict_idle_after(Duration::from_secs(300))
+    ///     .wrap(metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder());
+    /// assert_eq!(r.idle_eviction(), Some(Duration::from_secs(300)));
+    /// ```
+    #[must_use]
+    pub fn idle_eviction(&self) -> Option<Duration> {
+        self.layer.evict_idle
+    }
+
+    /// How many counter keys the layer holds: every key registered, less
+    /// those evicted ([`ShardedLayer::evict_idle_after`]). A diagnostic.
     ///
     /// ```
     /// use metrics::Recorder;
@@ -921,20 +1256,40 @@ impl<R: Recorder> ShardedRecorder<R> {
                     Backing::Exact(Counter::new())
                 },
                 inner,
-                fold: Mutex::new(Folded::default()),
+                fold: Mutex::new(Folded::new()),
+                evicted: AtomicBool::new(false),
             })
         });
         Arc::clone(e)
     }
 
-    /// A cache miss: find or make the entry, and cache a handle of this
-    /// thread's own for it.
+    /// A cache miss: sweep the thread's cache if keys were evicted since
+    /// its last sweep, then find or make the entry, and cache a handle of
+    /// this thread's own for it.
     #[cold]
     #[inline(never)]
     fn register_slow(&self, key: &Key, metadata: &Metadata<'_>) -> ::metrics::Counter {
-        let entry = self.entry(key, metadata);
+        // Acquire: pairs with `evict`'s Release, so the sweep reads the
+        // flag of every entry evicted by the passes counted so far. Read
+        // before the entry is looked up: an eviction after this read moves
+        // the count past the value a new cache starts with.
+        let evictions = self.shared.evictions.load(Ordering::Acquire);
+        if let Some(local) = self.swept_hit(key, evictions) {
+            return ::metrics::Counter::from_arc(local);
+        }
         let me = Arc::as_ptr(&self.shared);
-        let local = Arc::new(Local::owned(Arc::clone(&entry)));
+        let local = loop {
+            let entry = self.entry(key, metadata);
+            let local = Arc::new(Local::owned(Arc::clone(&entry)));
+            let mut folded = lock(&entry.fold);
+            // Relaxed: written under this lock. An entry evicted since
+            // `entry` found it is in no map: look again, for a new one.
+            if entry.evicted.load(Ordering::Relaxed) {
+                continue;
+            }
+            folded.locals.push((Arc::clone(&local), 0));
+            break local;
+        };
         // Not cached when the thread-local is gone (thread exit) or already
         // borrowed (a registration from inside one): the handle still
         // counts, through the entry, as a retired one.
@@ -947,19 +1302,36 @@ impl<R: Recorder> ShardedRecorder<R> {
                 let i = match caches.iter().position(|c| c.owner.as_ptr() == me) {
                     Some(i) => i,
                     None => {
-                        caches.push(Cache::new(Arc::downgrade(&self.shared)));
+                        caches.push(Cache::new(Arc::downgrade(&self.shared), evictions));
                         caches.len() - 1
                     }
                 };
                 caches[i].insert(key, &local)
             })
             .unwrap_or(false);
-        if cached {
-            lock(&entry.fold).locals.push((Arc::clone(&local), 0));
-        } else {
+        if !cached {
+            // Listed already: the next fold takes its word and drops it.
             local.retire();
         }
         ::metrics::Counter::from_arc(local)
+    }
+
+    /// This thread's handle for `key`, after sweeping the handles of
+    /// evicted keys out of its cache if it has not seen `evictions` yet.
+    fn swept_hit(&self, key: &Key, evictions: u64) -> Option<Arc<Local>> {
+        let me = Arc::as_ptr(&self.shared);
+        CACHES
+            .try_with(|caches| {
+                let mut caches = caches.try_borrow_mut().ok()?;
+                let cache = caches.iter_mut().find(|c| c.owner.as_ptr() == me)?;
+                if cache.seen != evictions {
+                    cache.sweep();
+                    cache.seen = evictions;
+                }
+                cache.get(key).cloned()
+            })
+            .ok()
+            .flatten()
     }
 }
 
@@ -981,11 +1353,17 @@ impl<R: Recorder> Recorder for ShardedRecorder<R> {
     /// thread's cache and a reference count only this thread touches.
     #[inline]
     fn register_counter(&self, key: &Key, metadata: &Metadata<'_>) -> ::metrics::Counter {
-        let me = Arc::as_ptr(&self.shared);
+        let shared = &*self.shared;
+        let me = std::ptr::from_ref(shared);
         let hit = CACHES
             .try_with(|caches| {
                 let caches = caches.try_borrow().ok()?;
                 let cache = caches.iter().find(|c| c.owner.as_ptr() == me)?;
+                // Relaxed: a stale count only puts the sweep off to a later
+                // call; the slow path reads it again with Acquire.
+                if cache.seen != shared.evictions.load(Ordering::Relaxed) {
+                    return None;
+                }
                 cache.get(key).cloned()
             })
             .ok()
@@ -1015,22 +1393,30 @@ impl<R> Drop for ShardedRecorder<R> {
         for e in lock(&self.shared.entries).values() {
             lock(&e.fold).locals.clear();
         }
+        for e in lock(&self.shared.evicted).iter() {
+            lock(&e.fold).locals.clear();
+        }
     }
 }
 
 impl<R> fmt::Debug for ShardedRecorder<R> {
-    /// Shows the interval, the backing and the number of keys.
+    /// Shows the interval, the backing, the idle eviction time and the
+    /// number of keys.
     ///
     /// ```
     /// let r = shardcount::integrations::metrics::ShardedRecorder::new(
     ///     metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
     /// );
-    /// assert_eq!(format!("{r:?}"), "ShardedRecorder { interval: 100ms, rough: false, keys: 0 }");
+    /// assert_eq!(
+    ///     format!("{r:?}"),
+    ///     "ShardedRecorder { interval: 100ms, rough: false, evict_idle_after: None, keys: 0 }"
+    /// );
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ShardedRecorder")
             .field("interval", &self.layer.interval)
             .field("rough", &self.layer.rough)
+            .field("evict_idle_after", &self.layer.evict_idle)
             .field("keys", &self.keys())
             .finish()
     }
@@ -1139,6 +1525,245 @@ pub fn publish<F: crate::contract::CountFamily + ?Sized>(name: &'static str, fam
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    std::thread_local! {
+        /// Evicts keys with handles kept, as a pass racing a `counter!`
+        /// call can (`Entry::reachable`); set on the thread running the pass.
+        pub(super) static IGNORE_HANDLES: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// A pass now (which marks the keys that moved since the last one
+    /// active now), then one at a time far enough ahead that every key is
+    /// idle.
+    fn pass_idle<R>(r: &ShardedRecorder<R>) {
+        let now = Instant::now();
+        r.shared.pass(now);
+        r.shared.pass(now + Duration::from_secs(3600));
+    }
+
+    fn evicted(r: &ShardedRecorder<Tally>) -> usize {
+        lock(&r.shared.evicted).len()
+    }
+
+    /// A recorder over a [`Tally`] that evicts keys idle for a minute and
+    /// folds on its own only every hour, and the tally's total.
+    fn evicting(rough: bool) -> (ShardedRecorder<Tally>, std::sync::Arc<AtomicU64Std>) {
+        let inner = Tally::default();
+        let total = std::sync::Arc::clone(&inner.0);
+        let layer = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .evict_idle_after(Duration::from_secs(60));
+        let r = if rough { layer.rough() } else { layer }.wrap(inner);
+        (r, total)
+    }
+
+    type AtomicU64Std = std::sync::atomic::AtomicU64;
+
+    /// An idle key is taken out by a pass; the thread's next `counter!`
+    /// sweeps its cache, which retires its handle, and registers the key
+    /// again; the old entry is folded once more and freed. Every count
+    /// reaches the inner counter once.
+    #[test]
+    fn an_idle_key_is_evicted_folded_and_registered_again() {
+        for rough in [false, true] {
+            let (r, total) = evicting(rough);
+            ::metrics::with_local_recorder(&r, || ::metrics::counter!("idle").increment(5));
+            r.shared.pass(Instant::now());
+            assert_eq!(r.keys(), 1, "evicted before its idle time");
+            assert_eq!(total.load(Relaxed), 5);
+            pass_idle(&r);
+            assert_eq!(r.keys(), 0, "an idle key is evicted");
+            assert_eq!(evicted(&r), 1, "held by this thread's cache");
+            ::metrics::with_local_recorder(&r, || ::metrics::counter!("idle").increment(7));
+            assert_eq!(r.keys(), 1, "registered again");
+            r.flush();
+            assert_eq!(evicted(&r), 0, "the swept handle let go of the old entry");
+            assert_eq!(total.load(Relaxed), 12);
+            assert_eq!(owned_handles(&r), 1);
+        }
+    }
+
+    /// A handle kept outside the layer keeps its key in: it stays on its
+    /// fast path. Dropped, the key goes at the next idle pass.
+    #[test]
+    fn a_kept_handle_keeps_its_key() {
+        let (r, total) = evicting(false);
+        let kept = ::metrics::with_local_recorder(&r, || ::metrics::counter!("kept"));
+        kept.increment(1);
+        pass_idle(&r);
+        assert_eq!(r.keys(), 1, "evicted while a handle is kept");
+        kept.increment(2);
+        drop(kept);
+        pass_idle(&r);
+        assert_eq!(r.keys(), 0);
+        r.flush();
+        assert_eq!(total.load(Relaxed), 3);
+    }
+
+    /// A pass that evicts a key while a handle for it is kept (as one
+    /// racing a `counter!` call can): increments through the handle, by
+    /// its owner before and after its cache's sweep and by another thread,
+    /// all reach the inner counter once; the evicted entry is freed when
+    /// the handle goes.
+    #[test]
+    fn a_kept_handle_of_an_evicted_key_counts_exactly() {
+        let (r, total) = evicting(false);
+        let kept = ::metrics::with_local_recorder(&r, || ::metrics::counter!("kept"));
+        kept.increment(1);
+        IGNORE_HANDLES.with(|c| c.set(true));
+        pass_idle(&r);
+        IGNORE_HANDLES.with(|c| c.set(false));
+        assert_eq!((r.keys(), evicted(&r)), (0, 1));
+        kept.increment(2); // the owner's word, not swept yet
+        r.flush();
+        assert_eq!(total.load(Relaxed), 3);
+        std::thread::scope(|s| {
+            let sent = kept.clone();
+            s.spawn(move || sent.increment(4)); // through the entry's counter
+        });
+        // The owner's next `counter!` sweeps: its handle is retired, the
+        // key registered again.
+        ::metrics::with_local_recorder(&r, || ::metrics::counter!("kept").increment(8));
+        kept.increment(16); // retired: through the old entry's counter
+        r.flush();
+        assert_eq!(total.load(Relaxed), 31);
+        assert_eq!(evicted(&r), 1, "freed while a handle is kept");
+        drop(kept);
+        r.flush();
+        assert_eq!(evicted(&r), 0, "kept after its last handle went");
+        assert_eq!(total.load(Relaxed), 31);
+    }
+
+    /// Passes that evict the key whenever they can (every key is idle to
+    /// them, kept handles ignored) race two threads counting through
+    /// `counter!` in bursts and pauses: the inner total ends exact.
+    #[test]
+    fn evictions_racing_counter_calls_lose_nothing() {
+        const ROUNDS: u64 = 200;
+        const BURST: u64 = 100;
+        for rough in [false, true] {
+            let inner = Tally::default();
+            let total = std::sync::Arc::clone(&inner.0);
+            let layer = ShardedLayer::new()
+                .with_interval(Duration::from_secs(3600))
+                .evict_idle_after(Duration::ZERO);
+            let r = if rough { layer.rough() } else { layer }.wrap(inner);
+            let done = std::sync::atomic::AtomicUsize::new(0);
+            let passes = std::thread::scope(|s| {
+                for t in 0..2u64 {
+                    let (r, done) = (&r, &done);
+                    s.spawn(move || {
+                        ::metrics::with_local_recorder(r, || {
+                            for round in 0..ROUNDS {
+                                for _ in 0..BURST {
+                                    ::metrics::counter!("raced").increment(1);
+                                }
+                                if (round + t) % 3 == 0 {
+                                    std::thread::yield_now();
+                                }
+                                if round == ROUNDS / 2 {
+                                    // Not done before a pass has evicted.
+                                    let deadline = Instant::now() + Duration::from_secs(10);
+                                    while r.shared.evictions.load(Relaxed) == 0 {
+                                        assert!(Instant::now() < deadline, "no eviction");
+                                        std::thread::yield_now();
+                                    }
+                                }
+                            }
+                        });
+                        done.fetch_add(1, Relaxed);
+                    });
+                }
+                IGNORE_HANDLES.with(|c| c.set(true));
+                let mut passes = 0u64;
+                while done.load(Relaxed) < 2 {
+                    pass_idle(&r);
+                    passes += 1;
+                }
+                IGNORE_HANDLES.with(|c| c.set(false));
+                passes
+            });
+            // The threads' caches are gone only after their destructors.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                r.flush();
+                if evicted(&r) == 0 || Instant::now() > deadline {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(passes > 0);
+            assert_eq!(total.load(Relaxed), 2 * ROUNDS * BURST, "rough: {rough}");
+            assert_eq!(
+                evicted(&r),
+                0,
+                "evicted entries kept after every handle went"
+            );
+        }
+    }
+
+    /// An inner recorder whose histograms count the values recorded.
+    #[derive(Default)]
+    struct Records(std::sync::Arc<Values>);
+
+    #[derive(Default)]
+    struct Values(AtomicU64Std);
+
+    impl ::metrics::HistogramFn for Values {
+        fn record(&self, _: f64) {
+            self.0.fetch_add(1, Relaxed);
+        }
+    }
+
+    impl Recorder for Records {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> ::metrics::Counter {
+            ::metrics::Counter::noop()
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::from_arc(std::sync::Arc::clone(&self.0))
+        }
+    }
+
+    /// Histogram keys: an idle key with no handle kept is folded and freed
+    /// at once; a kept handle keeps its key; one recorded again after its
+    /// eviction is registered again. Every record is folded once.
+    #[test]
+    fn idle_histogram_keys_are_evicted_unless_a_handle_is_kept() {
+        let inner = Records::default();
+        let records = std::sync::Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .evict_idle_after(Duration::from_secs(60))
+            .wrap(inner);
+        let kept = ::metrics::with_local_recorder(&r, || {
+            ::metrics::histogram!("gone").record(1.0);
+            ::metrics::histogram!("gone").record(2.0);
+            ::metrics::histogram!("kept")
+        });
+        kept.record(3.0);
+        r.shared.pass(Instant::now());
+        assert_eq!(
+            r.shared.histograms.keys(),
+            2,
+            "evicted before its idle time"
+        );
+        pass_idle(&r);
+        assert_eq!(r.shared.histograms.keys(), 1, "only the kept key stays");
+        assert_eq!(r.shared.histograms.evicted(), 0, "freed at once");
+        assert_eq!(records.0.load(Relaxed), 3);
+        ::metrics::with_local_recorder(&r, || ::metrics::histogram!("gone").record(4.0));
+        kept.record(5.0);
+        r.flush();
+        assert_eq!(r.shared.histograms.keys(), 2);
+        assert_eq!(records.0.load(Relaxed), 5);
+    }
 
     /// A tally inner recorder: every key's counter is one shared word.
     #[derive(Default)]

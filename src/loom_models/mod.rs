@@ -15,6 +15,7 @@ mod local;
 mod many;
 mod map;
 mod merge;
+mod metrics_evict;
 mod owner;
 mod rough;
 mod stock;

@@ -5,19 +5,32 @@
 //! folded into the inner recorder's histogram on the layer's interval.
 //!
 //! Protocol (maintainers' notes): `Folds::entries` maps keys to entries,
-//! inserted at registration, never removed while the recorder lives. A
-//! fold holds the entry's `fold` lock from the take to the last inner
-//! record, so a flush that returns has waited for a fold in progress (as
-//! the counters' folds). The take is the histogram's lossless one.
+//! inserted at registration. A fold holds the entry's `fold` lock from the
+//! take to the last inner record, so a flush that returns has waited for a
+//! fold in progress (as the counters' folds). The take is the histogram's
+//! lossless one.
+//!
+//! Eviction (`ShardedLayer::evict_idle_after`) is all under locks and
+//! reference counts, no atomics of ours: a histogram handle is a plain
+//! `Arc<Entry>`, handed out only by `handle` under the map's lock (or
+//! cloned from another handle), never cached by the layer. A pass removes
+//! an entry under the map's lock when its folds moved nothing for the idle
+//! time and the map holds its only reference (`strong_count == 1`, read
+//! under that lock: no handle exists, and none can be made from the map
+//! before the removal). The removed entry goes to `evicted`, where every
+//! flush folds it until `Arc::try_unwrap` succeeds (at once, unless the
+//! count read was stale); that fold then happens-after every drop of a
+//! handle, so it takes every record.
 
 use super::KeyMap;
 use crate::contract::DistributionFamily;
 use crate::histogram::replay_since;
 use crate::histogram::{HistogramSnapshot, HistogramUnit};
-use crate::primitive::sync::{lock, Arc, Mutex};
+use crate::primitive::sync::{lock, try_lock, Arc, Mutex, MutexGuard};
 use ::metrics::{HistogramFn, Key, Metadata, Recorder};
 use std::fmt;
 use std::ops::Deref;
+use std::time::{Duration, Instant};
 
 /// Values are kept in units of 10<sup>-9</sup> of the recorded unit.
 const SCALE: f64 = 1e9;
@@ -28,15 +41,28 @@ const MAX_SHARDED: f64 = u64::MAX as f64 / SCALE;
 struct Entry {
     histogram: crate::Histogram,
     inner: ::metrics::Histogram,
-    fold: Mutex<()>,
+    fold: Mutex<Activity>,
+}
+
+/// When an entry last moved records (the counters' `Folded` fields of the
+/// same names).
+struct Activity {
+    /// A fold took records since the last background pass looked.
+    moved: bool,
+    /// The last pass that saw records moved, or the entry's creation.
+    active_at: Instant,
 }
 
 impl Entry {
     /// Takes what was recorded and hands each bucket to the inner
-    /// histogram as its representative value, `count` times.
-    fn fold(&self) {
-        let _held = lock(&self.fold);
+    /// histogram as its representative value, `count` times; returns with
+    /// the fold lock held.
+    fn fold(&self) -> MutexGuard<'_, Activity> {
+        let mut held = lock(&self.fold);
         let taken = self.histogram.take();
+        if taken.count() != 0 {
+            held.moved = true;
+        }
         for (value, count) in taken.representatives() {
             // A bucket count above usize::MAX (never on 64-bit) in steps.
             let mut left = count;
@@ -46,6 +72,7 @@ impl Entry {
                 left -= n as u64;
             }
         }
+        held
     }
 }
 
@@ -61,10 +88,12 @@ impl HistogramFn for Entry {
     }
 }
 
-/// Every histogram key the layer has seen.
+/// Every histogram key the layer holds.
 #[derive(Default)]
 pub(super) struct Folds {
     entries: Mutex<KeyMap<Arc<Entry>>>,
+    /// Entries taken out of `entries`, folded until freed (notes above).
+    evicted: Mutex<Vec<Arc<Entry>>>,
 }
 
 impl Folds {
@@ -87,16 +116,87 @@ impl Folds {
             Arc::new(Entry {
                 histogram: crate::Histogram::new(),
                 inner,
-                fold: Mutex::new(()),
+                fold: Mutex::new(Activity {
+                    moved: false,
+                    active_at: Instant::now(),
+                }),
             })
         });
         ::metrics::Histogram::from_arc(Arc::clone(e))
     }
 
-    /// Folds every key.
+    /// Folds every key, evicted ones included.
     pub(super) fn flush(&self) {
+        self.fold_keys(None);
+        self.fold_evicted();
+    }
+
+    /// The background pass at `now`: a flush that notes which keys moved,
+    /// and with `idle`, the eviction of keys idle that long.
+    pub(super) fn pass(&self, now: Instant, idle: Option<Duration>) {
+        self.fold_keys(Some(now));
+        if let Some(idle) = idle {
+            // Held over the map's lock: a flush finds every entry in one.
+            let mut list = lock(&self.evicted);
+            lock(&self.entries).retain(|_, e| {
+                // Only the map holds it: no handle, and none can be made
+                // while we hold the map's lock.
+                if Arc::strong_count(e) != 1 {
+                    return true;
+                }
+                let Some(held) = try_lock(&e.fold) else {
+                    return true;
+                };
+                if held.moved || now.saturating_duration_since(held.active_at) < idle {
+                    return true;
+                }
+                drop(held);
+                list.push(Arc::clone(e));
+                false
+            });
+        }
+        self.fold_evicted();
+    }
+
+    /// Folds every key in `entries`; with `now`, a key whose folds took
+    /// records since the last pass is active at `now`.
+    fn fold_keys(&self, now: Option<Instant>) {
         let entries: Vec<Arc<Entry>> = lock(&self.entries).values().cloned().collect();
-        entries.iter().for_each(|e| e.fold());
+        for e in &entries {
+            let mut held = e.fold();
+            if let Some(now) = now {
+                if std::mem::take(&mut held.moved) {
+                    held.active_at = now;
+                }
+            }
+        }
+    }
+
+    /// Folds every evicted entry and frees those nothing else holds.
+    fn fold_evicted(&self) {
+        let mut list = lock(&self.evicted);
+        for e in std::mem::take(&mut *list) {
+            match Arc::try_unwrap(e) {
+                // Synchronised with every handle's drop: takes every record.
+                Ok(last) => drop(last.fold()),
+                Err(e) => {
+                    drop(e.fold());
+                    list.push(e);
+                }
+            }
+        }
+    }
+
+    /// How many keys the map holds: for the tests.
+    #[cfg(test)]
+    pub(super) fn keys(&self) -> usize {
+        lock(&self.entries).len()
+    }
+
+    /// How many evicted entries are still held: for the tests.
+    #[cfg(test)]
+    pub(super) fn evicted(&self) -> usize {
+        lock(&self.evicted).len()
     }
 }
 
