@@ -12,14 +12,18 @@
 
 pub(crate) mod sync {
     pub mod atomic {
+        // Loom has no compiler fence; nothing under loom relies on one.
         #[cfg(shardcount_loom)]
         pub use loom::sync::atomic::{
             fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
         };
+        #[cfg(shardcount_loom)]
+        pub use std::sync::atomic::compiler_fence;
         pub use std::sync::atomic::Ordering;
         #[cfg(not(shardcount_loom))]
         pub use std::sync::atomic::{
-            fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+            compiler_fence, fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64,
+            AtomicU8, AtomicUsize,
         };
     }
 

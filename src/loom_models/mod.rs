@@ -10,6 +10,7 @@
 //! models the claims its type's module docs make.
 
 mod counter;
+mod grace;
 mod histogram;
 mod local;
 mod many;

@@ -9,27 +9,54 @@
 //!
 //! # Protocol
 //!
-//! Sleepable read-copy-update with two phases: a pinned section adds one
-//! to `READERS[p][stripe]`, where `p` is the phase it read, then issues a
-//! `SeqCst` fence, then loads heads; leaving, it subtracts one (`Release`).
-//! A grace period ([`wait`]), run after the table was unlinked, issues a
-//! `SeqCst` fence, then waits for every counter of both phases to read 0
-//! at some moment (`Acquire`), flipping the phase between the two so that
-//! new sections go to the phase not being waited on.
+//! A pinned section marks a word, then loads heads; a grace period
+//! ([`wait`]), run after the table was unlinked, makes sure every section
+//! that marked its word before can be seen, then waits for each of them to
+//! end.
 //!
-//! Why that suffices: take a pinned section S and the grace period G. If
-//! S's fence comes before G's in the fences' total order, G's loads see
-//! S's increment (or later values), and a later 0 on that counter means
-//! S's decrement came first: everything S did happens-before G returns.
-//! Otherwise G's fence comes first, so S's loads of the head, after its
-//! fence, see the unlink that came before G's fence: S never reaches the
-//! table. The phases only keep G from waiting for ever on a stream of new
-//! sections.
+//! **Per-thread words** (the usual path). Each thread has a word of its
+//! own (`MINE`, registered in `WORDS` at the thread's first pin, removed
+//! at its exit), written only by that thread: the section's depth in the
+//! low bits and, above them, an epoch that the outermost `pin` moves on.
+//! Entering stores the new value (`Relaxed`), then issues a *light*
+//! barrier; leaving stores the lower depth (`Release`). The light barrier
+//! is one half of an asymmetric pair:
+//!
+//! * on Linux, where `membarrier(PRIVATE_EXPEDITED)` is available, it is a
+//!   compiler fence only, and [`wait`]'s *heavy* barrier is that system
+//!   call, which runs a full barrier on every CPU running a thread of the
+//!   process;
+//! * elsewhere (and under loom and miri) both halves are `SeqCst` fences.
+//!
+//! Why that suffices: take a section S and the grace period G, which
+//! unlinked the table and then ran the heavy barrier. If S's mark is
+//! ordered before G's barrier, G's load of S's word (after the barrier)
+//! sees it (or a later value), and G waits until the word shows S ended
+//! (`Acquire`, pairing with the `Release` store): everything S did
+//! happens-before G returns. Otherwise S's mark, and so its head loads
+//! after its light barrier, come after G's barrier, which made the unlink
+//! visible: S never reaches the table. The epoch lets G tell "S ended and
+//! another section began" from "S is still running", so a thread that
+//! pins again and again cannot hold G up. A thread that registers after G
+//! read `WORDS` takes the lock after G's unlink, so its sections see it.
+//!
+//! **Striped counters** (threads whose thread-locals are gone: a pin from
+//! a thread-local destructor). Two phases: such a section adds one to
+//! `READERS[p][stripe]`, where `p` is the phase it read, then issues a
+//! `SeqCst` fence, then loads heads; leaving, it subtracts one
+//! (`Release`). G
+//! issues a `SeqCst` fence, then waits for every counter of both phases to
+//! read 0 at some moment (`Acquire`), flipping the phase between the two
+//! so that new sections go to the phase not being waited on. If S's fence
+//! comes before G's in the fences' total order, G's loads see S's
+//! increment, and a later 0 means S's decrement came first; otherwise S's
+//! loads see the unlink that came before G's fence.
 
 use crate::primitive::hint::spin_loop;
 use crate::primitive::sync::atomic::{fence, AtomicUsize, Ordering};
-use crate::primitive::sync::{lock, Mutex};
+use crate::primitive::sync::{lock, Arc, Mutex};
 use crossbeam_utils::CachePadded;
+use std::cell::OnceCell;
 
 crate::primitive::global! {
     /// One grace period at a time: two waits flipping the phase together
@@ -67,11 +94,66 @@ crate::primitive::global! {
     };
 }
 
+/// A thread's word: section depth below `EPOCH_ONE`, epoch above.
+type Word = CachePadded<AtomicUsize>;
+
+/// One outermost section on a word.
+const EPOCH_ONE: usize = 1 << 16;
+
+/// The words of the live threads that ever pinned.
+type Words = Mutex<Vec<Arc<Word>>>;
+
+crate::primitive::global! {
+    // Behind an Arc that each thread's `Mine` shares, so that leaving it
+    // never needs the static: under loom, statics are gone before the main
+    // thread's thread-local destructors run.
+    static WORDS: Arc<Words> = Arc::new(Mutex::new(Vec::new()));
+}
+
+/// This thread's word, registered at its first pin, and the registry.
+struct Mine(OnceCell<(Arc<Word>, Arc<Words>)>);
+
+impl Mine {
+    #[inline]
+    fn word(&self) -> &Word {
+        match self.0.get() {
+            Some((w, _)) => w,
+            None => self.register(),
+        }
+    }
+
+    #[cold]
+    fn register(&self) -> &Word {
+        let w = Arc::new(CachePadded::new(AtomicUsize::new(0)));
+        let words: Arc<Words> = Arc::clone(&WORDS);
+        let mut all = lock(&words);
+        barrier::register();
+        all.push(w.clone());
+        drop(all);
+        &self.0.get_or_init(|| (w, words)).0
+    }
+}
+
+impl Drop for Mine {
+    fn drop(&mut self) {
+        if let Some((w, words)) = self.0.get() {
+            lock(words).retain(|x| !Arc::ptr_eq(x, w));
+        }
+    }
+}
+
+crate::primitive::const_thread_local! {
+    static MINE: Mine = Mine(OnceCell::new());
+}
+
 /// A pinned section: tables reached from heads loaded while it lives are
-/// not freed before it ends.
+/// not freed before it ends. Dropped on the thread that made it.
 #[must_use = "the section ends when the pin is dropped"]
 pub(crate) struct Pin {
-    count: &'static AtomicUsize,
+    /// This thread's word (alive while the thread's `MINE` is, which
+    /// outlives every section the thread runs), or a striped counter.
+    word: *const AtomicUsize,
+    striped: bool,
 }
 
 impl std::fmt::Debug for Pin {
@@ -83,6 +165,30 @@ impl std::fmt::Debug for Pin {
 /// Starts a pinned section. Load heads only after this returns.
 #[inline]
 pub(crate) fn pin() -> Pin {
+    match MINE.try_with(|m| {
+        let w: &AtomicUsize = m.word();
+        // Relaxed: only this thread writes its word; the barrier below
+        // orders the store before the head loads.
+        let v = w.load(Ordering::Relaxed);
+        let outermost = v % EPOCH_ONE == 0;
+        w.store(
+            v + 1 + if outermost { EPOCH_ONE } else { 0 },
+            Ordering::Relaxed,
+        );
+        barrier::light();
+        std::ptr::from_ref(w)
+    }) {
+        Ok(word) => Pin {
+            word,
+            striped: false,
+        },
+        Err(_) => striped(),
+    }
+}
+
+/// `pin` for a thread whose thread-locals are gone.
+#[cold]
+fn striped() -> Pin {
     let readers: &'static Readers = &READERS;
     // Relaxed: the phase only spreads sections out; any value is safe.
     let p = readers.phase.load(Ordering::Relaxed) & 1;
@@ -93,15 +199,106 @@ pub(crate) fn pin() -> Pin {
     // head loads that follow (module docs).
     count.fetch_add(1, Ordering::Relaxed);
     fence(Ordering::SeqCst);
-    Pin { count }
+    Pin {
+        word: count,
+        striped: true,
+    }
 }
 
 impl Drop for Pin {
     #[inline]
     fn drop(&mut self) {
-        // Release: the section's reads of a table happen-before the grace
-        // period that sees this (its Acquire loads), and so before a free.
-        self.count.fetch_sub(1, Ordering::Release);
+        // SAFETY: `word` is a striped counter (a static) or this thread's
+        // word, kept alive by its `MINE` until the thread's thread-locals
+        // are dropped; a pin is dropped on the thread that made it, in the
+        // scope that made it, before then.
+        let w = unsafe { &*self.word };
+        if self.striped {
+            // Release: pairs with the grace period's Acquire loads.
+            w.fetch_sub(1, Ordering::Release);
+        } else {
+            // Relaxed load: only this thread writes it. Release store: the
+            // section's reads of a table happen-before the grace period
+            // that sees this (its Acquire loads), and so before a free.
+            let v = w.load(Ordering::Relaxed);
+            w.store(v - 1, Ordering::Release);
+        }
+    }
+}
+
+/// The two halves of the asymmetric barrier (module docs).
+#[cfg(all(target_os = "linux", not(shardcount_loom), not(miri)))]
+mod barrier {
+    use crate::primitive::sync::atomic::{compiler_fence, fence, AtomicBool, Ordering};
+
+    /// `membarrier` commands (linux/membarrier.h).
+    const PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
+    const REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
+
+    /// Whether the process registered for expedited barriers: set once,
+    /// under the `WORDS` lock, before any thread's first section.
+    static HEAVY: AtomicBool = AtomicBool::new(false);
+    static TRIED: AtomicBool = AtomicBool::new(false);
+
+    /// Registers the process, once (under the `WORDS` lock).
+    pub(super) fn register() {
+        // Relaxed: under the lock, which orders every earlier call.
+        if !TRIED.swap(true, Ordering::Relaxed) {
+            // SAFETY: `membarrier` takes integers and touches no memory
+            // of ours; an unknown command only fails.
+            let r =
+                unsafe { libc::syscall(libc::SYS_membarrier, REGISTER_PRIVATE_EXPEDITED, 0, 0) };
+            HEAVY.store(r == 0, Ordering::Relaxed);
+        }
+    }
+
+    /// After marking a word, before loading heads.
+    #[inline(always)]
+    pub(super) fn light() {
+        // Relaxed: set before this thread registered its word, under the
+        // lock it took then.
+        if HEAVY.load(Ordering::Relaxed) {
+            compiler_fence(Ordering::SeqCst);
+        } else {
+            fence(Ordering::SeqCst);
+        }
+    }
+
+    /// Whether sections use the light barrier; read under the `WORDS`
+    /// lock (Relaxed: set under it).
+    pub(super) fn is_heavy() -> bool {
+        HEAVY.load(Ordering::Relaxed)
+    }
+
+    /// After unlinking, before reading the words' values.
+    pub(super) fn heavy(heavy: bool) {
+        fence(Ordering::SeqCst);
+        if heavy {
+            // SAFETY: as in `register`.
+            let r = unsafe { libc::syscall(libc::SYS_membarrier, PRIVATE_EXPEDITED, 0, 0) };
+            assert_eq!(r, 0, "shardcount: membarrier failed after registering");
+        }
+    }
+}
+
+/// Without `membarrier`: a fence on both sides.
+#[cfg(not(all(target_os = "linux", not(shardcount_loom), not(miri))))]
+mod barrier {
+    use crate::primitive::sync::atomic::{fence, Ordering};
+
+    pub(super) fn register() {}
+
+    pub(super) fn is_heavy() -> bool {
+        false
+    }
+
+    #[inline(always)]
+    pub(super) fn light() {
+        fence(Ordering::SeqCst);
+    }
+
+    pub(super) fn heavy(_: bool) {
+        fence(Ordering::SeqCst);
     }
 }
 
@@ -111,8 +308,32 @@ impl Drop for Pin {
 /// holding a lock that a pinned section may wait for.
 pub(crate) fn wait() {
     let _one = lock(&WAITS);
+    // The words to wait on. A thread that registers after this read
+    // takes the lock after this thread's unlink, so its sections see it.
+    let (words, heavy) = {
+        let all = lock(&*WORDS);
+        (all.clone(), barrier::is_heavy())
+    };
+    barrier::heavy(heavy);
+    for w in &words {
+        // Acquire: pairs with the Release store that ends a section.
+        let v = w.load(Ordering::Acquire);
+        if v % EPOCH_ONE == 0 {
+            continue;
+        }
+        // Inside a section: wait until it ended (depth 0) or another
+        // outermost section began (the epoch moved on).
+        loop {
+            let now = w.load(Ordering::Acquire);
+            if now % EPOCH_ONE == 0 || now / EPOCH_ONE != v / EPOCH_ONE {
+                break;
+            }
+            spin_loop();
+            #[cfg(not(shardcount_loom))]
+            std::thread::yield_now();
+        }
+    }
     let readers: &'static Readers = &READERS;
-    fence(Ordering::SeqCst);
     for _ in 0..2 {
         // Relaxed: the phase only steers new sections (module docs).
         let old = readers.phase.fetch_add(1, Ordering::Relaxed) & 1;
