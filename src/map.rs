@@ -8,24 +8,26 @@
 //!   no store, inside a pinned section (`thread::grace`); new keys go in,
 //!   and removed keys out, one writer at a time under the index's lock.
 //!   Each entry holds the key, its hash (`map/hasher.rs`, seeded per map)
-//!   and its `Place`: the key's counter slot and the address of that
-//!   slot's chunk, so an add by key reads no chunk table. Adds through a
-//!   [`CounterHandle`] look nothing up.
+//!   and its `Place`: the address of the key's chunk with the counter's
+//!   index in its low bits (one word, `Acquire`), so an add by key reads
+//!   no chunk table. Adds through a [`CounterHandle`] look nothing up.
 //! * **Removal** (`remove`, `retain`, `evict_idle`), under the lock: the
 //!   count of keys goes down (`Release`), the entries are unlinked
 //!   (tombstones), then a grace period waits out every pinned lookup that
 //!   may still hold them. Only then is each counter taken (final: nobody
 //!   can add to it any more), its slot given back, the entry freed, and a
 //!   chunk left with no key freed. An add that looked the key up after the
-//!   unlink misses and interns it afresh. A *held* key (a handle was made
+//!   unlink misses and interns it afresh. The keys are handed back (and
+//!   dropped) last, after the lock is let go: no code of `K`'s runs while
+//!   the map is half changed. A *held* key (a handle was made
 //!   for it, `Entry::pinned`, set under the lock) is never removed, so a
 //!   handle's `&CounterSet` stays valid for the map's life without any
 //!   check on its adds.
 //! * **Compaction**, after a removal leaves the used chunks under half
-//!   full: keys (not held) in the highest chunks get new entries at free
-//!   slots of lower chunks, published in place of the old ones; after a
-//!   grace period the old counters are taken and added to the new ones,
-//!   and the emptied chunks are freed.
+//!   full: each key (not held) in the highest chunks gets a free slot of a
+//!   lower chunk, stored into its entry's place (`Release`); after a grace
+//!   period no add reaches the old slot, whose counter is taken and added
+//!   to the new one; the emptied chunks are freed.
 //! * Slots (`Slots`, under the lock): a new key takes the lowest free slot
 //!   of an allocated chunk, else a freed chunk, else the next new slot; a
 //!   given-back slot's counter is zero (taken).
@@ -45,7 +47,7 @@
 //!   counters holding slots `c·CHUNK ..`, allocated when the first of them
 //!   is handed out and freed when the last key in it is removed (above) or
 //!   the map drops. The chunk
-//!   pointers live in `segments: [AtomicPtr<AtomicPtr<CounterSet>>;
+//!   pointers live in `segments: [AtomicPtr<AtomicPtr<Chunk>>;
 //!   SEGMENTS]`, fixed in the map: segment `b` is null or an array of
 //!   `SEG0 << b` chunk pointers (`SEG0` is 8; 1 under loom), all null when
 //!   installed, for chunks `SEG0·(2^b − 1) .. SEG0·(2^(b+1) − 1)` (so `c +
@@ -135,14 +137,21 @@ const DEFAULT_MAX_KEYS: usize = 1 << 16;
 #[cfg(shardcount_loom)]
 const DEFAULT_MAX_KEYS: usize = 4;
 
-/// Where an interned key counts: its counter slot and that slot's chunk,
-/// found once when the key is interned, so a lookup by key reads no chunk
-/// index.
+/// Where an interned key counts: its chunk and its counter there, kept in
+/// the key's entry (one tagged pointer, see `index::Entry`), so a lookup
+/// by key reads no chunk index.
 #[derive(Clone, Copy)]
 struct Place {
-    slot: usize,
-    set: NonNull<CounterSet>,
+    chunk: NonNull<Chunk>,
+    i: usize,
 }
+
+/// A chunk of counters, aligned so that a pointer to it has room for a
+/// counter's index (below `CHUNK`) in its low bits.
+#[repr(align(128))]
+struct Chunk(CounterSet);
+
+const _: () = assert!(CHUNK < 128);
 
 // SAFETY: `set` points to a chunk the map owns: allocated before the key
 // is inserted, never moved, and freed only once no live key's slot is in
@@ -172,25 +181,24 @@ struct Slots {
 
 impl Slots {
     /// A slot for a new key: the lowest free one, else the first of the
-    /// lowest freed chunk, else the next never used. Says whether its
-    /// chunk must be (re)allocated.
-    fn take(&mut self) -> (usize, bool) {
-        let (s, fresh) = if let Some(s) = self.free.pop_first() {
-            (s, false)
+    /// lowest freed chunk, else the next never used (its chunk may need
+    /// allocating: `ensure_chunk`).
+    fn take(&mut self) -> usize {
+        let s = if let Some(s) = self.free.pop_first() {
+            s
         } else if let Some(c) = self.free_chunks.pop_first() {
             self.free.extend(c * CHUNK + 1..(c + 1) * CHUNK);
-            (c * CHUNK, true)
+            c * CHUNK
         } else {
             let s = self.high;
             self.high += 1;
             if s % CHUNK == 0 {
                 self.keys.push(0);
             }
-            // A chunk is allocated with its first slot.
-            (s, s % CHUNK == 0)
+            s
         };
         self.keys[s / CHUNK] += 1;
-        (s, fresh)
+        s
     }
 
     /// Gives back `s` (its counter at zero); returns its chunk if that
@@ -337,7 +345,7 @@ pub struct CounterMap<K> {
     next: AtomicUsize,
     /// Segment `b`: null or `segment_len(b)` chunk pointers (see the
     /// protocol notes).
-    segments: [AtomicPtr<AtomicPtr<CounterSet>>; SEGMENTS],
+    segments: [AtomicPtr<AtomicPtr<Chunk>>; SEGMENTS],
     max_keys: usize,
     overflow: CounterSet,
     /// The clock eviction passes read their times from.
@@ -639,7 +647,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     /// Segment `b`, if allocated.
     #[inline]
-    fn segment(&self, b: usize) -> Option<&[AtomicPtr<CounterSet>]> {
+    fn segment(&self, b: usize) -> Option<&[AtomicPtr<Chunk>]> {
         // Acquire: pairs with the Release store in `ensure_segment`, so
         // the segment's null pointers are initialised before they are read.
         let p = self.segments[b].load(Ordering::Acquire);
@@ -657,9 +665,20 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         // set is initialised before it is used.
         let p = self.segment(b)?[at].load(Ordering::Acquire);
         // SAFETY: a non-null entry came from `Box::into_raw` in
-        // `ensure_chunk` and is freed only in `drop`, which takes `&mut
-        // self`: it outlives this borrow.
-        (!p.is_null()).then(|| unsafe { &*p })
+        // `ensure_chunk`; it is freed by `free_chunk` (under the lock,
+        // which every caller of this holds) or in `drop` (`&mut self`).
+        (!p.is_null()).then(|| &unsafe { &*p }.0)
+    }
+
+    /// Counter `s % CHUNK` of chunk `s / CHUNK`, which holds a key; under
+    /// the lock.
+    fn slot(&self, s: usize) -> CounterHandle<'_> {
+        CounterHandle {
+            set: self
+                .chunk(s / CHUNK)
+                .expect("shardcount: a used slot's chunk is allocated"),
+            i: s % CHUNK,
+        }
     }
 
     /// The handle of an interned key's counter: valid while the key's
@@ -670,8 +689,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             // SAFETY: the chunk lives while a key whose place names it is
             // reachable (see `Place`), which the caller makes sure of for
             // as long as it uses the handle.
-            set: unsafe { p.set.as_ref() },
-            i: p.slot % CHUNK,
+            set: &unsafe { p.chunk.as_ref() }.0,
+            i: p.i,
         }
     }
 
@@ -700,7 +719,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// or [`evict_idle`](Self::evict_idle) are asked, so every add through
     /// a handle is counted under its key (those calls take its total
     /// instead; see [`remove`](Self::remove)). For keys that come and go,
-    /// add by key.
+    /// add by key. A handle made while the map was full is the overflow
+    /// counter's, and stays so after removals make room (adds by key then
+    /// give the key a counter of its own).
     #[inline]
     pub fn handle<'q, Q>(&self, key: &'q Q) -> CounterHandle<'_>
     where
@@ -714,7 +735,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             if let Some(e) = self.index.find(&pin, hash, key) {
                 if e.is_pinned() {
                     // A pinned entry is never freed before the map.
-                    return self.place(e.place);
+                    return self.place(e.place());
                 }
             }
         }
@@ -736,7 +757,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         {
             let pin = grace::pin();
             if let Some(e) = self.index.find(&pin, hash, key) {
-                return f(self.place(e.place));
+                return f(self.place(e.place()));
             }
         }
         // Unpinned: `missed` may wait for the index's lock, which a
@@ -771,7 +792,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         if !hold && self.next.load(Ordering::Acquire) >= self.max_keys {
             let pin = grace::pin();
             return match self.index.find(&pin, hash, key) {
-                Some(e) => f(self.place(e.place)),
+                Some(e) => f(self.place(e.place())),
                 None => f(self.overflow_handle()),
             };
         }
@@ -783,7 +804,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
                 // before it reads the flag.
                 e.pinned.store(true, Ordering::Relaxed);
             }
-            return f(self.place(e.place));
+            return f(self.place(e.place()));
         }
         match self.intern(&mut w, hash, key, hold) {
             Some(p) => f(self.place(p)),
@@ -809,18 +830,13 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         // Owned first: a panicking `into_key` (`clone`) must leave nothing
         // half done.
         let key = key.into_key();
-        let (slot, fresh) = w.slots.take();
-        let set = if fresh {
-            self.ensure_chunk(slot / CHUNK)
-        } else {
-            self.chunk(slot / CHUNK)
-                .expect("shardcount: a used chunk is allocated")
-        };
+        let slot = w.slots.take();
         let place = Place {
-            slot,
-            set: NonNull::from(set),
+            chunk: self.ensure_chunk(slot / CHUNK),
+            i: slot % CHUNK,
         };
-        self.index.insert(w, Entry::new(hash, key, place, hold));
+        self.index
+            .insert(w, Entry::new(hash, key, place, slot, hold));
         // Release: pairs with the Acquire in `missed`: the entry is
         // published before the count that includes it.
         self.next.store(n + 1, Ordering::Release);
@@ -829,7 +845,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     /// Segment `b`, allocated unless it exists. Only under the index's
     /// lock.
-    fn ensure_segment(&self, b: usize) -> &[AtomicPtr<CounterSet>] {
+    fn ensure_segment(&self, b: usize) -> &[AtomicPtr<Chunk>] {
         if let Some(seg) = self.segment(b) {
             return seg;
         }
@@ -844,20 +860,18 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     /// Chunk `c`, allocated (with its segment) unless it exists. Only under
     /// the index's lock.
-    fn ensure_chunk(&self, c: usize) -> &CounterSet {
+    fn ensure_chunk(&self, c: usize) -> NonNull<Chunk> {
         let (b, at) = locate(c);
         let slot = &self.ensure_segment(b)[at];
         // Relaxed: slots are stored only under the lock, which this thread
         // holds.
         let mut set = slot.load(Ordering::Relaxed);
         if set.is_null() {
-            set = Box::into_raw(Box::new(CounterSet::new(CHUNK)));
+            set = Box::into_raw(Box::new(Chunk(CounterSet::new(CHUNK))));
             // Release: publishes the initialised set to `chunk`'s Acquire.
             slot.store(set, Ordering::Release);
         }
-        // SAFETY: `set` came from `Box::into_raw` (here or under an
-        // earlier holder of the lock) and is freed only in `drop`.
-        unsafe { &*set }
+        NonNull::new(set).expect("a chunk just made sure of")
     }
 
     /// Adds `n` to `key`'s counter (created if new; the overflow counter
@@ -958,7 +972,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     {
         let pin = grace::pin();
         let e = self.index.find(&pin, self.hash(key), key)?;
-        Some(self.place(e.place).sum())
+        Some(self.place(e.place()).sum())
     }
 
     /// Takes `key`'s total, leaving its counter at zero, or `None` if it
@@ -979,7 +993,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     {
         let pin = grace::pin();
         let e = self.index.find(&pin, self.hash(key), key)?;
-        Some(self.place(e.place).take())
+        Some(self.place(e.place()).take())
     }
 
     /// Removes `key` and returns its total, or `None` if it has no counter
@@ -995,11 +1009,14 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// [`take`](Self::take): it returns the total and leaves the key at
     /// zero.
     ///
-    /// Waits for lookups in progress on other threads (a grace period:
-    /// microseconds) while holding the lock that new keys take. Must not be
-    /// called from inside a [`retain`](Self::retain) or
+    /// Waits for lookups in progress on other threads (up to three grace
+    /// periods, each waiting for every pinned read or lookup in the
+    /// process, typically microseconds) while holding the lock that new
+    /// keys take. Must not be called from inside a
+    /// [`retain`](Self::retain) or
     /// [`read_each`](crate::CountFamily::read_each) closure on the same map
-    /// (it would wait for its own lock).
+    /// (it would wait for its own lock), nor from a key's `Hash`, `Eq` or
+    /// `Borrow` (they run inside lookups: it panics).
     ///
     /// ```
     /// let m = shardcount::CounterMap::<String>::new();
@@ -1023,7 +1040,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         let w = self.index.lock();
         let e = self.index.find_locked(&w, hash, key)?;
         if e.is_pinned() {
-            return Some(self.place(e.place).take());
+            return Some(self.place(e.place()).take());
         }
         let pos = e.pos(&w);
         let mut total = 0;
@@ -1053,7 +1070,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         let w = self.index.lock();
         let mut victims = Vec::new();
         for e in w.entries() {
-            let h = self.place(e.place);
+            let h = self.place(e.place());
             if keep(&e.key, h.sum()) {
                 continue;
             }
@@ -1086,22 +1103,23 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// assert_eq!((m.get(&"quiet"), m.get(&"busy")), (None, Some(2)));
     /// ```
     pub fn evict_idle(&self, idle: Duration) -> Vec<(K, u64)> {
-        let now = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
         let idle = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
         let w = self.index.lock();
+        // Read under the lock: the times noted never go back.
+        let now = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
         let mut victims = Vec::new();
         for e in w.entries() {
             if e.is_pinned() {
                 continue;
             }
-            let total = self.place(e.place).sum();
+            let total = self.place(e.place()).sum();
             let [last, since] = &e.seen;
             // Relaxed: read and written under the lock only.
             let noted = since.load(Ordering::Relaxed);
             if noted == u64::MAX || last.load(Ordering::Relaxed) != total {
                 last.store(total, Ordering::Relaxed);
                 since.store(now, Ordering::Relaxed);
-            } else if now - noted >= idle {
+            } else if now.saturating_sub(noted) >= idle {
                 victims.push(e.pos(&w));
             }
         }
@@ -1113,7 +1131,10 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// Removes the keys at positions `victims` (found under `w`, none
     /// held, each once) and hands each key with its final total to
     /// `each`: unlinks them, waits out every lookup that may still use
-    /// them, takes their counters and frees them (and chunks left empty).
+    /// them, takes their counters and frees them (and chunks left empty),
+    /// compacts, and only then, with the lock let go, runs `each` (and so
+    /// the keys' `drop`): no code of the caller's runs while the map is
+    /// half changed.
     fn unlink(
         &self,
         mut w: MutexGuard<'_, Writer<K>>,
@@ -1132,19 +1153,37 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         // below are final. Pinned sections never wait for the lock held
         // here.
         grace::wait();
-        let mut empty = Vec::new();
         // SAFETY: the grace period began after the unlink, and has ended.
-        unsafe {
-            self.index.free(unlinked, |e| {
-                let total = self.place(e.place).take();
-                empty.extend(w.slots.give_back(e.place.slot));
-                each(e.key, total);
-            });
-        }
+        let gone = unsafe { self.index.free(unlinked) };
+        let mut empty = Vec::new();
+        let totals: Vec<u64> = gone
+            .iter()
+            .map(|e| self.empty_slot(&mut w, e.slot(), &mut empty))
+            .collect();
         for c in empty {
             self.free_chunk(c);
         }
         self.compact(&mut w);
+        drop(w);
+        for (e, total) in gone.into_iter().zip(totals) {
+            each(e.key, total);
+        }
+    }
+
+    /// Takes slot `s`'s total (final: nobody adds to it any more) and
+    /// gives the slot back, noting its chunk in `empty` if that chunk now
+    /// holds no key. Should the take leave a residue (its table could not
+    /// allocate the baselines a take of an owned row needs), the residue is
+    /// counted in the total and the slot is never reused, so it is neither
+    /// lost nor handed to another key.
+    fn empty_slot(&self, w: &mut Writer<K>, s: usize, empty: &mut Vec<usize>) -> u64 {
+        let h = self.slot(s);
+        let taken = h.take();
+        let rest = h.sum();
+        if rest == 0 {
+            empty.extend(w.slots.give_back(s));
+        }
+        taken.wrapping_add(rest)
     }
 
     /// Moves keys out of the highest chunks into free slots of lower ones
@@ -1153,12 +1192,13 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// scattered over many chunks would otherwise keep them all. Held keys
     /// stay where their handles point.
     ///
-    /// A move publishes a new entry for the key, at the new slot, in the
-    /// old one's place; after a grace period no add reaches the old slot,
-    /// whose total is then taken and added to the new one. Meanwhile a
-    /// lookup of the key may read the new counter without the counts still
-    /// to be moved: nothing is lost, and whole-map reads (under the lock)
-    /// never see the move half done.
+    /// A move stores the key's new place into its entry (`Release`; the
+    /// slot's counter is zero and its chunk allocated); after a grace
+    /// period no add reaches the old slot, whose total is then taken and
+    /// added to the new one. Meanwhile a lookup of the key may read the new
+    /// counter without the counts still to be moved: nothing is lost, and
+    /// whole-map reads (under the lock) never see the move half done. No
+    /// code of `K`'s runs.
     fn compact(&self, w: &mut Writer<K>) {
         let used = w.slots.keys.iter().filter(|&&n| n > 0).count();
         if used * CHUNK - w.len() < w.len() + COMPACT_SLACK {
@@ -1167,7 +1207,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         let mut movable: Vec<(usize, usize)> = w
             .entries()
             .filter(|e| !e.is_pinned())
-            .map(|e| (e.place.slot, e.pos(w)))
+            .map(|e| (e.slot(), e.pos(w)))
             .collect();
         movable.sort_unstable_by_key(|m| std::cmp::Reverse(m.0));
         let mut moves = Vec::new();
@@ -1176,48 +1216,26 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
                 Some(&to) if to / CHUNK < from / CHUNK => {
                     w.slots.free.remove(&to);
                     w.slots.keys[to / CHUNK] += 1;
-                    moves.push((pos, to));
+                    moves.push((pos, from, to));
                 }
                 _ => break,
             }
         }
-        // Keys are cloned before anything is published: a `clone` that
-        // panics leaves the map as it was (but for slots marked used).
-        let keys: Vec<K> = moves
-            .iter()
-            .map(|&(pos, _)| w.at(pos).key.clone())
-            .collect();
-        let mut unlinked = index::Unlinked::default();
-        let mut to = Vec::with_capacity(moves.len());
-        for ((pos, slot), key) in moves.into_iter().zip(keys) {
-            let old = w.at(pos);
-            let set = self
-                .chunk(slot / CHUNK)
-                .expect("shardcount: a free slot's chunk is allocated");
+        if moves.is_empty() {
+            return;
+        }
+        for &(pos, _, to) in &moves {
             let place = Place {
-                slot,
-                set: NonNull::from(set),
+                chunk: self.ensure_chunk(to / CHUNK),
+                i: to % CHUNK,
             };
-            let new = Entry::new(old.hash, key, place, false);
-            for (n, o) in new.seen.iter().zip(&old.seen) {
-                // Relaxed: under the lock only.
-                n.store(o.load(Ordering::Relaxed), Ordering::Relaxed);
-            }
-            self.index.replace(w, &mut unlinked, pos, new);
-            to.push(place);
+            w.at(pos).move_to(place, to);
         }
         grace::wait();
         let mut empty = Vec::new();
-        let mut to = to.into_iter();
-        // SAFETY: the grace period began after the replacements, and has
-        // ended.
-        unsafe {
-            self.index.free(unlinked, |e| {
-                let moved = self.place(e.place).take();
-                let place = to.next().expect("shardcount: one new place per move");
-                self.place(place).add(moved);
-                empty.extend(w.slots.give_back(e.place.slot));
-            });
+        for (_, from, to) in moves {
+            let moved = self.empty_slot(w, from, &mut empty);
+            self.slot(to).add(moved);
         }
         for c in empty {
             self.free_chunk(c);
@@ -1235,6 +1253,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             .expect("shardcount: a used chunk's segment is allocated");
         // Relaxed: see above.
         let p = seg[at].swap(ptr::null_mut(), Ordering::Relaxed);
+        assert!(!p.is_null(), "shardcount: a chunk freed twice");
         // SAFETY: `p` came from `Box::into_raw` in `ensure_chunk`, is
         // unlinked just above, and nothing reaches it any more.
         drop(unsafe { Box::from_raw(p) });
@@ -1362,9 +1381,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         }
         then(
             prepared,
-            w.entries()
-                .map(|e| (&e.key, totals[e.place.slot]))
-                .collect(),
+            w.entries().map(|e| (&e.key, totals[e.slot()])).collect(),
         )
     }
 
@@ -1384,7 +1401,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         self.next.load(Ordering::Relaxed)
     }
 
-    /// Whether no key has a counter yet.
+    /// Whether no key has a counter.
     ///
     /// ```
     /// assert!(shardcount::CounterMap::<u8>::new().is_empty());
@@ -1534,8 +1551,8 @@ impl<K> Drop for CounterMap<K> {
 /// A zeroed segment `b` (`segment_len(b)` null chunk pointers), as a thin
 /// pointer to its first element.
 #[cold]
-fn new_segment(b: usize) -> *mut AtomicPtr<CounterSet> {
-    let seg: Box<[AtomicPtr<CounterSet>]> = (0..segment_len(b))
+fn new_segment(b: usize) -> *mut AtomicPtr<Chunk> {
+    let seg: Box<[AtomicPtr<Chunk>]> = (0..segment_len(b))
         .map(|_| AtomicPtr::new(ptr::null_mut()))
         .collect();
     Box::into_raw(seg).cast()
@@ -1547,7 +1564,7 @@ fn new_segment(b: usize) -> *mut AtomicPtr<CounterSet> {
 ///
 /// `p` came from `new_segment(b)` (the same `b`), is freed once, and is not
 /// used afterwards.
-unsafe fn free_segment(p: *mut AtomicPtr<CounterSet>, b: usize) {
+unsafe fn free_segment(p: *mut AtomicPtr<Chunk>, b: usize) {
     let seg = ptr::slice_from_raw_parts_mut(p, segment_len(b));
     // SAFETY: the caller's contract: `seg` is the boxed slice
     // `new_segment(b)` leaked, with its length.
@@ -1611,7 +1628,7 @@ where
         // A key's entry is made after its chunk exists (`intern`), so
         // every key listed has its counter.
         for e in self.index.lock().entries() {
-            f(&e.key, self.place(e.place).sum());
+            f(&e.key, self.place(e.place()).sum());
         }
     }
 }

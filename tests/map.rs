@@ -789,3 +789,229 @@ fn scattered_removals_compact_chunks_and_keep_totals() {
     assert_eq!((m.len(), m.allocated_chunks()), (1, 1));
     assert_eq!(m.snapshot(), vec![(9_999, 10_001)]);
 }
+
+/// Slot bookkeeping across many chunks (the property test stays within
+/// one): random adds, removes, retains and handles over 3,000 keys (24
+/// chunks), against a `HashMap`; with every key removed at the end, only
+/// held keys keep chunks.
+#[test]
+fn random_multi_chunk_churn_matches_a_hash_map() {
+    use std::collections::{HashMap, HashSet};
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..6 {
+        let m: CounterMap<u32> = CounterMap::unbounded();
+        let mut model: HashMap<u32, u64> = HashMap::new();
+        let mut held: HashSet<u32> = HashSet::new();
+        for _ in 0..20_000 {
+            let k = (rnd() % 3000) as u32;
+            match rnd() % 100 {
+                0..=59 => {
+                    m.add(&k, 1);
+                    *model.entry(k).or_default() += 1;
+                }
+                60..=89 => {
+                    let got = m.remove(&k);
+                    let want = if held.contains(&k) {
+                        model.get_mut(&k).map(std::mem::take)
+                    } else {
+                        model.remove(&k)
+                    };
+                    assert_eq!(got, want, "round {round} remove {k}");
+                }
+                90..=90 => {
+                    if rnd() % 20 == 0 {
+                        m.handle(&k).add(1);
+                        *model.entry(k).or_default() += 1;
+                        held.insert(k);
+                    }
+                }
+                91..=92 => {
+                    let r = rnd() % 5;
+                    m.retain(|&k, _| k as u64 % 5 != r);
+                    model.retain(|&k, v| {
+                        if k as u64 % 5 != r {
+                            true
+                        } else if held.contains(&k) {
+                            *v = 0;
+                            true
+                        } else {
+                            false
+                        }
+                    });
+                }
+                _ => {
+                    assert_eq!(m.get(&k), model.get(&k).copied());
+                }
+            }
+        }
+        let mut snap = m.snapshot();
+        snap.sort();
+        let mut want: Vec<_> = model.into_iter().collect();
+        want.sort();
+        assert_eq!(snap, want, "round {round}");
+        m.retain(|_, _| false);
+        assert_eq!(m.len(), held.len());
+        assert!(
+            m.allocated_chunks() <= held.len().max(1),
+            "round {round}: {} chunks for {} held keys",
+            m.allocated_chunks(),
+            held.len()
+        );
+    }
+}
+
+/// A handle taken while the map was full is the overflow counter's; once
+/// a removal makes room, adds by key give the key its own counter, while
+/// the handle keeps counting into the overflow (as `handle` documents).
+#[test]
+fn an_overflow_handle_outlives_the_room_a_removal_makes() {
+    let m = CounterMap::with_max_keys(1);
+    m.add(&"a", 1);
+    let h = m.handle(&"b"); // full: the overflow counter
+    assert_eq!(m.remove(&"a"), Some(1));
+    m.add(&"b", 1); // room now: "b" gets its own counter
+    h.add(5);
+    eprintln!("get(b) = {:?}, overflow = {}", m.get(&"b"), m.overflow());
+    assert_eq!((m.get(&"b"), m.overflow()), (Some(1), 5)); // documents the split
+}
+
+/// A key type whose `drop` panics once, for the key named in
+/// `PANIC_DROP_OF` (on this thread).
+mod touchy {
+    use std::cell::Cell;
+
+    thread_local! {
+        pub static PANIC_DROP_OF: Cell<Option<u32>> = const { Cell::new(None) };
+    }
+
+    #[derive(PartialEq, Eq, Hash, Debug, Clone)]
+    pub struct K(pub u32);
+
+    impl Drop for K {
+        fn drop(&mut self) {
+            if PANIC_DROP_OF.with(|p| p.get()) == Some(self.0) {
+                PANIC_DROP_OF.with(|p| p.set(None));
+                if !std::thread::panicking() {
+                    panic!("drop refused");
+                }
+            }
+        }
+    }
+}
+
+/// A key's `drop` that panics while `retain` removes keys scattered over
+/// four chunks (so compaction moves the rest): the panic reaches the
+/// caller only after the map is whole. Every kept key keeps its count and
+/// every removed key is gone; the chunks emptied are freed.
+#[test]
+fn a_key_drop_that_panics_in_a_removal_leaves_the_map_whole() {
+    use touchy::{K, PANIC_DROP_OF};
+    let m: CounterMap<K> = CounterMap::unbounded();
+    for k in 0..508 {
+        m.add(&K(k), 1); // four full chunks
+    }
+    PANIC_DROP_OF.with(|p| p.set(Some(491)));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        m.retain(|k, _| k.0 % 10 == 0)
+    }));
+    PANIC_DROP_OF.with(|p| p.set(None));
+    assert!(r.is_err(), "the drop's panic reaches the caller");
+    assert_eq!(m.len(), 51);
+    for k in 0..508 {
+        let want = (k % 10 == 0).then_some(1);
+        assert_eq!(m.get(&K(k)), want, "key {k}");
+    }
+    assert_eq!(
+        m.allocated_chunks(),
+        1,
+        "compaction ran before the keys' drops"
+    );
+}
+
+/// Evictions on three threads at once while a fourth thread adds: with an
+/// idle time of an hour nothing may be evicted (the times each pass notes
+/// are read under the lock, so they never go back).
+#[test]
+fn racing_evictions_with_an_hour_idle_evict_nothing() {
+    use std::time::{Duration, Instant};
+    let m: CounterMap<u32> = CounterMap::unbounded();
+    for k in 0..2000 {
+        m.add(&k, 1);
+    }
+    let stop = AtomicBool::new(false);
+    let until = Instant::now() + Duration::from_millis(300);
+    let evicted: usize = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut i = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                m.add(&(i % 2000), 1);
+                i = i.wrapping_add(7);
+            }
+        });
+        let evictors: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut n = 0;
+                    while Instant::now() < until {
+                        n += m.evict_idle(Duration::from_secs(3600)).len();
+                    }
+                    n
+                })
+            })
+            .collect();
+        let n = evictors.into_iter().map(|e| e.join().unwrap()).sum();
+        stop.store(true, Ordering::Relaxed);
+        n
+    });
+    assert_eq!(evicted, 0);
+    assert_eq!(m.len(), 2000);
+}
+
+/// A key whose `Eq` (run inside the lock-free lookup's pinned section)
+/// interns keys into another map, growing that map's index: the growth's
+/// grace period would wait for the very section it runs in. It panics,
+/// naming the likely cause, instead of hanging the process.
+#[test]
+fn a_grace_period_from_inside_a_lookup_panics_instead_of_hanging() {
+    use std::sync::atomic::AtomicU32;
+    use std::sync::OnceLock;
+    static OTHER: OnceLock<CounterMap<u32>> = OnceLock::new();
+    static N: AtomicU32 = AtomicU32::new(0);
+    #[derive(Clone, Debug)]
+    struct Logged(u32);
+    impl std::hash::Hash for Logged {
+        fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+            self.0.hash(h);
+        }
+    }
+    impl PartialEq for Logged {
+        fn eq(&self, o: &Self) -> bool {
+            OTHER
+                .get_or_init(CounterMap::unbounded)
+                .inc(&N.fetch_add(1, Ordering::Relaxed));
+            self.0 == o.0
+        }
+    }
+    impl Eq for Logged {}
+    let r = std::thread::spawn(|| {
+        let m: CounterMap<Logged> = CounterMap::new();
+        m.inc(&Logged(1));
+        for _ in 0..64 {
+            m.inc(&Logged(1));
+        }
+    })
+    .join();
+    let e = r.expect_err("a grace period ran inside a pinned section");
+    let msg = e
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| e.downcast_ref::<String>().cloned())
+        .unwrap();
+    assert!(msg.contains("inside a pinned section"), "{msg}");
+}

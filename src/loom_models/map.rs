@@ -132,3 +132,91 @@ fn compaction_racing_an_add_to_the_moving_key() {
         assert_eq!(m.len(), 2);
     });
 }
+
+/// Two removals leave the index empty: the second shrinks the table (4
+/// slots to 2: a rebuild, a grace period, the old table freed) and frees
+/// the only chunk, while another thread adds to a removed key (found in the
+/// old table, or interned afresh into a reallocated chunk).
+#[test]
+fn shrink_and_chunk_free_racing_an_add() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        m.add(&0, 1);
+        m.add(&1, 1); // table grows to 4 slots; chunk 0 = slots 0, 1
+        let adder = {
+            let m = m.clone();
+            thread::spawn(move || m.add(&0, 1))
+        };
+        let r0 = m.remove(&0).unwrap();
+        let r1 = m.remove(&1).unwrap();
+        adder.join().unwrap();
+        assert_eq!(r1, 1);
+        assert_eq!(r0 + m.get(&0).unwrap_or(0), 2);
+        assert_eq!(m.len(), usize::from(m.get(&0).is_some()));
+    });
+}
+
+/// A removed key's slot is reused by a new key at once, while another
+/// thread adds to the removed key: the new key never sees that add.
+#[test]
+fn slot_reuse_racing_an_add_to_the_removed_key() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        m.add(&1, 2);
+        let adder = {
+            let m = m.clone();
+            thread::spawn(move || m.add(&1, 1))
+        };
+        let r = m.remove(&1).unwrap();
+        m.add(&2, 5);
+        adder.join().unwrap();
+        assert_eq!(m.get(&2), Some(5));
+        assert_eq!(r + m.get(&1).unwrap_or(0), 3);
+    });
+}
+
+/// A handle made while a compaction moves its key: the key is held either
+/// at its old place (not moved) or at its new one; every add lands once.
+#[test]
+fn handle_racing_compaction() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        for k in 0..4 {
+            m.add(&k, 1);
+        }
+        let adder = {
+            let m = m.clone();
+            thread::spawn(move || m.handle(&2).add(1))
+        };
+        m.retain(|&k, _| k == 1 || k == 2);
+        adder.join().unwrap();
+        assert_eq!((m.get(&1), m.get(&2)), (Some(1), Some(2)));
+        m.handle(&2).add(1);
+        assert_eq!(m.snapshot(), vec![(1, 1), (2, 3)]);
+    });
+}
+
+/// Two grace periods at once (removals on two maps) while a third thread
+/// adds to a key being removed: `WAITS` keeps each wait covering both
+/// phases.
+#[test]
+fn two_concurrent_grace_periods_and_an_add() {
+    loom::model(|| {
+        let m = Arc::new(crate::CounterMap::<u8>::new());
+        let m2 = Arc::new(crate::CounterMap::<u8>::new());
+        m.add(&1, 2);
+        m2.add(&1, 1);
+        let other = {
+            let m2 = m2.clone();
+            thread::spawn(move || m2.remove(&1))
+        };
+        let adder = {
+            let m = m.clone();
+            thread::spawn(move || m.add(&1, 1))
+        };
+        let r = m.remove(&1).unwrap();
+        adder.join().unwrap();
+        assert_eq!(other.join().unwrap(), Some(1));
+        assert_eq!(r + m.get(&1).unwrap_or(0), 3);
+    });
+}

@@ -3,9 +3,11 @@
 //!
 //! # Protocol
 //!
-//! * An entry `{hash, key, place, pinned, pos}` is boxed once; only
-//!   `pinned` (set once, under the lock, when a handle is made) and `pos`
-//!   (under the lock) change. `Writer::order` lists the live ones in the
+//! * An entry `{hash, key, cell, slot, pinned, pos, seen}` is boxed once;
+//!   `cell` and `slot` change when compaction moves the key (under the
+//!   lock; `cell` is `Release`-stored, lookups load it `Acquire`),
+//!   `pinned` is set once (under the lock) when a handle is made, and
+//!   `pos` and `seen` are read and written under the lock only. `Writer::order` lists the live ones in the
 //!   order they were inserted (`pos` is an entry's position there; a
 //!   removed entry leaves a hole until the list is compacted).
 //! * `table` points to the current table: open addressing, linear probing,
@@ -37,7 +39,7 @@
 //! * Whole-index reads (`entries`) and lookups under the lock see a fixed
 //!   set of entries: nothing is inserted or freed meanwhile.
 
-use super::{Place, Slots as SlotBook};
+use super::{Chunk, Place, Slots as SlotBook};
 use crate::primitive::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::primitive::sync::{lock, Mutex, MutexGuard};
 use crate::thread::grace::{self, Pin};
@@ -98,7 +100,13 @@ impl<T> Published<T> {
 pub(super) struct Entry<K> {
     pub(super) hash: u64,
     pub(super) key: K,
-    pub(super) place: Place,
+    /// The key's chunk, with the counter's index there in the low bits
+    /// (`Chunk` is 128-aligned): stored under the lock when the key is
+    /// interned or moved (`Release`, after the chunk was made), loaded by
+    /// lookups (`Acquire`).
+    cell: AtomicPtr<Chunk>,
+    /// The key's slot; under the lock only.
+    slot: AtomicUsize,
     /// Whether a handle was made: then the entry lives until the map
     /// drops. Set once, under the lock; read without it (`Relaxed`: a
     /// reader that sees `true` needs nothing else from the store, and the
@@ -113,15 +121,44 @@ pub(super) struct Entry<K> {
 }
 
 impl<K> Entry<K> {
-    pub(super) fn new(hash: u64, key: K, place: Place, pinned: bool) -> Self {
+    pub(super) fn new(hash: u64, key: K, place: Place, slot: usize, pinned: bool) -> Self {
         Entry {
             hash,
             key,
-            place,
+            cell: AtomicPtr::new(tag(place)),
+            slot: AtomicUsize::new(slot),
             pinned: AtomicBool::new(pinned),
             pos: AtomicUsize::new(0),
             seen: [AtomicU64::new(0), AtomicU64::new(u64::MAX)],
         }
+    }
+
+    /// Where the key counts now.
+    #[inline]
+    pub(super) fn place(&self) -> Place {
+        // Acquire: pairs with the Release store of a move, so the new
+        // chunk is initialised before it is used.
+        let p = self.cell.load(Ordering::Acquire);
+        Place {
+            chunk: NonNull::new(p.map_addr(|a| a & !(align_of::<Chunk>() - 1)))
+                .expect("shardcount: an entry names a chunk"),
+            i: p.addr() & (align_of::<Chunk>() - 1),
+        }
+    }
+
+    /// The key's slot; under the lock (or on an unlinked entry).
+    pub(super) fn slot(&self) -> usize {
+        // Relaxed: written under the lock only.
+        self.slot.load(Ordering::Relaxed)
+    }
+
+    /// Moves the key to `place` (slot `slot`, whose counter is zero);
+    /// under the lock.
+    pub(super) fn move_to(&self, place: Place, slot: usize) {
+        // Release: publishes the chunk (made before) to `place`'s Acquire.
+        self.cell.store(tag(place), Ordering::Release);
+        // Relaxed: read under the lock only.
+        self.slot.store(slot, Ordering::Relaxed);
     }
 
     /// Whether a handle holds this entry.
@@ -137,6 +174,13 @@ impl<K> Entry<K> {
 }
 
 type EntryPtr<K> = *mut Published<Entry<K>>;
+
+/// `place` as one pointer: the chunk's address with the index in its low
+/// bits.
+fn tag(place: Place) -> *mut Chunk {
+    debug_assert!(place.i < align_of::<Chunk>());
+    place.chunk.as_ptr().map_addr(|a| a | place.i)
+}
 
 /// A removed entry's slot: never dereferenced (an aligned address no
 /// allocation has).
@@ -230,8 +274,8 @@ impl<K> Writer<K> {
     }
 }
 
-/// Entries unlinked by [`Index::unlink`] and [`Index::replace`]: free
-/// them with [`Index::free`] after a grace period.
+/// Entries unlinked by [`Index::unlink`]: free them with [`Index::free`]
+/// after a grace period.
 pub(super) struct Unlinked<K> {
     entries: Vec<EntryPtr<K>>,
 }
@@ -408,46 +452,21 @@ impl<K> Index<K> {
         Unlinked { entries }
     }
 
-    /// Replaces the live entry at position `pos` by `entry` (the same key,
-    /// hash and position): lookups find one or the other. The old one goes
-    /// to `u`, to be freed after a grace period.
-    pub(super) fn replace(
-        &self,
-        w: &mut Writer<K>,
-        u: &mut Unlinked<K>,
-        pos: usize,
-        entry: Entry<K>,
-    ) {
-        let old = w.order[pos];
-        assert!(!old.is_null(), "shardcount: no entry to replace");
-        let hash = entry.hash;
-        entry.pos.store(pos, Ordering::Relaxed);
-        let new = Box::into_raw(Box::new(Published::new(entry)));
-        // Relaxed: under the lock, as in `insert`.
-        let t = self.table.load(Ordering::Relaxed);
-        // Release: publishes the new entry's fields to `find`'s Acquire.
-        // SAFETY: `t` is the current table, and `old` is in it.
-        unsafe { &*t }
-            .slot_of(hash, old)
-            .store(new, Ordering::Release);
-        w.order[pos] = new;
-        u.entries.push(old);
-    }
-
-    /// Frees what [`unlink`](Self::unlink) returned, handing each entry
-    /// to `last` by value (the map takes its count there).
+    /// Frees what [`unlink`](Self::unlink) returned, handing back the
+    /// entries by value (the map takes their counts, then drops the keys).
     ///
     /// # Safety
     ///
     /// A grace period ([`grace::wait`](crate::thread::grace::wait)) began
     /// after the `unlink` that returned `u` and has ended.
-    pub(super) unsafe fn free(&self, u: Unlinked<K>, mut last: impl FnMut(Entry<K>)) {
-        for e in u.entries {
+    pub(super) unsafe fn free(&self, u: Unlinked<K>) -> Vec<Entry<K>> {
+        u.entries
+            .into_iter()
             // SAFETY: unlinked before the grace period (the caller's
             // contract), so no lookup reaches it; no longer in `order` or
             // any table; boxed in `insert`, listed once.
-            last(unsafe { Box::from_raw(e) }.into_inner());
-        }
+            .map(|e| unsafe { Box::from_raw(e) }.into_inner())
+            .collect()
     }
 
     /// Replaces the table `old` by one of `len` slots holding every live

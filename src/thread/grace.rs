@@ -307,6 +307,20 @@ mod barrier {
 /// and never from inside a pinned section (it would wait for itself), nor
 /// holding a lock that a pinned section may wait for.
 pub(crate) fn wait() {
+    // Waiting inside a section would wait for itself, for ever: say so
+    // instead (user code run inside one, say a key's `Eq` that removes a
+    // key of a map).
+    let inside = MINE
+        .try_with(|m| {
+            m.0.get()
+                // Relaxed: this thread's own word.
+                .is_some_and(|(w, _)| w.load(Ordering::Relaxed) % EPOCH_ONE != 0)
+        })
+        .unwrap_or(false);
+    assert!(
+        !inside,
+        "shardcount: a grace period (a map's removal, a merge, a map's table growth) was started inside a pinned section, where it would wait for itself: from a key's `Hash`, `Eq` or `Borrow` impl?"
+    );
     let _one = lock(&WAITS);
     // The words to wait on. A thread that registers after this read
     // takes the lock after this thread's unlink, so its sections see it.
