@@ -41,6 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 type FastCounter = shardcount_harness::peers::fast_counter::ConcurrentCounter;
+type FastTelemetry = shardcount_harness::peers::fast_telemetry::Counter;
 type Contatori = shardcount_harness::peers::contatori::counters::unsigned::Unsigned;
 
 fn criterion_benches(c: &mut Criterion) {
@@ -210,6 +211,28 @@ fn paired_report() {
                 time_reads(&a, n, 7, |a| a.load(Ordering::Relaxed))
             })
             .vs("Counter::sum", |n| time_reads(&c, n, 7, Counter::sum)),
+    );
+
+    // Exact reads of a sharded counter: fast-telemetry sums one padded
+    // shard per core; a split Counter sums its base and 2 rows, pinned (a
+    // merge may free rows).
+    let ft = <FastTelemetry as Subject>::new();
+    ft.add(7);
+    let split = Counter::new();
+    split.split(2);
+    split.add(7);
+    s.run(
+        Figure::new(
+            "sharded: Counter::sum (split to 2 rows) cost vs fast-telemetry's exact sum",
+            1,
+            Ratio::Cost,
+        )
+        .reference("fast-telemetry Counter::sum", |n| {
+            time_reads(&ft, n, 7, Subject::read)
+        })
+        .vs("Counter::sum, 2 rows", |n| {
+            time_reads(&split, n, 7, Counter::sum)
+        }),
     );
 
     const SPLIT: &str = "Counter after split(2)";
