@@ -271,7 +271,7 @@ impl Slots {
 /// allocated with its first chunk. Each key is once in the index: the
 /// key, its hash, slot, chunk address, position and eviction notes (56
 /// bytes besides the key), one pointer in the list of keys, and 2 to 4
-/// slots of 8 bytes in the index's table (at most half full; up to 16
+/// slots of 8 bytes in the index's table (at most half full; up to 5
 /// after many removals, before it shrinks). A contended chunk grows shard
 /// rows of 1 KB (2, then doubling up to the cap, older rows kept): about
 /// 8 bytes × (1 + 2 × cap) per counter of that chunk only, kept until the

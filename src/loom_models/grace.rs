@@ -44,6 +44,8 @@ fn grace_period_waits_for_nested_and_repeated_sections() {
         linked.store(false, Ordering::Relaxed);
         grace::wait();
         // The free: a write no section may race.
+        // SAFETY: loom checks that no read races this write; that is the
+        // claim under test.
         table.with_mut(|p| unsafe { *p = 0 });
         let (first, second) = reader.join().unwrap();
         assert!(matches!(first, None | Some(7)), "{first:?}");

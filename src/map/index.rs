@@ -22,7 +22,7 @@
 //!   loads slots `Acquire`, so a pointer it sees comes with the entry's
 //!   fields (and the chunk the entry's place points to, made before).
 //! * A rebuild (before an insert would fill more than half the table, or
-//!   after removals leave it under an eighth full) builds a table holding
+//!   after removals leave it under a fifth full) builds a table holding
 //!   every live entry, with `Relaxed` stores (no one sees it yet), then
 //!   publishes it by storing `table`, `Release`; lookups load `table`,
 //!   `Acquire`. The old table is freed after a grace period.
@@ -411,8 +411,9 @@ impl<K> Index<K> {
 
     /// Unlinks the live entries at positions `victims` (each
     /// [`Entry::pos`] of an entry found under `w`, listed once): their
-    /// slots become tombstones and they leave the order. A table under an
-    /// eighth full is rebuilt smaller. Returns what to free after a grace
+    /// slots become tombstones and they leave the order. A table under a
+    /// fifth full is rebuilt smaller (a quarter to a half full: no insert
+    /// or removal soon after undoes it). Returns what to free after a grace
     /// period.
     pub(super) fn unlink(&self, w: &mut Writer<K>, victims: &[usize]) -> Unlinked<K> {
         // Relaxed: under the lock, as in `insert`.
@@ -436,7 +437,7 @@ impl<K> Index<K> {
         w.tombstones += victims.len();
         // SAFETY: as above.
         let len = unsafe { &*t }.slots.get().len();
-        if len > FIRST_SLOTS && w.live * 8 < len {
+        if len > FIRST_SLOTS && w.live * 5 < len {
             // A quarter to a half full: the next growth is as far away.
             let small = ((w.live + 1) * 2).next_power_of_two().max(FIRST_SLOTS);
             self.rebuild(w, t, small);
