@@ -281,7 +281,7 @@ impl Slots {
 /// key leaves. Once removals leave the chunks in use less than half full,
 /// the next removal moves keys (not held ones) down into free slots so
 /// that whole chunks empty and are freed. Measured: 90,000 of 100,000
-/// keys removed frees 87% to 90% of the memory the keys took
+/// keys removed frees 89% to 90% of the memory the keys took
 /// (`tests/merge_alloc.rs`).
 ///
 /// # Hostile keys
