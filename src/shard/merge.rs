@@ -12,8 +12,7 @@
 //!    leased thread's owner id and returns the revocation's number, kept in
 //!    `X.retired_at`. From then on adds load a head that names no plain
 //!    table and count on the owner's base, as before the first growth.
-//! 2. **Complete**, now or on a later call (`merge` again, or a read that
-//!    finds the merge pending):
+//! 2. **Complete**, now or on a later call to `merge`:
 //!    * wait for [`owner::acknowledged`]: every thread that held an id has
 //!      since come to `owner::lease` (its next add to any sharded table
 //!      takes that path, its id being 0), or exited. Owners' hot adds are

@@ -17,15 +17,19 @@
 //! **Per-thread words** (the usual path). Each thread has a word of its
 //! own (`MINE`, registered in `WORDS` at the thread's first pin, removed
 //! at its exit), written only by that thread: the section's depth in the
-//! low bits and, above them, an epoch that the outermost `pin` moves on.
-//! Entering stores the new value (`Relaxed`), then issues a *light*
-//! barrier; leaving stores the lower depth (`Release`). The light barrier
+//! low bits and, above them, an epoch that the outermost `pin` moves on
+//! (wrapping: a repeated epoch only makes a grace period wait longer).
+//! Entering stores the new value (`Release`: a grace period that sees a
+//! later section's mark must also learn that the earlier section ended),
+//! then issues a *light* barrier; leaving stores the lower depth
+//! (`Release`). The light barrier
 //! is one half of an asymmetric pair:
 //!
 //! * on Linux, where `membarrier(PRIVATE_EXPEDITED)` is available, it is a
 //!   compiler fence only, and [`wait`]'s *heavy* barrier is that system
 //!   call, which runs a full barrier on every CPU running a thread of the
-//!   process;
+//!   process (acting on the reader as a signal handler's fence would:
+//!   outside Rust's formal model, the practice of liburcu and folly);
 //! * elsewhere (and under loom and miri) both halves are `SeqCst` fences.
 //!
 //! Why that suffices: take a section S and the grace period G, which
@@ -56,7 +60,7 @@ use crate::primitive::hint::spin_loop;
 use crate::primitive::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::primitive::sync::{lock, Arc, Mutex};
 use crossbeam_utils::CachePadded;
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 
 crate::primitive::global! {
     /// One grace period at a time: two waits flipping the phase together
@@ -110,13 +114,18 @@ crate::primitive::global! {
     static WORDS: Arc<Words> = Arc::new(Mutex::new(Vec::new()));
 }
 
-/// This thread's word, registered at its first pin, and the registry.
-struct Mine(OnceCell<(Arc<Word>, Arc<Words>)>);
+/// This thread's word, registered at its first pin, and the registry;
+/// and the word's value, which only this thread writes, kept here too so
+/// that a pin stores to the word without loading it.
+struct Mine {
+    reg: OnceCell<(Arc<Word>, Arc<Words>)>,
+    mirror: Cell<usize>,
+}
 
 impl Mine {
     #[inline]
     fn word(&self) -> &Word {
-        match self.0.get() {
+        match self.reg.get() {
             Some((w, _)) => w,
             None => self.register(),
         }
@@ -130,20 +139,20 @@ impl Mine {
         barrier::register();
         all.push(w.clone());
         drop(all);
-        &self.0.get_or_init(|| (w, words)).0
+        &self.reg.get_or_init(|| (w, words)).0
     }
 }
 
 impl Drop for Mine {
     fn drop(&mut self) {
-        if let Some((w, words)) = self.0.get() {
+        if let Some((w, words)) = self.reg.get() {
             lock(words).retain(|x| !Arc::ptr_eq(x, w));
         }
     }
 }
 
 crate::primitive::const_thread_local! {
-    static MINE: Mine = Mine(OnceCell::new());
+    static MINE: Mine = Mine { reg: OnceCell::new(), mirror: Cell::new(0) };
 }
 
 /// A pinned section: tables reached from heads loaded while it lives are
@@ -153,7 +162,8 @@ pub(crate) struct Pin {
     /// This thread's word (alive while the thread's `MINE` is, which
     /// outlives every section the thread runs), or a striped counter.
     word: *const AtomicUsize,
-    striped: bool,
+    /// `MINE`'s copy of the word's value; null for a striped counter.
+    mirror: *const Cell<usize>,
 }
 
 impl std::fmt::Debug for Pin {
@@ -167,21 +177,21 @@ impl std::fmt::Debug for Pin {
 pub(crate) fn pin() -> Pin {
     match MINE.try_with(|m| {
         let w: &AtomicUsize = m.word();
-        // Relaxed: only this thread writes its word; the barrier below
-        // orders the store before the head loads.
-        let v = w.load(Ordering::Relaxed);
+        let v = m.mirror.get();
         let outermost = v % EPOCH_ONE == 0;
-        w.store(
-            v + 1 + if outermost { EPOCH_ONE } else { 0 },
-            Ordering::Relaxed,
-        );
+        debug_assert!(v % EPOCH_ONE < EPOCH_ONE - 1, "pins nested too deep");
+        let v = v.wrapping_add(1 + if outermost { EPOCH_ONE } else { 0 });
+        m.mirror.set(v);
+        // Release: a grace period may see this mark (a new epoch) instead
+        // of the unpin before it, and must still learn that the section
+        // before ended (a plain store would not carry the unpin's
+        // Release); the barrier below orders the store before the head
+        // loads.
+        w.store(v, Ordering::Release);
         barrier::light();
-        std::ptr::from_ref(w)
+        (std::ptr::from_ref(w), std::ptr::from_ref(&m.mirror))
     }) {
-        Ok(word) => Pin {
-            word,
-            striped: false,
-        },
+        Ok((word, mirror)) => Pin { word, mirror },
         Err(_) => striped(),
     }
 }
@@ -201,7 +211,7 @@ fn striped() -> Pin {
     fence(Ordering::SeqCst);
     Pin {
         word: count,
-        striped: true,
+        mirror: std::ptr::null(),
     }
 }
 
@@ -213,15 +223,19 @@ impl Drop for Pin {
         // are dropped; a pin is dropped on the thread that made it, in the
         // scope that made it, before then.
         let w = unsafe { &*self.word };
-        if self.striped {
+        if self.mirror.is_null() {
             // Release: pairs with the grace period's Acquire loads.
             w.fetch_sub(1, Ordering::Release);
         } else {
-            // Relaxed load: only this thread writes it. Release store: the
-            // section's reads of a table happen-before the grace period
-            // that sees this (its Acquire loads), and so before a free.
-            let v = w.load(Ordering::Relaxed);
-            w.store(v - 1, Ordering::Release);
+            // SAFETY: `MINE`'s field, alive as the word is (above), and
+            // touched only by this thread.
+            let mirror = unsafe { &*self.mirror };
+            let v = mirror.get().wrapping_sub(1);
+            mirror.set(v);
+            // Release: the section's reads of a table happen-before the
+            // grace period that sees this (its Acquire loads), and so
+            // before a free.
+            w.store(v, Ordering::Release);
         }
     }
 }
@@ -274,9 +288,17 @@ mod barrier {
     pub(super) fn heavy(heavy: bool) {
         fence(Ordering::SeqCst);
         if heavy {
-            // SAFETY: as in `register`.
-            let r = unsafe { libc::syscall(libc::SYS_membarrier, PRIVATE_EXPEDITED, 0, 0) };
-            assert_eq!(r, 0, "shardcount: membarrier failed after registering");
+            // Readers already rely on it, so there is no falling back to
+            // fences: retry a failure that may pass (`ENOMEM`), then say
+            // so (a seccomp filter installed after the first pin would).
+            for _ in 0..1000 {
+                // SAFETY: as in `register`.
+                if unsafe { libc::syscall(libc::SYS_membarrier, PRIVATE_EXPEDITED, 0, 0) } == 0 {
+                    return;
+                }
+                std::thread::yield_now();
+            }
+            panic!("shardcount: membarrier(PRIVATE_EXPEDITED) keeps failing after the process registered for it (a seccomp filter installed since?)");
         }
     }
 }
@@ -311,11 +333,7 @@ pub(crate) fn wait() {
     // instead (user code run inside one, say a key's `Eq` that removes a
     // key of a map).
     let inside = MINE
-        .try_with(|m| {
-            m.0.get()
-                // Relaxed: this thread's own word.
-                .is_some_and(|(w, _)| w.load(Ordering::Relaxed) % EPOCH_ONE != 0)
-        })
+        .try_with(|m| m.mirror.get() % EPOCH_ONE != 0)
         .unwrap_or(false);
     assert!(
         !inside,
