@@ -5,7 +5,8 @@
 //!
 //! * `index` (`map/index.rs`, protocol at its top) interns keys: a lookup
 //!   of an interned key loads the current table and probes it, no lock,
-//!   no store, inside a pinned section (`thread::grace`); new keys go in,
+//!   store but to its own thread's word, inside a pinned section
+//!   (`thread::grace`); new keys go in,
 //!   and removed keys out, one writer at a time under the index's lock.
 //!   Each entry holds the key, its hash (`map/hasher.rs`, seeded per map)
 //!   and its `Place`: the address of the key's chunk with the counter's
@@ -970,9 +971,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let pin = grace::pin();
-        let e = self.index.find(&pin, self.hash(key), key)?;
-        Some(self.place(e.place()).sum())
+        self.found(key, |h| h.sum())
     }
 
     /// Takes `key`'s total, leaving its counter at zero, or `None` if it
@@ -991,9 +990,19 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        self.found(key, |h| h.take())
+    }
+
+    /// Runs `f` on `key`'s counter if it has one, while the key cannot be
+    /// freed (a pinned lookup); creates nothing.
+    fn found<Q, R>(&self, key: &Q, f: impl FnOnce(CounterHandle<'_>) -> R) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let pin = grace::pin();
         let e = self.index.find(&pin, self.hash(key), key)?;
-        Some(self.place(e.place()).take())
+        Some(f(self.place(e.place())))
     }
 
     /// Removes `key` and returns its total, or `None` if it has no counter

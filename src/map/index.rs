@@ -280,14 +280,6 @@ pub(super) struct Unlinked<K> {
     entries: Vec<EntryPtr<K>>,
 }
 
-impl<K> Default for Unlinked<K> {
-    fn default() -> Self {
-        Unlinked {
-            entries: Vec::new(),
-        }
-    }
-}
-
 /// The index: see the module notes.
 pub(super) struct Index<K> {
     /// The current table; never null.
@@ -354,7 +346,8 @@ impl<K> Index<K> {
         }
     }
 
-    /// [`probe`](Self::probe) without the lock: no lock, no store. The
+    /// [`probe`](Self::probe) without the lock: no lock, no store (the
+    /// caller's pin marked its own word). The
     /// entry stays alive while `pin` lives.
     #[inline]
     pub(super) fn find<'a, Q>(&'a self, _pin: &'a Pin, hash: u64, key: &Q) -> Option<&'a Entry<K>>
