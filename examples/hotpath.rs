@@ -163,6 +163,42 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             c.sum()
         }
+        "counter-owned-2" => {
+            // Two split counters in turn: each add misses the thread's
+            // one-entry row cache (the cost of the miss, and of the fill).
+            let cs = [Counter::new(), Counter::new()];
+            for c in &cs {
+                assert_eq!(c.split(2), 2);
+            }
+            let cs = escape(&cs);
+            for i in 0..n {
+                cs[(i & 1) as usize].inc();
+                opaque();
+            }
+            cs.iter().map(Counter::sum).sum()
+        }
+        "labels-owned" => {
+            // `labels-inc`'s walk on an owned row (split first).
+            static ROUTES: LabelledCounter<Route> = LabelledCounter::new();
+            assert_eq!(ROUTES.split(2), 2);
+            let c = escape(&ROUTES);
+            for i in 0..n {
+                c.inc(Route::ALL[(i & 7) as usize]);
+                opaque();
+            }
+            c.sum()
+        }
+        "hist-owned" => {
+            // `hist-record`'s values on an owned row (split first).
+            let h = Histogram::new();
+            assert_eq!(h.split(2), 2);
+            let h = escape(&h);
+            for i in 0..n {
+                h.record(i);
+                opaque();
+            }
+            h.count()
+        }
         "set-owned" => {
             // `set-inc`'s walk on an owned row (split first).
             let s = CounterSet::new(1024);
@@ -341,7 +377,7 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
         }
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
-             cas-take, stock-take, counter-owned, set-owned, counter-sum-split, rough-1024, \
+             cas-take, stock-take, counter-owned, counter-owned-2, labels-owned, hist-owned, set-owned, counter-sum-split, rough-1024, \
              set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, map-inc-url, \
              dashmap-url, max-record, hist-record, hist-record8, hist-labels-record",
             add_keys.join(", ")

@@ -178,12 +178,16 @@ impl Counter {
     /// Adds `n`, wrapping at 2<sup>64</sup> like `AtomicU64::fetch_add`.
     ///
     /// While the counter has no table this is one `fetch_add` on the base
-    /// word and a sampling test on the value it returns: no thread-local is
-    /// read. Once sharded, a thread adds to the shard its owner id owns
-    /// (an id is leased on a thread's first add to a sharded counter or
-    /// set), of which it is the only writer: one thread-local load, a load
-    /// and a store, no locked instruction and no test. A thread beyond the
-    /// table adds to a shared shard with a `fetch_add` and samples it.
+    /// word and a sampling test on the value it returns, after one compare
+    /// with a thread-local. Once sharded, a thread adds to the shard its
+    /// owner id owns (an id is leased on a thread's first add to a sharded
+    /// counter or set), of which it is the only writer, with a load and a
+    /// store: no locked instruction. Each thread caches where its shard is
+    /// in the last two sharded counters, sets or histograms it added to,
+    /// so an add to one of those finds it with a compare and a thread-local
+    /// load; others look it up (a few more loads and tests). A thread
+    /// beyond the table adds to a shared shard with a `fetch_add` and
+    /// samples it.
     ///
     /// ```
     /// let c = shardcount::Counter::new();
@@ -193,14 +197,40 @@ impl Counter {
     #[inline]
     pub fn add(&self, n: u64) {
         let head = self.table.load();
-        match self.table.slot(head, Table::shard_at) {
-            Slot::Base => self.add_base(head, n),
+        if let Some(row) = self.table.cached(head) {
             // A row this thread alone writes: a load and a store, no
             // locked instruction, nothing to detect (`shard/owned.rs`).
-            Slot::Owned(at) => store_add(at, n),
+            // SAFETY: a row has at least one word.
+            store_add(unsafe { row.word(0) }, n);
+        } else if head.is_table() {
+            match self.table.cached_victim(head) {
+                // SAFETY: as above.
+                Some(row) => store_add(unsafe { row.word(0) }, n),
+                None => self.add_table(head, n),
+            }
+        } else {
+            self.add_base(head, n);
+        }
+    }
+
+    /// An add on a sharded counter that missed the row cache.
+    #[inline(never)]
+    fn add_table(&self, head: Head, n: u64) {
+        match self.table.slot(head) {
+            // SAFETY: a row has at least one word.
+            Slot::Owned(row) => store_add(unsafe { row.word(0) }, n),
             Slot::Beyond(t) => self.add_beyond(head, t, n),
             Slot::NoId => self.add_unowned(n),
         }
+    }
+
+    /// An add on a sharded counter by a thread whose owner id is beyond
+    /// `t`, the table `head` names: on its probe's shared shard, checked
+    /// for sharing. Out of line, so that the owned path above saves no
+    /// registers.
+    #[inline(never)]
+    fn add_beyond(&self, head: Head, t: &Table, n: u64) {
+        self.add_probed(head, t, n);
     }
 
     /// An add on the base word, while the head (`head`) names no table
@@ -229,14 +259,6 @@ impl Counter {
                 row_lines: 1,
             });
         }
-    }
-
-    /// An add on a sharded counter by a thread whose owner id is beyond
-    /// `t`, the table `head` names: on its probe's shared shard, checked
-    /// for sharing.
-    #[inline(never)]
-    fn add_beyond(&self, head: Head, t: &Table, n: u64) {
-        self.add_probed(head, t, n);
     }
 
     /// An add on a sharded counter by a thread without an owner id (none
@@ -529,6 +551,19 @@ impl Counter {
     #[cfg(test)]
     pub(crate) fn grow_once(&self) {
         self.table.grow(self.table.load(), 1);
+    }
+
+    /// Whether either entry of the calling thread's row cache holds this
+    /// counter's newest table: its next add would be a hit.
+    #[cfg(all(test, shardcount_loom))]
+    pub(crate) fn cache_hits(&self) -> bool {
+        self.table.cached_here()
+    }
+
+    /// The address the head holds now.
+    #[cfg(test)]
+    pub(crate) fn head_addr(&self) -> usize {
+        self.table.head_addr()
     }
 
     /// The base and what each shard of the newest table holds (none

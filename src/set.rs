@@ -299,18 +299,36 @@ impl CounterSet {
     pub(crate) unsafe fn add_unchecked(&self, i: usize, v: u64) {
         debug_assert!(i < self.len);
         let head = self.table.load();
-        match self.table.slot(head, Table::row_at) {
-            // SAFETY: the caller's promise, passed on.
-            Slot::Base => unsafe { self.add_base(head, i, v) },
-            Slot::Owned(row) => {
-                // SAFETY: every row has room for `len + 1` words, and
-                // `i < len`.
-                let at = unsafe { flat_word(row, i) };
-                // A row this thread alone writes: a load and a store,
-                // nothing to detect (`shard/owned.rs`).
-                store_add(at, v);
+        if let Some(row) = self.table.cached(head) {
+            // SAFETY: every row has room for `len + 1` words, and `i < len`.
+            let at = unsafe { row.word(i) };
+            // A row this thread alone writes: a load and a store, nothing
+            // to detect (`shard/owned.rs`).
+            store_add(at, v);
+        } else if head.is_table() {
+            match self.table.cached_victim(head) {
+                // SAFETY: as above.
+                Some(row) => store_add(unsafe { row.word(i) }, v),
+                // SAFETY: the caller's promise, passed on.
+                None => unsafe { self.add_table(head, i, v) },
             }
+        } else {
             // SAFETY: as above.
+            unsafe { self.add_base(head, i, v) };
+        }
+    }
+
+    /// An add to a sharded set that missed the row cache.
+    ///
+    /// # Safety
+    ///
+    /// `i < len()`.
+    #[inline(never)]
+    unsafe fn add_table(&self, head: Head, i: usize, v: u64) {
+        match self.table.slot(head) {
+            // SAFETY: every row has room for `len + 1` words; `i < len`.
+            Slot::Owned(row) => store_add(unsafe { row.word(i) }, v),
+            // SAFETY: the caller's promise, passed on.
             Slot::Beyond(t) => unsafe { self.add_beyond(head, t, i, v) },
             // SAFETY: as above.
             Slot::NoId => unsafe { self.add_unowned(i, v) },
@@ -318,7 +336,8 @@ impl CounterSet {
     }
 
     /// An add by a thread whose owner id is beyond `t`, the table `head`
-    /// names: on its probe's shared row, sampled.
+    /// names: on its probe's shared row, sampled. Out of line, so that the
+    /// owned path of `add_table` saves no registers.
     ///
     /// # Safety
     ///

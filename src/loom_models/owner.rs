@@ -72,3 +72,130 @@ fn live_leases_are_distinct_and_dense() {
         assert!(ids == [1, 2] || ids == [1, 1], "ids {ids:?}");
     });
 }
+
+/// The row cache against a revocation (`Own` in `src/thread/owner.rs`): a
+/// thread fills its cache with two counters' rows (the second fill moves
+/// the first entry to the other) while a merge's revocation runs. Once
+/// both are done, the thread's id is revoked (it has not acknowledged), so
+/// neither entry may hit: a hit would skip the slow path that
+/// acknowledges, holding a merge pending for as long as the thread adds
+/// only there. Fails without the fill's barrier or its reload, or without
+/// the revoker's clear.
+#[test]
+fn fills_racing_a_revocation_leave_no_hit() {
+    loom::model(|| {
+        let a = Arc::new(Counter::with_max_shards(2));
+        let b = Arc::new(Counter::with_max_shards(2));
+        a.grow_once();
+        b.grow_once();
+        let revoked = Arc::new(AtomicBool::new(false));
+        let adder = {
+            let (a, b, revoked) = (a.clone(), b.clone(), revoked.clone());
+            thread::spawn(move || {
+                owner::lease();
+                // Each misses the cache and fills it.
+                a.add(1);
+                b.add(2);
+                // SeqCst: a plain flag; the protocol under test is
+                // `revoke`'s and `fill`'s.
+                while !revoked.load(Ordering::SeqCst) {
+                    thread::yield_now();
+                }
+                assert!(
+                    owner::owner() != 0 || !(a.cache_hits() || b.cache_hits()),
+                    "a revoked thread's row cache still hits"
+                );
+            })
+        };
+        owner::revoke();
+        revoked.store(true, Ordering::SeqCst);
+        adder.join().unwrap();
+        assert_eq!(a.sum() + b.sum(), 3);
+    });
+}
+
+/// A thread that gave its id back (as at exit, before other thread-locals'
+/// destructors add) must not hit its cache: the id may already be another
+/// thread's, whose plain stores to the row would race its own. The second
+/// thread leases (reusing the id or not) and adds while the first adds
+/// after its hand-back; nothing is lost. Fails without the lease drop's
+/// clear of the cache.
+#[test]
+fn a_handed_back_id_leaves_no_hit() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(2));
+        c.grow_once();
+        let first = {
+            let c = c.clone();
+            thread::spawn(move || {
+                owner::lease();
+                c.add(1);
+                assert!(c.cache_hits());
+                owner::exit_now();
+                assert!(!c.cache_hits(), "a handed-back id's cache still hits");
+                c.add(2);
+            })
+        };
+        let second = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(4);
+                c.add(8);
+            })
+        };
+        first.join().unwrap();
+        second.join().unwrap();
+        assert_eq!(c.sum(), 15);
+    });
+}
+
+/// A counter's drop empties every thread's cache that names its tables,
+/// so a table allocated later at the same address is not taken for it
+/// (loom never reuses an address: the model checks the cache itself).
+/// Fails without `owner::forget` in the drop.
+#[test]
+fn a_dropped_table_leaves_no_cache_entry() {
+    loom::model(|| {
+        let c = Counter::with_max_shards(2);
+        c.grow_once();
+        let addr = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
+        let dropped = Arc::new(AtomicBool::new(false));
+        let mut c = Arc::new(c);
+        let adder = {
+            let (c, addr, dropped) = (c.clone(), addr.clone(), dropped.clone());
+            thread::spawn(move || {
+                owner::lease();
+                c.add(1);
+                // A second table moves the first to the other entry.
+                let d = Counter::with_max_shards(2);
+                d.grow_once();
+                d.add(1);
+                assert!(c.cache_hits());
+                addr.store(c.head_addr(), Ordering::SeqCst);
+                drop(c);
+                while !dropped.load(Ordering::SeqCst) {
+                    thread::yield_now();
+                }
+                let addr = addr.load(Ordering::SeqCst);
+                assert!(
+                    owner::cached(addr).is_none() && owner::cached_victim(addr).is_none(),
+                    "a dropped table is still in a thread's cache"
+                );
+            })
+        };
+        // Wait for the adder's reference to go, then drop the counter.
+        let c = loop {
+            match Arc::try_unwrap(c) {
+                Ok(c) => break c,
+                Err(back) => {
+                    thread::yield_now();
+                    c = back;
+                }
+            }
+        };
+        assert_eq!(c.sum(), 1);
+        drop(c);
+        dropped.store(true, Ordering::SeqCst);
+        adder.join().unwrap();
+    });
+}

@@ -77,6 +77,8 @@ use crate::primitive::sync::Mutex;
 use crate::thread::sampler::{self, Readings, Seen};
 use crate::thread::{grace, owner, MAX_SHARDS};
 use crossbeam_utils::CachePadded;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
 
 mod merge;
 mod owned;
@@ -168,17 +170,33 @@ pub(crate) unsafe fn word_unchecked(lines: &[Line], i: usize) -> &AtomicU64 {
 #[inline(always)]
 pub(crate) unsafe fn flat_word(row: &[Line], i: usize) -> &AtomicU64 {
     debug_assert!(i < row.len() * LINE_WORDS);
+    // SAFETY: the caller's promise.
+    unsafe { flat_word_at(row.as_ptr(), i) }
+}
+
+/// [`flat_word`] for a row given by its first line.
+///
+/// # Safety
+///
+/// `first` points to a live line followed by enough lines in the same
+/// allocation to hold word `i`.
+#[inline(always)]
+unsafe fn flat_word_at<'a>(first: *const Line, i: usize) -> &'a AtomicU64 {
     if cfg!(not(shardcount_loom))
         && std::mem::size_of::<Line>() == LINE_WORDS * std::mem::size_of::<AtomicU64>()
     {
         // SAFETY: `CachePadded` is `repr(C)` with its value at offset 0
         // (crossbeam-utils 0.8.22 and later), and a line is no larger than
         // its array of words: the row's words lie back to back, `i` of them
-        // before word `i`, all inside the slice `row.as_ptr()` covers.
-        unsafe { &*row.as_ptr().cast::<AtomicU64>().add(i) }
+        // before word `i`, all inside the lines the caller promises.
+        unsafe { &*first.cast::<AtomicU64>().add(i) }
     } else {
-        // SAFETY: the caller's promise.
-        unsafe { word_unchecked(row, i) }
+        // SAFETY: the caller's promise: line `i / LINE_WORDS` is in the
+        // row, and `i % LINE_WORDS < LINE_WORDS`, the words in a line.
+        unsafe {
+            let line: &'a Line = &*first.add(i / LINE_WORDS);
+            line.get_unchecked(i % LINE_WORDS)
+        }
     }
 }
 
@@ -326,6 +344,20 @@ impl Table {
         Some(unsafe { self.lines.get_unchecked(start..start + self.row_lines) })
     }
 
+    /// The first line of row `i`, if the table has it (the row owner id
+    /// `i + 1` owns), with the provenance of the whole table's lines.
+    #[inline]
+    fn first_line_of(&self, i: usize) -> Option<NonNull<Line>> {
+        if i > self.mask {
+            return None;
+        }
+        let start = i * self.row_lines;
+        debug_assert!(start + self.row_lines <= self.lines.len());
+        // SAFETY: there are `mask + 1` rows of `row_lines` lines each, and
+        // `i <= mask`: `start` is inside `lines`, a non-empty box.
+        Some(unsafe { NonNull::new_unchecked(self.lines.as_ptr().add(start).cast_mut()) })
+    }
+
     /// Owned row `probe` (masked): `row_lines` lines, for tests reading
     /// where an add landed.
     #[cfg(all(test, not(shardcount_loom)))]
@@ -343,16 +375,37 @@ impl Table {
     }
 }
 
-/// Where an add goes: see [`ShardTable::slot`].
-pub(crate) enum Slot<'a, R> {
-    /// No plain table (none yet, or one a merge retires): the base.
-    Base,
-    /// The row (or word) this thread owns.
-    Owned(R),
+/// Where an add to a plain table goes: see [`ShardTable::slot`].
+pub(crate) enum Slot<'a> {
+    /// The row this thread owns.
+    Owned(Row<'a>),
     /// A table this thread, holding an id, owns no row of.
     Beyond(&'a Table),
     /// A table, but this thread holds no id: it must not read the table.
     NoId,
+}
+
+/// The row a thread owns in a table: its first line, as the row cache
+/// (`thread::owner`) keeps it.
+#[derive(Clone, Copy)]
+pub(crate) struct Row<'a> {
+    first: NonNull<Line>,
+    table: PhantomData<&'a Table>,
+}
+
+impl<'a> Row<'a> {
+    /// Word `i` of the row.
+    ///
+    /// # Safety
+    ///
+    /// `i` is below the row's words (`row_lines * LINE_WORDS`).
+    #[inline(always)]
+    pub(crate) unsafe fn word(self, i: usize) -> &'a AtomicU64 {
+        // SAFETY: the row's lines lie from `first` on, inside their
+        // table's `lines`, alive for `'a` (`ShardTable::slot`); the caller
+        // promises `i` is inside the row.
+        unsafe { flat_word_at(self.first.as_ptr(), i) }
+    }
 }
 
 /// A value of the head, as loaded once: a tag or the newest table then.
@@ -360,6 +413,13 @@ pub(crate) enum Slot<'a, R> {
 pub(crate) struct Head(*mut Table);
 
 impl Head {
+    /// Whether it names a plain table (not a tag, nor one a merge retires):
+    /// where adds go to rows rather than the base.
+    #[inline(always)]
+    pub(crate) fn is_table(self) -> bool {
+        is_table(self.0)
+    }
+
     /// Whether it is a tag (no table), not a plain or retiring table.
     #[inline(always)]
     pub(crate) fn is_tag(self) -> bool {
@@ -418,25 +478,41 @@ impl ShardTable {
         }
     }
 
-    /// Where an add by the calling thread goes, given `head` as it loaded
-    /// it: the owner's base, its own row (`pick` finds row `i` in the
-    /// table, `i` its owner id less one), a table it owns no row of, or
-    /// nowhere it may look.
-    ///
-    /// A thread with no id (never leased, or exiting) is told so before
-    /// the table is read or borrowed: it is neither pinned nor counted by
-    /// a merge's acknowledgements, so the table it loaded may be gone
-    /// (`merge.rs`). One compare against a constant (`owner::row`).
+    /// The row this thread owns in the table `head` names, if its row
+    /// cache (`thread::owner`) holds that table: an add's whole
+    /// row-finding on a hit, one compare and one load.
     #[inline(always)]
-    pub(crate) fn slot<'a, R>(
-        &'a self,
-        head: Head,
-        pick: impl FnOnce(&'a Table, usize) -> Option<R>,
-    ) -> Slot<'a, R> {
-        if !is_table(head.0) {
-            return Slot::Base;
-        }
-        // Read only now: an idle counter's add reads no thread-local.
+    pub(crate) fn cached(&self, head: Head) -> Option<Row<'_>> {
+        // The cache names a plain table this thread loaded as a head while
+        // holding its id, and `first` is its row there, alive while `head`
+        // (just loaded) still names it, as in `slot`.
+        owner::cached(head.0.addr()).map(|first| Row {
+            first: first.cast(),
+            table: PhantomData,
+        })
+    }
+
+    /// The same from the cache's other entry: for a plain table (after
+    /// [`Head::is_table`]) that [`cached`](Self::cached) missed.
+    #[inline(always)]
+    pub(crate) fn cached_victim(&self, head: Head) -> Option<Row<'_>> {
+        // As in `cached`.
+        owner::cached_victim(head.0.addr()).map(|first| Row {
+            first: first.cast(),
+            table: PhantomData,
+        })
+    }
+
+    /// Where an add by the calling thread goes, given `head` as it loaded
+    /// it, a plain table ([`Head::is_table`]) the row cache did not hold:
+    /// its own row (now cached), a table it owns no row of, or nowhere it
+    /// may look. A thread with no id (never leased, or exiting) is told so
+    /// before the table is read or borrowed: it is neither pinned nor
+    /// counted by a merge's acknowledgements, so the table it loaded may be
+    /// gone (`merge.rs`).
+    #[inline(always)]
+    pub(crate) fn slot(&self, head: Head) -> Slot<'_> {
+        debug_assert!(is_table(head.0));
         let i = owner::row();
         if i >= MAX_SHARDS {
             return Slot::NoId;
@@ -445,10 +521,30 @@ impl ShardTable {
         // holds an owner id: a merge frees the table only after this thread
         // acknowledged its retirement, which it does on a later slow path.
         let t = unsafe { &*head.0 };
-        match pick(t, i) {
-            Some(r) => Slot::Owned(r),
+        match t.first_line_of(i) {
+            Some(first) => {
+                owner::fill(head.0.addr(), first.cast(), i);
+                Slot::Owned(Row {
+                    first,
+                    table: PhantomData,
+                })
+            }
             None => Slot::Beyond(t),
         }
+    }
+
+    /// The address the head holds now.
+    #[cfg(test)]
+    pub(crate) fn head_addr(&self) -> usize {
+        self.load().0.addr()
+    }
+
+    /// Whether either entry of the calling thread's row cache holds the
+    /// head as it is now.
+    #[cfg(all(test, shardcount_loom))]
+    pub(crate) fn cached_here(&self) -> bool {
+        let h = self.load().0.addr();
+        owner::cached(h).is_some() || owner::cached_victim(h).is_some()
     }
 
     /// The table `head` names, plain or retiring: the readers' view (the
@@ -755,6 +851,21 @@ impl Drop for ShardTable {
         // Relaxed: `&mut self` means every other access already
         // happened-before this one.
         let t = self.head.load(Ordering::Relaxed);
+        if !is_tag(t) {
+            // No thread's row cache may name a table of the chain once its
+            // memory can be another table's (`thread::owner`).
+            owner::forget(|h| {
+                let mut p = t.map_addr(|a| a & !FOLDING);
+                while !is_tag(p) {
+                    if p.addr() == h {
+                        return true;
+                    }
+                    // SAFETY: the chain is freed only below.
+                    p = unsafe { (*p).older };
+                }
+                false
+            });
+        }
         // SAFETY: `&mut self`: no thread can reach the chain any more.
         unsafe { merge::free_chain(t) };
     }

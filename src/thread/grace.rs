@@ -324,6 +324,35 @@ mod barrier {
     }
 }
 
+/// Registers the process for the light barrier if it can be, once: before
+/// a thread's first use of [`light_barrier`] outside a pinned section
+/// (the owner ids' row cache, `owner.rs`).
+pub(crate) fn prepare_barrier() {
+    let _all = lock(&*WORDS);
+    barrier::register();
+}
+
+/// The light half of the asymmetric barrier (module docs), for another
+/// protocol of the same shape: store, barrier, load on one side, against
+/// [`heavy_barrier`] on the other (`owner.rs`'s row cache). The caller ran
+/// [`prepare_barrier`] before.
+#[inline]
+pub(crate) fn light_barrier() {
+    barrier::light();
+}
+
+/// The heavy half: after it, every store a thread made before its light
+/// barrier is visible, or that thread's loads after it see this thread's
+/// stores before this call.
+pub(crate) fn heavy_barrier() {
+    let heavy = {
+        let _all = lock(&*WORDS);
+        barrier::register();
+        barrier::is_heavy()
+    };
+    barrier::heavy(heavy);
+}
+
 /// Waits until every section pinned before this call has ended. Call it
 /// after unlinking a table (no new section can reach it), before freeing,
 /// and never from inside a pinned section (it would wait for itself), nor

@@ -35,31 +35,132 @@
 //! that got an id beyond a table keeps it when smaller ones are given
 //! back (it adds on its probe's row, sampled, as before).
 
+use super::grace;
 use super::pool::Pool;
-use crate::primitive::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::primitive::sync::{lock, Arc, Mutex};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 // The calling thread's owner id less one, its row (`NONE` if it has no
-// id, or its id is revoked, below): the hot path compares it with a
-// table's rows directly, and `NONE` fails a compare with a constant before
-// any table is read. No destructor: the hot path reads it with a bare TLS load (a `Relaxed`
-// load of an atomic is a plain `mov`). An atomic because a merge stores
-// `NONE` into it from another thread; the registry holds its address while the
-// thread holds a lease, and the memory of a destructor-free thread-local
-// lives until the thread is gone, after every destructor (the lease's,
-// which removes the address, included).
+// id, or its id is revoked, below), and its row cache (`Own`). No
+// destructor: the hot path reads it with a bare TLS load (a `Relaxed` load
+// of an atomic is a plain `mov`). Atomics because a merge and a table's
+// drop store into it from another thread; the registry holds its address
+// while the thread holds a lease, and the memory of a destructor-free
+// thread-local lives until the thread is gone, after every destructor
+// (the lease's, which removes the address, included).
 #[cfg(not(shardcount_loom))]
 std::thread_local! {
-    static OWNER: AtomicUsize = const { AtomicUsize::new(NONE) };
+    static OWNER: Own = const { Own::new() };
 }
 
 // Loom builds thread-locals lazily and may drop them before the lease's
 // destructor runs: a leaked cell keeps the address valid for the model.
 #[cfg(shardcount_loom)]
 loom::thread_local! {
-    static OWNER: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(NONE)));
+    static OWNER: &'static Own = Box::leak(Box::new(Own::new()));
+}
+
+/// A thread's owner id and its two-entry row cache.
+///
+/// # The row cache
+///
+/// * In each entry, `head` is 0 or the address of a plain table that this
+///   thread loaded as a shard table's head while holding its id, and `at`
+///   the first line of the row that id owns there. Only this thread writes
+///   `at`, always before `head` (so a matching `head` means `at` is that
+///   row's); others only store 0 into `head`. A hit in the last entry is
+///   the inlined add's whole row-finding: the head compared, `at` loaded.
+///   A fill moves the last entry to the other one (read back from this
+///   thread's own stores).
+/// * **Revocation** (`revoke`) stores `NONE` into every holder's `row`,
+///   runs the heavy barrier (`grace`), then stores 0 into every `head`.
+///   A fill stores its entries, runs the light barrier, then loads `row`
+///   again and stores 0 into both `head`s if it changed. Either the fill's
+///   stores are ordered before the revoker's barrier, and the revoker's 0s
+///   come after them, or the fill's reload comes after the barrier and sees
+///   `NONE`: a revoked thread never keeps a cache hit, so its next add to
+///   a sharded table takes the slow path and acknowledges (`lease`), as
+///   without the cache. Until then its hits go to the rows of the id it
+///   still holds, which the acknowledgement covers.
+/// * So once every holder acknowledged a revocation, no cache names a
+///   table retired before it (a fill after the acknowledgement loads a
+///   head that no longer names it), and a merge may free it.
+/// * **Giving the id back** (the lease's drop) stores 0 into `head` before
+///   the id can be another thread's: later adds from thread-local
+///   destructors must not hit a row that is no longer theirs.
+/// * **A table's drop** (`forget`) stores 0 into every registered `head`
+///   naming it, under the registry's mutex, before the memory is freed: a
+///   table allocated later at the same address is never mistaken for it
+///   (the drop happens-before that allocation, which happens-before any
+///   add that loads its head).
+pub(crate) struct Own {
+    row: AtomicUsize,
+    /// The most recently filled entry, which the inlined add tests.
+    last: Way,
+    /// The one before it, which only the out-of-line path tests: two
+    /// tables used in turn both stay cached.
+    victim: Way,
+}
+
+/// One entry of the row cache: a table's address and this thread's row
+/// there.
+struct Way {
+    head: AtomicUsize,
+    at: AtomicPtr<()>,
+}
+
+impl Own {
+    crate::primitive::const_fn! {
+        const fn new() -> Own {
+            Own {
+                row: AtomicUsize::new(NONE),
+                last: Way::new(),
+                victim: Way::new(),
+            }
+        }
+    }
+
+    /// Empties both entries.
+    fn clear(&self) {
+        // Relaxed: see `Own`'s protocol for what orders each caller's.
+        self.last.head.store(0, Ordering::Relaxed);
+        self.victim.head.store(0, Ordering::Relaxed);
+    }
+}
+
+impl Way {
+    crate::primitive::const_fn! {
+        const fn new() -> Way {
+            Way {
+                head: AtomicUsize::new(0),
+                at: AtomicPtr::new(std::ptr::null_mut()),
+            }
+        }
+    }
+
+    /// The row cached for `head`, if this entry holds it.
+    #[inline(always)]
+    fn get(&self, head: usize) -> Option<std::ptr::NonNull<()>> {
+        // Relaxed: this thread wrote both (others only store 0 into
+        // `head`), `at` first (`Own`).
+        if self.head.load(Ordering::Relaxed) == head {
+            // SAFETY: a `head` other than 0 was stored after a non-null
+            // `at` by this thread, and heads are never 0.
+            Some(unsafe { std::ptr::NonNull::new_unchecked(self.at.load(Ordering::Relaxed)) })
+        } else {
+            None
+        }
+    }
+
+    /// Stores an entry (this thread only): `at` first.
+    fn set(&self, head: usize, at: *mut ()) {
+        // Relaxed: program order is all this thread's reads need; against
+        // a revocation, the barrier in `fill`.
+        self.at.store(at, Ordering::Relaxed);
+        self.head.store(head, Ordering::Relaxed);
+    }
 }
 
 /// `OWNER`'s value for "no id": id 0, less one.
@@ -67,7 +168,7 @@ const NONE: usize = usize::MAX;
 
 /// Runs `f` on the calling thread's owner cell, if it still exists.
 #[inline(always)]
-fn with_owner<R>(f: impl FnOnce(&AtomicUsize) -> R) -> Option<R> {
+fn with_owner<R>(f: impl FnOnce(&Own) -> R) -> Option<R> {
     // Under loom `o` is a `&&AtomicUsize`, which the call derefs.
     OWNER.try_with(|o| f(o)).ok()
 }
@@ -77,7 +178,7 @@ fn with_owner<R>(f: impl FnOnce(&AtomicUsize) -> R) -> Option<R> {
 /// destructor running before the thread's thread-locals are freed, as it
 /// does for every thread std or a `pthread_exit` ends; a main thread whose
 /// destructors are skipped at process exit keeps its thread-locals mapped.
-struct CellPtr(*const AtomicUsize);
+struct CellPtr(*const Own);
 
 // SAFETY: it is only dereferenced under the owners' mutex while its thread
 // is registered, and the cell is an atomic, shared by design.
@@ -93,7 +194,7 @@ struct Registered {
 /// The ids, and who holds them.
 struct Held {
     pool: Pool,
-    holders: HashMap<usize, Registered>,
+    holders: BTreeMap<usize, Registered>,
 }
 
 /// Everything the leases share.
@@ -108,7 +209,7 @@ crate::primitive::global! {
     // needs the static: under loom, statics are gone before the main
     // thread's thread-local destructors run.
     static OWNERS: Arc<Owners> = Arc::new(Owners {
-        held: Mutex::new(Held { pool: Pool::new(), holders: HashMap::new() }),
+        held: Mutex::new(Held { pool: Pool::new(), holders: BTreeMap::new() }),
         revoked: AtomicU64::new(0),
     });
 }
@@ -125,7 +226,10 @@ impl Drop for Lease {
         // First the thread stops owning, then the id may go to another.
         // Leaving the registry under the mutex also acknowledges every
         // revocation: the thread's adds happen-before whoever locks next.
-        with_owner(|o| o.store(NONE, Ordering::Relaxed));
+        with_owner(|o| {
+            o.row.store(NONE, Ordering::Relaxed);
+            o.clear();
+        });
         let mut held = lock(&self.owners.held);
         held.holders.remove(&self.id);
         held.pool.give(self.id);
@@ -150,7 +254,64 @@ pub(crate) fn owner() -> usize {
 pub(crate) fn row() -> usize {
     // Relaxed: a revocation is only a request to come to `lease`; the
     // acknowledgement there carries the ordering.
-    with_owner(|o| o.load(Ordering::Relaxed)).unwrap_or(NONE)
+    with_owner(|o| o.row.load(Ordering::Relaxed)).unwrap_or(NONE)
+}
+
+/// The first line of the row this thread owns in the table at address
+/// `head`, if the row cache's last entry holds that table (`Own`): an
+/// add's whole row-finding on a hit.
+#[inline(always)]
+pub(crate) fn cached(head: usize) -> Option<std::ptr::NonNull<()>> {
+    with_owner(|o| o.last.get(head)).flatten()
+}
+
+/// The same from the cache's other entry, for the path that missed the
+/// last one.
+#[inline(always)]
+pub(crate) fn cached_victim(head: usize) -> Option<std::ptr::NonNull<()>> {
+    with_owner(|o| o.victim.get(head)).flatten()
+}
+
+/// Remembers that the row this thread owns as row `row` (what [`row`]
+/// returned) of the table at address `head`, which it loaded as a head,
+/// starts at `at`; the last entry becomes the other (`Own`).
+#[inline]
+pub(crate) fn fill(head: usize, at: std::ptr::NonNull<()>, row: usize) {
+    with_owner(|o| {
+        // Relaxed: this thread's own entries.
+        o.victim.set(
+            o.last.head.load(Ordering::Relaxed),
+            o.last.at.load(Ordering::Relaxed),
+        );
+        o.last.set(head, at.as_ptr());
+        grace::light_barrier();
+        // Relaxed: ordered by the barrier pair (`Own`).
+        if o.row.load(Ordering::Relaxed) != row {
+            o.clear();
+        }
+    });
+}
+
+/// Empties every thread's row cache that names a table `dying` says is
+/// being freed (`Own`). Call it before freeing tables that no merge
+/// retired (a drop).
+pub(crate) fn forget(dying: impl Fn(usize) -> bool) {
+    let owners = Arc::clone(&OWNERS);
+    let held = lock(&owners.held);
+    for r in held.holders.values() {
+        // SAFETY: as in `revoke`: registered, so its cell is alive.
+        let own = unsafe { &*r.cell.0 };
+        for head in [&own.last.head, &own.victim.head] {
+            // Relaxed: the drop happens-after every add to these tables (so
+            // after any fill naming them), and happens-before any later
+            // use of the memory (`Own`).
+            let h = head.load(Ordering::Relaxed);
+            if h != 0 && dying(h) {
+                // A failure means the thread cached another table since.
+                let _ = head.compare_exchange(h, 0, Ordering::Relaxed, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// The calling thread's owner id, leasing one if it has none, and
@@ -171,6 +332,8 @@ pub(crate) fn lease() -> usize {
         .try_with(|l| {
             let mut l = l.borrow_mut();
             let lease = l.get_or_insert_with(|| {
+                // Fills use the light barrier from now on (`Own`).
+                grace::prepare_barrier();
                 let owners = Arc::clone(&OWNERS);
                 let mut held = lock(&owners.held);
                 // A new holder has loaded no head as one: it starts as
@@ -208,7 +371,7 @@ fn ack(lease: &Lease) {
         // head it retired (stored before it) visible to this thread's next
         // loads of the head.
         let seen = lease.owners.revoked.load(Ordering::SeqCst);
-        with_owner(|o| o.store(lease.id - 1, Ordering::SeqCst));
+        with_owner(|o| o.row.store(lease.id - 1, Ordering::SeqCst));
         if lease.owners.revoked.load(Ordering::SeqCst) == seen {
             // Release: every add this thread made before (to a retired
             // table, with a head it loaded earlier) happens-before a merge
@@ -251,7 +414,14 @@ pub(crate) fn revoke() -> u64 {
             // SAFETY: the thread is registered (its lease not dropped: the
             // drop removes it under this mutex first), so its owner cell
             // is alive (`OWNER`).
-            unsafe { &*r.cell.0 }.store(NONE, Ordering::SeqCst);
+            unsafe { &*r.cell.0 }.row.store(NONE, Ordering::SeqCst);
+        }
+        // Then no holder keeps a cache hit (`Own`).
+        grace::heavy_barrier();
+        for r in held.holders.values() {
+            // Relaxed: the barrier above orders it (`Own`).
+            // SAFETY: as above.
+            unsafe { &*r.cell.0 }.clear();
         }
         n
     };
@@ -323,6 +493,52 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// A counter's table is dropped and the next counter's table is often
+    /// allocated at the same address, with rows elsewhere: a worker whose
+    /// row cache still named the old table would add into freed memory
+    /// and the new counter would miss those adds. Fails without `forget`
+    /// in the table's drop.
+    #[test]
+    fn a_table_at_a_dropped_tables_address_counts_every_add() {
+        use crate::Counter;
+        use std::sync::mpsc::channel;
+        use std::sync::Arc;
+        const ROUNDS: usize = 2000;
+        const ADDS: u64 = 100;
+        let (work_tx, work_rx) = channel::<Arc<Counter>>();
+        let (done_tx, done_rx) = channel::<()>();
+        let worker = std::thread::spawn(move || {
+            for c in work_rx {
+                for _ in 0..ADDS {
+                    c.inc();
+                }
+                drop(c);
+                done_tx.send(()).unwrap();
+            }
+        });
+        let mut addrs = std::collections::HashSet::new();
+        let mut repeats = 0;
+        for round in 0..ROUNDS {
+            let c = Arc::new(Counter::new());
+            // Rows of different sizes, so a reused table address comes
+            // with rows at another one.
+            c.split(if round % 2 == 0 { 2 } else { 8 });
+            if !addrs.insert(c.head_addr()) {
+                repeats += 1;
+            }
+            work_tx.send(Arc::clone(&c)).unwrap();
+            done_rx.recv().unwrap();
+            let c = Arc::into_inner(c).expect("the worker dropped its reference");
+            assert_eq!(c.sum(), ADDS, "round {round}: adds lost");
+        }
+        drop(work_tx);
+        worker.join().unwrap();
+        assert!(
+            repeats > 0,
+            "no table address was reused: the test tested nothing"
+        );
     }
 
     /// Two live threads never hold the same id, and a thread's exit gives
