@@ -114,6 +114,54 @@ fn fills_racing_a_revocation_leave_no_hit() {
     });
 }
 
+/// A counter's drop racing a fill for another table that moves the
+/// dropped table's entry to the cache's other entry: the move must not
+/// bring the entry back after the drop cleared it. Fails without the
+/// revocation-shaped treatment in `forget` (clearing only, as a plain
+/// store, leaves the moved copy).
+#[test]
+fn a_drop_racing_a_fills_move_leaves_no_cache_entry() {
+    loom::model(|| {
+        let c = Counter::with_max_shards(2);
+        c.grow_once();
+        let addr = c.head_addr();
+        let mut c = Arc::new(c);
+        let dropped = Arc::new(AtomicBool::new(false));
+        let adder = {
+            let (c, dropped) = (c.clone(), dropped.clone());
+            thread::spawn(move || {
+                owner::lease();
+                c.add(1);
+                drop(c);
+                // Fills for `d`, moving `c`'s entry, while `c` drops.
+                let d = Counter::with_max_shards(2);
+                d.grow_once();
+                d.add(1);
+                while !dropped.load(Ordering::SeqCst) {
+                    thread::yield_now();
+                }
+                assert!(
+                    owner::cached(addr).is_none() && owner::cached_victim(addr).is_none(),
+                    "a dropped table came back into a thread's cache"
+                );
+            })
+        };
+        let c = loop {
+            match Arc::try_unwrap(c) {
+                Ok(c) => break c,
+                Err(back) => {
+                    thread::yield_now();
+                    c = back;
+                }
+            }
+        };
+        assert_eq!(c.sum(), 1);
+        drop(c);
+        dropped.store(true, Ordering::SeqCst);
+        adder.join().unwrap();
+    });
+}
+
 /// A thread that gave its id back (as at exit, before other thread-locals'
 /// destructors add) must not hit its cache: the id may already be another
 /// thread's, whose plain stores to the row would race its own. The second
@@ -151,8 +199,9 @@ fn a_handed_back_id_leaves_no_hit() {
 
 /// A counter's drop empties every thread's cache that names its tables,
 /// so a table allocated later at the same address is not taken for it
-/// (loom never reuses an address: the model checks the cache itself).
-/// Fails without `owner::forget` in the drop.
+/// (the model checks the cache itself rather than wait for an address to
+/// be reused). Fails without `owner::forget` in the drop, or when it
+/// clears only the last entry.
 #[test]
 fn a_dropped_table_leaves_no_cache_entry() {
     loom::model(|| {

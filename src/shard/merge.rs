@@ -184,9 +184,17 @@ impl ShardTable {
                 .compare_exchange(head.0, retiring.0, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
             {
-                let n = owner::revoke();
-                if let Some(t) = self.any_table(retiring) {
+                let t = self.any_table(retiring);
+                if let Some(t) = t {
+                    // Until the revocation's number is known, no
+                    // acknowledgement completes this merge: a revocation
+                    // that panics halfway leaves it pending, not freeable.
                     // Relaxed: read under `MERGES`, which every writer holds.
+                    t.retired_at.store(u64::MAX, Ordering::Relaxed);
+                }
+                let n = owner::revoke();
+                if let Some(t) = t {
+                    // Relaxed: as above.
                     t.retired_at.store(n, Ordering::Relaxed);
                 }
                 break retiring;

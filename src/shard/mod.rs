@@ -386,7 +386,11 @@ pub(crate) enum Slot<'a> {
 }
 
 /// The row a thread owns in a table: its first line, as the row cache
-/// (`thread::owner`) keeps it.
+/// (`thread::owner`) keeps it. The lifetime is the shard table's borrow,
+/// but a merge may free the row sooner: like an owned add's row found
+/// without the cache, it is valid for the add that found it (the thread
+/// acknowledges no revocation before that add ends), and must be used at
+/// once, not kept.
 #[derive(Clone, Copy)]
 pub(crate) struct Row<'a> {
     first: NonNull<Line>,
@@ -402,8 +406,8 @@ impl<'a> Row<'a> {
     #[inline(always)]
     pub(crate) unsafe fn word(self, i: usize) -> &'a AtomicU64 {
         // SAFETY: the row's lines lie from `first` on, inside their
-        // table's `lines`, alive for `'a` (`ShardTable::slot`); the caller
-        // promises `i` is inside the row.
+        // table's `lines`, alive during the add that found the row (the
+        // type's docs); the caller promises `i` is inside the row.
         unsafe { flat_word_at(self.first.as_ptr(), i) }
     }
 }

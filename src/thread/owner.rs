@@ -14,15 +14,16 @@
 //! # Protocol
 //!
 //! * `OWNER` (a `const` thread-local without a destructor, so the hot
-//!   path reads it with a bare TLS load) holds the calling thread's id, 0
-//!   while it has none.
+//!   path reads it with a bare TLS load) holds the calling thread's id
+//!   less one (`NONE` while it has none), and its row cache ([`Own`]).
 //! * `LEASE` (a thread-local with a destructor) holds the lease. At thread
-//!   exit its destructor sets `OWNER` to 0 and only then gives the id back
-//!   to the pool, under the pool's mutex: every owned add the thread made
-//!   happens-before the next thread's lease of the same id, so two threads
-//!   never add to one row *as its owner* at once. Adds the thread makes
-//!   later (from other thread-locals' destructors) see `OWNER` 0 and take
-//!   the unowned path, which cannot lease again once `LEASE` is gone.
+//!   exit its destructor sets `OWNER`'s id to `NONE`, empties the cache,
+//!   and only then gives the id back to the pool, under the pool's mutex:
+//!   every owned add the thread made happens-before the next thread's
+//!   lease of the same id, so two threads never add to one row *as its
+//!   owner* at once. Adds the thread makes later (from other
+//!   thread-locals' destructors) see `NONE` and take the unowned path,
+//!   which cannot lease again once `LEASE` is gone.
 //! * An owned row has one writer: its owner adds with a plain load and
 //!   store (`shard/owned.rs`). Threads beyond the table, or without an id,
 //!   add to the table's shared rows instead, and takes keep baselines
@@ -71,9 +72,10 @@ loom::thread_local! {
 ///   the first line of the row that id owns there. Only this thread writes
 ///   `at`, always before `head` (so a matching `head` means `at` is that
 ///   row's); others only store 0 into `head`. A hit in the last entry is
-///   the inlined add's whole row-finding: the head compared, `at` loaded.
-///   A fill moves the last entry to the other one (read back from this
-///   thread's own stores).
+///   an add's whole row-finding: the head compared, `at` loaded; the
+///   other entry is tested next, once the head is known to name a table.
+///   A fill moves the last entry to the other one, then stores the new
+///   one (`Release`).
 /// * **Revocation** (`revoke`) stores `NONE` into every holder's `row`,
 ///   runs the heavy barrier (`grace`), then stores 0 into every `head`.
 ///   A fill stores its entries, runs the light barrier, then loads `row`
@@ -86,21 +88,29 @@ loom::thread_local! {
 ///   still holds, which the acknowledgement covers.
 /// * So once every holder acknowledged a revocation, no cache names a
 ///   table retired before it (a fill after the acknowledgement loads a
-///   head that no longer names it), and a merge may free it.
+///   head that no longer names it), unless it was unretired since (then
+///   the merge's compare-exchange to folding fails), and a merge may free
+///   it.
 /// * **Giving the id back** (the lease's drop) stores 0 into `head` before
 ///   the id can be another thread's: later adds from thread-local
 ///   destructors must not hit a row that is no longer theirs.
-/// * **A table's drop** (`forget`) stores 0 into every registered `head`
-///   naming it, under the registry's mutex, before the memory is freed: a
-///   table allocated later at the same address is never mistaken for it
-///   (the drop happens-before that allocation, which happens-before any
-///   add that loads its head).
+/// * **A table's drop** (`forget`), under the registry's mutex, before the
+///   memory is freed: every thread with an entry naming the table gets the
+///   revocation's treatment (`NONE` into its `row`, the heavy barrier, then
+///   0 into each `head` naming it). The drop happens-after every add to
+///   the table, so after any fill naming it; but a fill for another table
+///   may be moving such an entry to `victim` meanwhile, and the barrier
+///   pair settles that race as it does a revocation's. The thread's next
+///   add to a sharded table takes the slow path once and owns again (no
+///   revocation's number moved, so nothing waits for it). A table
+///   allocated later at the same address is then never mistaken for the
+///   dropped one: the drop happens-before that allocation, which
+///   happens-before any add that loads its head.
 pub(crate) struct Own {
     row: AtomicUsize,
-    /// The most recently filled entry, which the inlined add tests.
+    /// The most recently filled entry, tested first.
     last: Way,
-    /// The one before it, which only the out-of-line path tests: two
-    /// tables used in turn both stay cached.
+    /// The one before it: two tables used in turn both stay cached.
     victim: Way,
 }
 
@@ -156,10 +166,11 @@ impl Way {
 
     /// Stores an entry (this thread only): `at` first.
     fn set(&self, head: usize, at: *mut ()) {
-        // Relaxed: program order is all this thread's reads need; against
-        // a revocation, the barrier in `fill`.
+        // Relaxed: program order is all this thread's reads need.
         self.at.store(at, Ordering::Relaxed);
-        self.head.store(head, Ordering::Relaxed);
+        // Release: a `forget` that loads it (Acquire) also sees what this
+        // thread stored before, the entry a fill moved (`Own`).
+        self.head.store(head, Ordering::Release);
     }
 }
 
@@ -298,15 +309,36 @@ pub(crate) fn fill(head: usize, at: std::ptr::NonNull<()>, row: usize) {
 pub(crate) fn forget(dying: impl Fn(usize) -> bool) {
     let owners = Arc::clone(&OWNERS);
     let held = lock(&owners.held);
+    // Acquire, both: pairs with the Release store of a `last` entry, which
+    // follows the fill's store of the entry it moved to `victim`: a thread
+    // whose `last` has moved on shows the moved entry here.
+    let names = |own: &Own| {
+        [&own.last.head, &own.victim.head]
+            .iter()
+            .any(|h| dying(h.load(Ordering::Acquire)))
+    };
+    let mut any = false;
     for r in held.holders.values() {
         // SAFETY: as in `revoke`: registered, so its cell is alive.
         let own = unsafe { &*r.cell.0 };
+        if names(own) {
+            // As a revocation does, for this thread only (`Own`): its fill
+            // racing this may be moving the entry to `victim`.
+            own.row.store(NONE, Ordering::SeqCst);
+            any = true;
+        }
+    }
+    if !any {
+        return;
+    }
+    grace::heavy_barrier();
+    for r in held.holders.values() {
+        // SAFETY: as above.
+        let own = unsafe { &*r.cell.0 };
         for head in [&own.last.head, &own.victim.head] {
-            // Relaxed: the drop happens-after every add to these tables (so
-            // after any fill naming them), and happens-before any later
-            // use of the memory (`Own`).
+            // Relaxed: ordered by the barrier pair (`Own`).
             let h = head.load(Ordering::Relaxed);
-            if h != 0 && dying(h) {
+            if dying(h) {
                 // A failure means the thread cached another table since.
                 let _ = head.compare_exchange(h, 0, Ordering::Relaxed, Ordering::Relaxed);
             }
