@@ -254,6 +254,40 @@ fn plain_rows(n: u64) -> Duration {
     )
 }
 
+/// The same rows, each thread's found once, before its loop: the fastest
+/// form of the reference (the one above finds the row on every add).
+fn pointer_rows(n: u64) -> Duration {
+    let rows = Box::new(PlainRows(std::array::from_fn(|_| {
+        CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0)))
+    })));
+    let rows = escape(&*rows);
+    let t = run_threads(THREADS, |_| {
+        let row = escape(&rows.0[row_index()]);
+        let mut j = 0usize;
+        for _ in 0..n {
+            store_add(&row[j & 15], 1);
+            opaque();
+            j += 1;
+            if j == COUNTERS {
+                j = 0;
+            }
+        }
+    });
+    // Relaxed: read after the join.
+    let total: u64 = rows
+        .0
+        .iter()
+        .flat_map(|r| r.iter())
+        .map(|w| w.load(Ordering::Relaxed))
+        .sum();
+    assert_eq!(
+        total,
+        THREADS as u64 * n,
+        "12 counters: lost or extra counts"
+    );
+    t
+}
+
 fn counter_set(n: u64, split: bool) -> Duration {
     let set = CounterSet::new(COUNTERS);
     // split:begin
@@ -333,6 +367,34 @@ fn plain_hist(n: u64) -> Duration {
     t
 }
 
+/// The same buckets, each thread's row found once, before its loop.
+fn pointer_hist(n: u64) -> Duration {
+    let h = PlainHist(
+        (0..ROWS)
+            .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+            .collect(),
+    );
+    let h = escape(&h);
+    let t = run_threads(THREADS, |_| {
+        let row = escape(&h.0[row_index()]);
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..n {
+            let v = next(&mut x);
+            store_add(&row[BUCKETS], v);
+            store_add(&row[index(v)], 1);
+            opaque();
+        }
+    });
+    // Relaxed: read after the join.
+    let count: u64 =
+        h.0.iter()
+            .flat_map(|r| r[..BUCKETS].iter())
+            .map(|w| w.load(Ordering::Relaxed))
+            .sum();
+    assert_eq!(count, THREADS as u64 * n, "plain histogram: lost records");
+    t
+}
+
 fn histogram(n: u64) -> Duration {
     let h = Histogram::new();
     let h = escape(&h);
@@ -344,6 +406,8 @@ fn histogram(n: u64) -> Duration {
 const LIMIT: &str = "tl-limit (Cell add)";
 const PLAIN_LIMIT: &str = "tl-limit (volatile, no check)";
 const POINTER_LIMIT: &str = "tl-limit (through a pointer)";
+const ROW_POINTER: &str = "per-thread row, found once";
+const HIST_POINTER: &str = "per-thread buckets, found once";
 
 fn paired_report() {
     let mut s = Session::new("plain", 9);
@@ -378,10 +442,13 @@ fn paired_report() {
         Ratio::Throughput,
     )
     .reference("per-thread row, load + store", plain_rows)
+    .vs(ROW_POINTER, pointer_rows)
     .vs("CounterSet::inc, grows on contention", |n| {
         counter_set(n, false)
     })
-    .vs("LabelledCounter<enum of 12>::inc", labelled);
+    .vs("LabelledCounter<enum of 12>::inc", labelled)
+    .compare("CounterSet::inc, grows on contention", ROW_POINTER)
+    .compare("LabelledCounter<enum of 12>::inc", ROW_POINTER);
     // split:begin
     let f = f.vs("CounterSet::inc after split(2)", |n| counter_set(n, true));
     // split:end
@@ -394,7 +461,9 @@ fn paired_report() {
             Ratio::Throughput,
         )
         .reference("per-thread buckets, load + store", plain_hist)
-        .vs("Histogram::record", histogram),
+        .vs(HIST_POINTER, pointer_hist)
+        .vs("Histogram::record", histogram)
+        .compare("Histogram::record", HIST_POINTER),
     );
 
     // Last: a split counter's first add leases this thread an owner id,

@@ -164,8 +164,8 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             c.sum()
         }
         "counter-owned-2" => {
-            // Two split counters in turn: each add misses the thread's
-            // one-entry row cache (the cost of the miss, and of the fill).
+            // Two split counters in turn: no two adds in a row go to one
+            // table, so the row is found by owner id every time.
             let cs = [Counter::new(), Counter::new()];
             for c in &cs {
                 assert_eq!(c.split(2), 2);
@@ -173,6 +173,22 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             let cs = escape(&cs);
             for i in 0..n {
                 cs[(i & 1) as usize].inc();
+                opaque();
+            }
+            cs.iter().map(Counter::sum).sum()
+        }
+        "counter-owned-3" => {
+            // Three split counters in turn: no two adds in a row go to one
+            // table, so the row is found by owner id every time.
+            let cs = [Counter::new(), Counter::new(), Counter::new()];
+            for c in &cs {
+                assert_eq!(c.split(2), 2);
+            }
+            let cs = escape(&cs);
+            let mut k = 0;
+            for _ in 0..n {
+                cs[k].inc();
+                k = if k == 2 { 0 } else { k + 1 };
                 opaque();
             }
             cs.iter().map(Counter::sum).sum()
@@ -377,7 +393,7 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
         }
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
-             cas-take, stock-take, counter-owned, counter-owned-2, labels-owned, hist-owned, set-owned, counter-sum-split, rough-1024, \
+             cas-take, stock-take, counter-owned, counter-owned-2, counter-owned-3, labels-owned, hist-owned, set-owned, counter-sum-split, rough-1024, \
              set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, map-inc-url, \
              dashmap-url, max-record, hist-record, hist-record8, hist-labels-record",
             add_keys.join(", ")

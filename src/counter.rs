@@ -183,18 +183,18 @@ impl Counter {
     /// owner id owns (an id is leased on a thread's first add to a sharded
     /// counter or set), of which it is the only writer, with a load and a
     /// store: no locked instruction. Each thread caches where its shard is
-    /// in the last two sharded counters, sets or histograms it added to,
-    /// so an add to one of those finds it with a compare and a thread-local
-    /// load; others look it up (a few more loads and tests). A thread
-    /// beyond the table adds to a shared shard with a `fetch_add` and
-    /// samples it.
+    /// in one sharded counter, set or histogram, the last it added to twice
+    /// in a row: an add there finds the shard with a compare and a
+    /// thread-local load; others look it up (a few more loads and tests).
+    /// A thread beyond the table adds to a shared shard with a `fetch_add`
+    /// and samples it.
     ///
     /// ```
     /// let c = shardcount::Counter::new();
     /// c.add(5);
     /// assert_eq!(c.sum(), 5);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn add(&self, n: u64) {
         let head = self.table.load();
         if let Some(row) = self.table.cached(head) {
@@ -202,32 +202,21 @@ impl Counter {
             // locked instruction, nothing to detect (`shard/owned.rs`).
             // SAFETY: a row has at least one word.
             store_add(unsafe { row.word(0) }, n);
-        } else if head.is_table() {
-            match self.table.cached_victim(head) {
-                // SAFETY: as above.
-                Some(row) => store_add(unsafe { row.word(0) }, n),
-                None => self.add_table(head, n),
-            }
-        } else {
+        } else if !head.is_table() {
             self.add_base(head, n);
-        }
-    }
-
-    /// An add on a sharded counter that missed the row cache.
-    #[inline(never)]
-    fn add_table(&self, head: Head, n: u64) {
-        match self.table.slot(head) {
-            // SAFETY: a row has at least one word.
-            Slot::Owned(row) => store_add(unsafe { row.word(0) }, n),
-            Slot::Beyond(t) => self.add_beyond(head, t, n),
-            Slot::NoId => self.add_unowned(n),
+        } else {
+            match self.table.slot(head) {
+                // SAFETY: as above.
+                Slot::Owned(row) => store_add(unsafe { row.word(0) }, n),
+                Slot::Beyond(t) => self.add_beyond(head, t, n),
+                Slot::NoId => self.add_unowned(n),
+            }
         }
     }
 
     /// An add on a sharded counter by a thread whose owner id is beyond
     /// `t`, the table `head` names: on its probe's shared shard, checked
-    /// for sharing. Out of line, so that the owned path above saves no
-    /// registers.
+    /// for sharing.
     #[inline(never)]
     fn add_beyond(&self, head: Head, t: &Table, n: u64) {
         self.add_probed(head, t, n);

@@ -413,7 +413,7 @@ impl<L: Label> LabelledCounter<L> {
     /// c.add(Cache::Hit, 5);
     /// assert_eq!(c.get(Cache::Hit), 5);
     /// ```
-    #[inline]
+    #[inline(always)]
     #[track_caller]
     pub fn add(&self, label: L, n: u64) {
         let i = label.index();
@@ -440,7 +440,7 @@ impl<L: Label> LabelledCounter<L> {
     /// c.inc(Cache::Miss);
     /// assert_eq!(c.get(Cache::Miss), 1);
     /// ```
-    #[inline]
+    #[inline(always)]
     #[track_caller]
     pub fn inc(&self, label: L) {
         self.add(label, 1);

@@ -381,7 +381,7 @@ impl CounterHandle<'_> {
     /// m.handle(&"a").add(4);
     /// assert_eq!(m.get(&"a"), Some(4));
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn add(&self, n: u64) {
         // SAFETY: `i < set.len()`, the field's invariant.
         unsafe { self.set.add_unchecked(self.i, n) };
@@ -406,7 +406,7 @@ impl CounterHandle<'_> {
     /// m.handle(&"a").inc();
     /// assert_eq!(m.get(&"a"), Some(1));
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn inc(&self) {
         self.add(1);
     }

@@ -261,7 +261,7 @@ impl CounterSet {
     /// s.add(1, 5);
     /// assert_eq!(s.get(1), Some(5));
     /// ```
-    #[inline]
+    #[inline(always)]
     #[track_caller]
     pub fn add(&self, i: usize, n: u64) {
         if self.try_add(i, n).is_none() {
@@ -295,7 +295,7 @@ impl CounterSet {
     /// # Safety
     ///
     /// `i < len()`.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn add_unchecked(&self, i: usize, v: u64) {
         debug_assert!(i < self.len);
         let head = self.table.load();
@@ -305,39 +305,23 @@ impl CounterSet {
             // A row this thread alone writes: a load and a store, nothing
             // to detect (`shard/owned.rs`).
             store_add(at, v);
-        } else if head.is_table() {
-            match self.table.cached_victim(head) {
-                // SAFETY: as above.
-                Some(row) => store_add(unsafe { row.word(i) }, v),
-                // SAFETY: the caller's promise, passed on.
-                None => unsafe { self.add_table(head, i, v) },
-            }
-        } else {
-            // SAFETY: as above.
-            unsafe { self.add_base(head, i, v) };
-        }
-    }
-
-    /// An add to a sharded set that missed the row cache.
-    ///
-    /// # Safety
-    ///
-    /// `i < len()`.
-    #[inline(never)]
-    unsafe fn add_table(&self, head: Head, i: usize, v: u64) {
-        match self.table.slot(head) {
-            // SAFETY: every row has room for `len + 1` words; `i < len`.
-            Slot::Owned(row) => store_add(unsafe { row.word(i) }, v),
+        } else if !head.is_table() {
             // SAFETY: the caller's promise, passed on.
-            Slot::Beyond(t) => unsafe { self.add_beyond(head, t, i, v) },
-            // SAFETY: as above.
-            Slot::NoId => unsafe { self.add_unowned(i, v) },
+            unsafe { self.add_base(head, i, v) };
+        } else {
+            match self.table.slot(head) {
+                // SAFETY: as above.
+                Slot::Owned(row) => store_add(unsafe { row.word(i) }, v),
+                // SAFETY: the caller's promise, passed on.
+                Slot::Beyond(t) => unsafe { self.add_beyond(head, t, i, v) },
+                // SAFETY: as above.
+                Slot::NoId => unsafe { self.add_unowned(i, v) },
+            }
         }
     }
 
     /// An add by a thread whose owner id is beyond `t`, the table `head`
-    /// names: on its probe's shared row, sampled. Out of line, so that the
-    /// owned path of `add_table` saves no registers.
+    /// names: on its probe's shared row, sampled.
     ///
     /// # Safety
     ///
@@ -501,7 +485,7 @@ impl CounterSet {
     /// s.inc(0);
     /// assert_eq!(s.get(0), Some(1));
     /// ```
-    #[inline]
+    #[inline(always)]
     #[track_caller]
     pub fn inc(&self, i: usize) {
         self.add(i, 1);

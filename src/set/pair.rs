@@ -20,12 +20,7 @@ impl CounterSet {
     pub(crate) unsafe fn add_pair_unchecked(&self, i: usize, a: u64, j: usize, b: u64) {
         debug_assert!(i < self.len && j < self.len);
         let head = self.table.load();
-        let cached = match self.table.cached(head) {
-            Some(row) => Some(row),
-            None if head.is_table() => self.table.cached_victim(head),
-            None => None,
-        };
-        if let Some(row) = cached {
+        if let Some(row) = self.table.cached(head) {
             // SAFETY: every row has room for `len + 1` words; `i` and `j`
             // are below `len` (the caller's promise).
             let (at, and) = unsafe { (row.word(i), row.word(j)) };
@@ -36,8 +31,18 @@ impl CounterSet {
             return;
         }
         if head.is_table() {
-            // SAFETY: the caller's promise, passed on.
-            unsafe { self.add_pair_table(head, i, a, j, b) };
+            match self.table.slot(head) {
+                Slot::Owned(row) => {
+                    // SAFETY: as above.
+                    let (at, and) = unsafe { (row.word(i), row.word(j)) };
+                    store_add(and, b);
+                    store_add(at, a);
+                }
+                // SAFETY: the caller's promise, passed on.
+                Slot::Beyond(t) => unsafe { self.add_pair_beyond(head, t, i, a, j, b) },
+                // SAFETY: as above.
+                Slot::NoId => unsafe { self.add_pair_unowned(i, a, j, b) },
+            }
             return;
         }
         let row = &self.base[..];
@@ -58,30 +63,8 @@ impl CounterSet {
         }
     }
 
-    /// The pair add on a sharded set that missed the row cache.
-    ///
-    /// # Safety
-    ///
-    /// `i < len()` and `j < len()`.
-    #[inline(never)]
-    unsafe fn add_pair_table(&self, head: Head, i: usize, a: u64, j: usize, b: u64) {
-        match self.table.slot(head) {
-            Slot::Owned(row) => {
-                // SAFETY: as in `add_pair_unchecked`.
-                let (at, and) = unsafe { (row.word(i), row.word(j)) };
-                store_add(and, b);
-                store_add(at, a);
-            }
-            // SAFETY: the caller's promise, passed on.
-            Slot::Beyond(t) => unsafe { self.add_pair_beyond(head, t, i, a, j, b) },
-            // SAFETY: as above.
-            Slot::NoId => unsafe { self.add_pair_unowned(i, a, j, b) },
-        }
-    }
-
     /// The pair add of a thread whose id is beyond `t`, the table `head`
-    /// names: two adds, each counted wherever it lands. Out of line, as
-    /// `add_beyond`.
+    /// names: two adds, each counted wherever it lands.
     ///
     /// # Safety
     ///

@@ -496,20 +496,9 @@ impl ShardTable {
         })
     }
 
-    /// The same from the cache's other entry: for a plain table (after
-    /// [`Head::is_table`]) that [`cached`](Self::cached) missed.
-    #[inline(always)]
-    pub(crate) fn cached_victim(&self, head: Head) -> Option<Row<'_>> {
-        // As in `cached`.
-        owner::cached_victim(head.0.addr()).map(|first| Row {
-            first: first.cast(),
-            table: PhantomData,
-        })
-    }
-
     /// Where an add by the calling thread goes, given `head` as it loaded
     /// it, a plain table ([`Head::is_table`]) the row cache did not hold:
-    /// its own row (now cached), a table it owns no row of, or nowhere it
+    /// its own row (cached if the thread's last miss was here too), a table it owns no row of, or nowhere it
     /// may look. A thread with no id (never leased, or exiting) is told so
     /// before the table is read or borrowed: it is neither pinned nor
     /// counted by a merge's acknowledgements, so the table it loaded may be
@@ -527,7 +516,7 @@ impl ShardTable {
         let t = unsafe { &*head.0 };
         match t.first_line_of(i) {
             Some(first) => {
-                owner::fill(head.0.addr(), first.cast(), i);
+                owner::missed(head.0.addr(), first.cast(), i);
                 Slot::Owned(Row {
                     first,
                     table: PhantomData,
@@ -543,12 +532,10 @@ impl ShardTable {
         self.load().0.addr()
     }
 
-    /// Whether either entry of the calling thread's row cache holds the
-    /// head as it is now.
+    /// Whether the calling thread's row cache holds the head as it is now.
     #[cfg(all(test, shardcount_loom))]
     pub(crate) fn cached_here(&self) -> bool {
-        let h = self.load().0.addr();
-        owner::cached(h).is_some() || owner::cached_victim(h).is_some()
+        owner::cached(self.load().0.addr()).is_some()
     }
 
     /// The table `head` names, plain or retiring: the readers' view (the

@@ -63,27 +63,30 @@ loom::thread_local! {
     static OWNER: &'static Own = Box::leak(Box::new(Own::new()));
 }
 
-/// A thread's owner id and its two-entry row cache.
+/// A thread's owner id and its row cache.
 ///
 /// # The row cache
 ///
-/// * In each entry, `head` is 0 or the address of a plain table that this
-///   thread loaded as a shard table's head while holding its id, and `at`
+/// * `last.head` is 0 or the address of a plain table that this thread
+///   loaded as a shard table's head while holding its id, and `last.at`
 ///   the first line of the row that id owns there. Only this thread writes
 ///   `at`, always before `head` (so a matching `head` means `at` is that
-///   row's); others only store 0 into `head`. A hit in the last entry is
-///   an add's whole row-finding: the head compared, `at` loaded; the
-///   other entry is tested next, once the head is known to name a table.
-///   A fill moves the last entry to the other one, then stores the new
-///   one (`Release`).
+///   row's); others only store 0 into `head`. A hit is an add's whole
+///   row-finding: the head compared, `at` loaded.
+/// * **Filling** waits for a second miss in a row on the same table
+///   (`missed`, a table address only compared, never followed, and written
+///   by this thread alone): a thread that adds to several tables in turn
+///   keeps finding its rows by owner id, as without the cache, instead of
+///   refilling on every add; a thread that stays on one table fills on its
+///   second add there.
 /// * **Revocation** (`revoke`) stores `NONE` into every holder's `row`,
 ///   runs the heavy barrier (`grace`), then stores 0 into every `head`.
-///   A fill stores its entries, runs the light barrier, then loads `row`
-///   again and stores 0 into both `head`s if it changed. Either the fill's
-///   stores are ordered before the revoker's barrier, and the revoker's 0s
-///   come after them, or the fill's reload comes after the barrier and sees
-///   `NONE`: a revoked thread never keeps a cache hit, so its next add to
-///   a sharded table takes the slow path and acknowledges (`lease`), as
+///   A fill stores the entry, runs the light barrier, then loads `row`
+///   again and stores 0 into `head` if it changed. Either the fill's
+///   stores are ordered before the revoker's barrier, and the revoker's 0
+///   comes after them, or the fill's reload comes after the barrier and
+///   sees `NONE`: a revoked thread never keeps a cache hit, so its next add
+///   to a sharded table takes the slow path and acknowledges (`lease`), as
 ///   without the cache. Until then its hits go to the rows of the id it
 ///   still holds, which the acknowledgement covers.
 /// * So once every holder acknowledged a revocation, no cache names a
@@ -94,28 +97,21 @@ loom::thread_local! {
 /// * **Giving the id back** (the lease's drop) stores 0 into `head` before
 ///   the id can be another thread's: later adds from thread-local
 ///   destructors must not hit a row that is no longer theirs.
-/// * **A table's drop** (`forget`), under the registry's mutex, before the
-///   memory is freed: every thread with an entry naming the table gets the
-///   revocation's treatment (`NONE` into its `row`, the heavy barrier, then
-///   0 into each `head` naming it). The drop happens-after every add to
-///   the table, so after any fill naming it; but a fill for another table
-///   may be moving such an entry to `victim` meanwhile, and the barrier
-///   pair settles that race as it does a revocation's. The thread's next
-///   add to a sharded table takes the slow path once and owns again (no
-///   revocation's number moved, so nothing waits for it). A table
-///   allocated later at the same address is then never mistaken for the
-///   dropped one: the drop happens-before that allocation, which
-///   happens-before any add that loads its head.
+/// * **A table's drop** (`forget`) stores 0 into every registered `head`
+///   naming it, under the registry's mutex, before the memory is freed.
+///   The drop happens-after every add to the table, so after every fill
+///   naming it (a fill writes only the table its add loaded), and
+///   happens-before any table later allocated at the same address, which
+///   happens-before any add that loads that table's head: such an add
+///   finds 0 (or a later fill of its own), never the dropped entry.
 pub(crate) struct Own {
     row: AtomicUsize,
-    /// The most recently filled entry, tested first.
     last: Way,
-    /// The one before it: two tables used in turn both stay cached.
-    victim: Way,
+    /// The table of this thread's last miss (see above).
+    missed: AtomicUsize,
 }
 
-/// One entry of the row cache: a table's address and this thread's row
-/// there.
+/// The row cache's entry: a table's address and this thread's row there.
 struct Way {
     head: AtomicUsize,
     at: AtomicPtr<()>,
@@ -127,16 +123,15 @@ impl Own {
             Own {
                 row: AtomicUsize::new(NONE),
                 last: Way::new(),
-                victim: Way::new(),
+                missed: AtomicUsize::new(0),
             }
         }
     }
 
-    /// Empties both entries.
+    /// Empties the entry.
     fn clear(&self) {
         // Relaxed: see `Own`'s protocol for what orders each caller's.
         self.last.head.store(0, Ordering::Relaxed);
-        self.victim.head.store(0, Ordering::Relaxed);
     }
 }
 
@@ -162,15 +157,6 @@ impl Way {
         } else {
             None
         }
-    }
-
-    /// Stores an entry (this thread only): `at` first.
-    fn set(&self, head: usize, at: *mut ()) {
-        // Relaxed: program order is all this thread's reads need.
-        self.at.store(at, Ordering::Relaxed);
-        // Release: a `forget` that loads it (Acquire) also sees what this
-        // thread stored before, the entry a fill moved (`Own`).
-        self.head.store(head, Ordering::Release);
     }
 }
 
@@ -269,38 +255,41 @@ pub(crate) fn row() -> usize {
 }
 
 /// The first line of the row this thread owns in the table at address
-/// `head`, if the row cache's last entry holds that table (`Own`): an
-/// add's whole row-finding on a hit.
+/// `head`, if its row cache holds that table (`Own`): an add's whole
+/// row-finding on a hit.
 #[inline(always)]
 pub(crate) fn cached(head: usize) -> Option<std::ptr::NonNull<()>> {
     with_owner(|o| o.last.get(head)).flatten()
 }
 
-/// The same from the cache's other entry, for the path that missed the
-/// last one.
+/// After a miss that found this thread's row `at` (as row `row`, what
+/// [`row`] returned) in the table at address `head` by owner id: caches
+/// it if the thread's previous miss was on the same table (`Own`).
 #[inline(always)]
-pub(crate) fn cached_victim(head: usize) -> Option<std::ptr::NonNull<()>> {
-    with_owner(|o| o.victim.get(head)).flatten()
-}
-
-/// Remembers that the row this thread owns as row `row` (what [`row`]
-/// returned) of the table at address `head`, which it loaded as a head,
-/// starts at `at`; the last entry becomes the other (`Own`).
-#[inline]
-pub(crate) fn fill(head: usize, at: std::ptr::NonNull<()>, row: usize) {
+pub(crate) fn missed(head: usize, at: std::ptr::NonNull<()>, row: usize) {
     with_owner(|o| {
-        // Relaxed: this thread's own entries.
-        o.victim.set(
-            o.last.head.load(Ordering::Relaxed),
-            o.last.at.load(Ordering::Relaxed),
-        );
-        o.last.set(head, at.as_ptr());
-        grace::light_barrier();
-        // Relaxed: ordered by the barrier pair (`Own`).
-        if o.row.load(Ordering::Relaxed) != row {
-            o.clear();
+        // Relaxed: only this thread touches `missed`.
+        if o.missed.load(Ordering::Relaxed) == head {
+            fill(o, head, at, row);
+        } else {
+            o.missed.store(head, Ordering::Relaxed);
         }
     });
+}
+
+/// Stores the entry (`Own`).
+#[cold]
+#[inline(never)]
+fn fill(o: &Own, head: usize, at: std::ptr::NonNull<()>, row: usize) {
+    // Relaxed: program order is all this thread's reads need; against a
+    // revocation, the barrier below.
+    o.last.at.store(at.as_ptr(), Ordering::Relaxed);
+    o.last.head.store(head, Ordering::Relaxed);
+    grace::light_barrier();
+    // Relaxed: ordered by the barrier pair (`Own`).
+    if o.row.load(Ordering::Relaxed) != row {
+        o.clear();
+    }
 }
 
 /// Empties every thread's row cache that names a table `dying` says is
@@ -309,39 +298,15 @@ pub(crate) fn fill(head: usize, at: std::ptr::NonNull<()>, row: usize) {
 pub(crate) fn forget(dying: impl Fn(usize) -> bool) {
     let owners = Arc::clone(&OWNERS);
     let held = lock(&owners.held);
-    // Acquire, both: pairs with the Release store of a `last` entry, which
-    // follows the fill's store of the entry it moved to `victim`: a thread
-    // whose `last` has moved on shows the moved entry here.
-    let names = |own: &Own| {
-        [&own.last.head, &own.victim.head]
-            .iter()
-            .any(|h| dying(h.load(Ordering::Acquire)))
-    };
-    let mut any = false;
     for r in held.holders.values() {
         // SAFETY: as in `revoke`: registered, so its cell is alive.
-        let own = unsafe { &*r.cell.0 };
-        if names(own) {
-            // As a revocation does, for this thread only (`Own`): its fill
-            // racing this may be moving the entry to `victim`.
-            own.row.store(NONE, Ordering::SeqCst);
-            any = true;
-        }
-    }
-    if !any {
-        return;
-    }
-    grace::heavy_barrier();
-    for r in held.holders.values() {
-        // SAFETY: as above.
-        let own = unsafe { &*r.cell.0 };
-        for head in [&own.last.head, &own.victim.head] {
-            // Relaxed: ordered by the barrier pair (`Own`).
-            let h = head.load(Ordering::Relaxed);
-            if dying(h) {
-                // A failure means the thread cached another table since.
-                let _ = head.compare_exchange(h, 0, Ordering::Relaxed, Ordering::Relaxed);
-            }
+        let head = &unsafe { &*r.cell.0 }.last.head;
+        // Relaxed: the drop happens-after every fill naming these tables
+        // (`Own`).
+        let h = head.load(Ordering::Relaxed);
+        if h != 0 && dying(h) {
+            // A failure means the thread cached another table since.
+            let _ = head.compare_exchange(h, 0, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 }
