@@ -19,7 +19,7 @@ macro_rules! u64_counter_surface {
                         "assert_eq!(c.sum_i64(), -1);\n",
                         "```"
                     )]
-            #[inline]
+            #[inline(always)]
             pub fn sub(&self, n: u64) {
                 self.add(n.wrapping_neg());
             }
@@ -32,7 +32,7 @@ macro_rules! u64_counter_surface {
                         "assert_eq!(c.sum(), 1);\n",
                         "```"
                     )]
-            #[inline]
+            #[inline(always)]
             pub fn inc(&self) {
                 self.add(1);
             }
@@ -45,7 +45,7 @@ macro_rules! u64_counter_surface {
                         "assert_eq!(c.sum(), 0);\n",
                         "```"
                     )]
-            #[inline]
+            #[inline(always)]
             pub fn dec(&self) {
                 self.add(u64::MAX);
             }

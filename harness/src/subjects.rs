@@ -34,7 +34,9 @@ pub trait Subject: Sync + Sized {
     const KEY: &'static str;
     /// A fresh counter at zero.
     fn new() -> Self;
-    /// The hot path: count one event.
+    /// The hot path: count one event. Implementations are
+    /// `#[inline(always)]`, so every subject is inlined into the timing
+    /// loop as a direct call in a user's code would be.
     fn add_one(&self);
     /// The exact total once every writer has finished (been joined).
     fn total(&self) -> u64;
@@ -73,7 +75,7 @@ impl Subject for AtomicU64 {
     fn new() -> Self {
         AtomicU64::new(0)
     }
-    #[inline]
+    #[inline(always)]
     fn add_one(&self) {
         // Relaxed: the usual statistics counter; nothing is published.
         self.fetch_add(1, Ordering::Relaxed);
@@ -95,7 +97,7 @@ impl Subject for Mutex<u64> {
     fn new() -> Self {
         Mutex::new(0)
     }
-    #[inline]
+    #[inline(always)]
     fn add_one(&self) {
         *self.lock().unwrap() += 1;
     }
@@ -114,7 +116,7 @@ impl Subject for Counter {
     fn new() -> Self {
         Counter::new()
     }
-    #[inline]
+    #[inline(always)]
     fn add_one(&self) {
         self.inc();
     }
@@ -135,7 +137,7 @@ impl Subject for RoughCounter {
     fn new() -> Self {
         RoughCounter::new()
     }
-    #[inline]
+    #[inline(always)]
     fn add_one(&self) {
         self.inc();
     }
@@ -156,7 +158,7 @@ impl Subject for fast_counter::ConcurrentCounter {
     fn new() -> Self {
         fast_counter::ConcurrentCounter::new(crate::measure::cores())
     }
-    #[inline]
+    #[inline(always)]
     fn add_one(&self) {
         self.add(1);
     }
@@ -179,7 +181,7 @@ impl Subject for ThreadLocal<AtomicU64> {
     fn new() -> Self {
         ThreadLocal::new()
     }
-    #[inline]
+    #[inline(always)]
     fn add_one(&self) {
         let slot = self.get_or(|| AtomicU64::new(0));
         // Relaxed load + store: only the owning thread writes its slot, so no
@@ -205,7 +207,7 @@ impl Subject for contatori::counters::unsigned::Unsigned {
     fn new() -> Self {
         contatori::counters::unsigned::Unsigned::new()
     }
-    #[inline]
+    #[inline(always)]
     fn add_one(&self) {
         self.add(1);
     }
@@ -228,7 +230,7 @@ impl Subject for fast_telemetry::Counter {
     fn new() -> Self {
         fast_telemetry::Counter::new(crate::measure::cores())
     }
-    #[inline]
+    #[inline(always)]
     fn add_one(&self) {
         self.inc();
     }
@@ -286,7 +288,7 @@ impl Subject for Stripe {
             slots: [const { CachePadded::new(AtomicU64::new(0)) }; STRIPES],
         }
     }
-    #[inline]
+    #[inline(always)]
     fn add_one(&self) {
         let mut i = STRIPE_INDEX.with(Cell::get);
         if i == NO_INDEX {
@@ -395,7 +397,7 @@ impl Subject for TlLimit {
         let base = LIMIT_SINK.fetch_add(mine, Ordering::Relaxed) + mine;
         TlLimit { base }
     }
-    #[inline]
+    #[inline(always)]
     fn add_one(&self) {
         LIMIT_CELL.with(|c| {
             let (v, first) = c.get().overflowing_add(1);
@@ -434,7 +436,7 @@ impl Subject for Local {
             base: LOCAL_COUNT.sum(),
         }
     }
-    #[inline]
+    #[inline(always)]
     fn add_one(&self) {
         LOCAL_COUNT.inc();
     }
