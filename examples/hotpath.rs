@@ -380,6 +380,20 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             h.iter().map(Histogram::count).sum()
         }
+        "hist8-owned" => {
+            // `hist-record8`'s walk over 8 histograms, each split first:
+            // a thread moving between sharded tables on every record.
+            static H: [Histogram; 8] = [const { Histogram::new() }; 8];
+            for h in &H {
+                assert_eq!(h.split(2), 2);
+            }
+            let h = escape(&H);
+            for i in 0..n {
+                h[Route::ALL[(i & 7) as usize] as usize].record(i);
+                opaque();
+            }
+            h.iter().map(Histogram::count).sum()
+        }
         "hist-labels-record" => {
             // `hist-record`'s values under `labels-inc`'s walk of 8 labels:
             // the label's cost over a plain record (issue 32: within 1.1x).
@@ -393,7 +407,7 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
         }
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
-             cas-take, stock-take, counter-owned, counter-owned-2, counter-owned-3, labels-owned, hist-owned, set-owned, counter-sum-split, rough-1024, \
+             cas-take, stock-take, counter-owned, counter-owned-2, counter-owned-3, hist8-owned, labels-owned, hist-owned, set-owned, counter-sum-split, rough-1024, \
              set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, map-inc-url, \
              dashmap-url, max-record, hist-record, hist-record8, hist-labels-record",
             add_keys.join(", ")

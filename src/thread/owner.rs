@@ -267,14 +267,20 @@ pub(crate) fn cached(head: usize) -> Option<std::ptr::NonNull<()>> {
 /// it if the thread's previous miss was on the same table (`Own`).
 #[inline(always)]
 pub(crate) fn missed(head: usize, at: std::ptr::NonNull<()>, row: usize) {
-    with_owner(|o| {
-        // Relaxed: only this thread touches `missed`.
-        if o.missed.load(Ordering::Relaxed) == head {
-            fill(o, head, at, row);
-        } else {
-            o.missed.store(head, Ordering::Relaxed);
-        }
-    });
+    // The cell's address, then the work outside the closure: LLVM would
+    // not inline `try_with` with this body in it.
+    let Some(o) = with_owner(std::ptr::from_ref) else {
+        return;
+    };
+    // SAFETY: this thread's `OWNER`, which has no destructor and so lives
+    // as long as the thread does; used here, on the thread, at once.
+    let o = unsafe { &*o };
+    // Relaxed: only this thread touches `missed`.
+    if o.missed.load(Ordering::Relaxed) == head {
+        fill(o, head, at, row);
+    } else {
+        o.missed.store(head, Ordering::Relaxed);
+    }
 }
 
 /// Stores the entry (`Own`).
