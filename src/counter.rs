@@ -183,8 +183,8 @@ impl Counter {
     /// owner id owns (an id is leased on a thread's first add to a sharded
     /// counter or set), of which it is the only writer, with a load and a
     /// store: no locked instruction. Each thread caches where its shard is
-    /// in one sharded counter, set or histogram, the last it added to twice
-    /// in a row: an add there finds the shard with a compare and a
+    /// in one sharded counter, set or histogram, the last it added to four
+    /// times in a row: an add there finds the shard with a compare and a
     /// thread-local load; others look it up (a few more loads and tests).
     /// A thread beyond the table adds to a shared shard with a `fetch_add`
     /// and samples it.

@@ -74,7 +74,7 @@ fn live_leases_are_distinct_and_dense() {
 }
 
 /// The row cache against a revocation (`Own` in `src/thread/owner.rs`): a
-/// thread's second add in a row to a sharded counter fills its cache
+/// thread's fourth add in a row to a sharded counter fills its cache
 /// while a merge's revocation runs. Once both are done, the thread's id is
 /// revoked (it has not acknowledged), so the cache must not hit: a hit
 /// would skip the slow path that acknowledges, holding a merge pending for
@@ -90,9 +90,10 @@ fn a_fill_racing_a_revocation_leaves_no_hit() {
             let (c, revoked) = (c.clone(), revoked.clone());
             thread::spawn(move || {
                 owner::lease();
-                // The second miss on the table fills the cache.
-                c.add(1);
-                c.add(2);
+                // The fourth miss in a row on the table fills the cache.
+                for _ in 0..4 {
+                    c.add(1);
+                }
                 // SeqCst: a plain flag; the protocol under test is
                 // `revoke`'s and `fill`'s.
                 while !revoked.load(Ordering::SeqCst) {
@@ -107,7 +108,7 @@ fn a_fill_racing_a_revocation_leaves_no_hit() {
         owner::revoke();
         revoked.store(true, Ordering::SeqCst);
         adder.join().unwrap();
-        assert_eq!(c.sum(), 3);
+        assert_eq!(c.sum(), 4);
     });
 }
 
@@ -126,8 +127,9 @@ fn a_handed_back_id_leaves_no_hit() {
             let c = c.clone();
             thread::spawn(move || {
                 owner::lease();
-                c.add(1);
-                c.add(1);
+                for _ in 0..4 {
+                    c.add(1);
+                }
                 assert!(c.cache_hits());
                 owner::exit_now();
                 assert!(!c.cache_hits(), "a handed-back id's cache still hits");
@@ -143,7 +145,7 @@ fn a_handed_back_id_leaves_no_hit() {
         };
         first.join().unwrap();
         second.join().unwrap();
-        assert_eq!(c.sum(), 16);
+        assert_eq!(c.sum(), 18);
     });
 }
 
@@ -163,8 +165,9 @@ fn a_dropped_table_leaves_no_cache_entry() {
             let (c, addr, dropped) = (c.clone(), addr.clone(), dropped.clone());
             thread::spawn(move || {
                 owner::lease();
-                c.add(1);
-                c.add(1);
+                for _ in 0..4 {
+                    c.add(1);
+                }
                 assert!(c.cache_hits());
                 addr.store(c.head_addr(), Ordering::SeqCst);
                 drop(c);
@@ -187,7 +190,7 @@ fn a_dropped_table_leaves_no_cache_entry() {
                 }
             }
         };
-        assert_eq!(c.sum(), 2);
+        assert_eq!(c.sum(), 4);
         drop(c);
         dropped.store(true, Ordering::SeqCst);
         adder.join().unwrap();

@@ -73,12 +73,12 @@ loom::thread_local! {
 ///   `at`, always before `head` (so a matching `head` means `at` is that
 ///   row's); others only store 0 into `head`. A hit is an add's whole
 ///   row-finding: the head compared, `at` loaded.
-/// * **Filling** waits for a second miss in a row on the same table
-///   (`missed`, a table address only compared, never followed, and written
-///   by this thread alone): a thread that adds to several tables in turn
-///   keeps finding its rows by owner id, as without the cache, instead of
-///   refilling on every add; a thread that stays on one table fills on its
-///   second add there.
+/// * **Filling** waits for the fourth miss in a row on the same table
+///   (`missed`: a table address, only compared, never followed, and a
+///   count in its low bits; written by this thread alone): a thread that
+///   moves between tables keeps finding its rows by owner id, as without
+///   the cache, instead of refilling for adds that the next one undoes; a
+///   thread that stays on one table fills on its fourth add there.
 /// * **Revocation** (`revoke`) stores `NONE` into every holder's `row`,
 ///   runs the heavy barrier (`grace`), then stores 0 into every `head`.
 ///   A fill stores the entry, runs the light barrier, then loads `row`
@@ -264,7 +264,7 @@ pub(crate) fn cached(head: usize) -> Option<std::ptr::NonNull<()>> {
 
 /// After a miss that found this thread's row `at` (as row `row`, what
 /// [`row`] returned) in the table at address `head` by owner id: caches
-/// it if the thread's previous miss was on the same table (`Own`).
+/// it if the thread's last few misses were all on that table (`Own`).
 #[inline(always)]
 pub(crate) fn missed(head: usize, at: std::ptr::NonNull<()>, row: usize) {
     // The cell's address, then the work outside the closure: LLVM would
@@ -275,13 +275,26 @@ pub(crate) fn missed(head: usize, at: std::ptr::NonNull<()>, row: usize) {
     // SAFETY: this thread's `OWNER`, which has no destructor and so lives
     // as long as the thread does; used here, on the thread, at once.
     let o = unsafe { &*o };
-    // Relaxed: only this thread touches `missed`.
-    if o.missed.load(Ordering::Relaxed) == head {
+    // Relaxed: only this thread touches `missed`: the table's address,
+    // and in its low bits (tables are 128-aligned) how many misses in a
+    // row it has had.
+    let m = o.missed.load(Ordering::Relaxed);
+    let streak = if m & !STREAK == head { m & STREAK } else { 0 };
+    if streak + 1 == FILL_AFTER {
         fill(o, head, at, row);
     } else {
-        o.missed.store(head, Ordering::Relaxed);
+        o.missed.store(head | (streak + 1), Ordering::Relaxed);
     }
 }
+
+/// Misses in a row on one table before the cache takes it: a thread that
+/// moves between tables at random rarely reaches it (1 in 512 adds over
+/// 8 tables), so its adds do not pay for fills that the next add undoes,
+/// nor for a branch that goes both ways.
+const FILL_AFTER: usize = 4;
+
+/// The bits of `Own::missed` that count misses.
+const STREAK: usize = 127;
 
 /// Stores the entry (`Own`).
 #[cold]
