@@ -235,31 +235,38 @@ fn walk12(n: u64, add: impl Fn(usize) + Sync, total: impl Fn() -> u64) -> Durati
 /// The per-thread plain-store row reference for 12 counters.
 struct PlainRows([CachePadded<[AtomicU64; 16]>; ROWS]);
 
+impl PlainRows {
+    fn new() -> Box<PlainRows> {
+        Box::new(PlainRows(std::array::from_fn(|_| {
+            CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0)))
+        })))
+    }
+
+    /// Every word's count, added up.
+    fn total(&self) -> u64 {
+        // Relaxed: read after the join (or before the run).
+        self.0
+            .iter()
+            .flat_map(|r| r.iter())
+            .map(|w| w.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
 fn plain_rows(n: u64) -> Duration {
-    let rows = Box::new(PlainRows(std::array::from_fn(|_| {
-        CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0)))
-    })));
+    let rows = PlainRows::new();
     let rows = escape(&*rows);
     walk12(
         n,
         |j| store_add(&rows.0[row_index()][j & 15], 1),
-        // Relaxed: read after the join.
-        || {
-            rows.0
-                .iter()
-                .flat_map(|r| r.iter())
-                .map(|w| w.load(Ordering::Relaxed))
-                .sum()
-        },
+        || rows.total(),
     )
 }
 
 /// The same rows, each thread's found once, before its loop: the fastest
 /// form of the reference (the one above finds the row on every add).
 fn pointer_rows(n: u64) -> Duration {
-    let rows = Box::new(PlainRows(std::array::from_fn(|_| {
-        CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0)))
-    })));
+    let rows = PlainRows::new();
     let rows = escape(&*rows);
     let t = run_threads(THREADS, |_| {
         let row = escape(&rows.0[row_index()]);
@@ -273,15 +280,8 @@ fn pointer_rows(n: u64) -> Duration {
             }
         }
     });
-    // Relaxed: read after the join.
-    let total: u64 = rows
-        .0
-        .iter()
-        .flat_map(|r| r.iter())
-        .map(|w| w.load(Ordering::Relaxed))
-        .sum();
     assert_eq!(
-        total,
+        rows.total(),
         THREADS as u64 * n,
         "12 counters: lost or extra counts"
     );
@@ -345,35 +345,44 @@ fn two_threads(n: u64, record: impl Fn(u64) + Sync) -> Duration {
 /// One padded row of bucket words and a sum per thread.
 struct PlainHist(Vec<CachePadded<[AtomicU64; BUCKETS + 1]>>);
 
+impl PlainHist {
+    fn new() -> PlainHist {
+        PlainHist(
+            (0..ROWS)
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
+        )
+    }
+
+    /// Asserts that the buckets hold every one of the two threads' `n`
+    /// records.
+    fn check(&self, n: u64) {
+        // Relaxed: read after the join.
+        let count: u64 = self
+            .0
+            .iter()
+            .flat_map(|r| r[..BUCKETS].iter())
+            .map(|w| w.load(Ordering::Relaxed))
+            .sum();
+        assert_eq!(count, THREADS as u64 * n, "plain histogram: lost records");
+    }
+}
+
 fn plain_hist(n: u64) -> Duration {
-    let h = PlainHist(
-        (0..ROWS)
-            .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
-            .collect(),
-    );
+    let h = PlainHist::new();
     let h = escape(&h);
     let t = two_threads(n, |v| {
         let row = &h.0[row_index()];
         store_add(&row[BUCKETS], v);
         store_add(&row[index(v)], 1);
     });
-    // Relaxed: read after the join.
-    let count: u64 =
-        h.0.iter()
-            .flat_map(|r| r[..BUCKETS].iter())
-            .map(|w| w.load(Ordering::Relaxed))
-            .sum();
-    assert_eq!(count, THREADS as u64 * n, "plain histogram: lost records");
+    h.check(n);
     t
 }
 
 /// The same buckets, each thread's row found once, before its loop.
 fn pointer_hist(n: u64) -> Duration {
-    let h = PlainHist(
-        (0..ROWS)
-            .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
-            .collect(),
-    );
+    let h = PlainHist::new();
     let h = escape(&h);
     let t = run_threads(THREADS, |_| {
         let row = escape(&h.0[row_index()]);
@@ -385,13 +394,7 @@ fn pointer_hist(n: u64) -> Duration {
             opaque();
         }
     });
-    // Relaxed: read after the join.
-    let count: u64 =
-        h.0.iter()
-            .flat_map(|r| r[..BUCKETS].iter())
-            .map(|w| w.load(Ordering::Relaxed))
-            .sum();
-    assert_eq!(count, THREADS as u64 * n, "plain histogram: lost records");
+    h.check(n);
     t
 }
 
