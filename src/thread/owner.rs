@@ -279,11 +279,16 @@ pub(crate) fn missed(head: usize, at: std::ptr::NonNull<()>, row: usize) {
     // and in its low bits (tables are 128-aligned) how many misses in a
     // row it has had.
     let m = o.missed.load(Ordering::Relaxed);
-    let streak = if m & !STREAK == head { m & STREAK } else { 0 };
-    if streak + 1 == FILL_AFTER {
+    if m & !STREAK != head {
+        // A new table, a streak of one. What is stored must not depend on
+        // `m`: a thread moving between tables would chain each add to the
+        // last through this word (a store forwarded to the next load, then
+        // the compare, on every add); a branch, mostly predicted, does not.
+        o.missed.store(head | 1, Ordering::Relaxed);
+    } else if (m & STREAK) + 1 == FILL_AFTER {
         fill(o, head, at, row);
     } else {
-        o.missed.store(head | (streak + 1), Ordering::Relaxed);
+        o.missed.store(m + 1, Ordering::Relaxed);
     }
 }
 
