@@ -342,9 +342,9 @@ impl Counter {
     fn sum_shards(&self) -> u64 {
         self.table.read(|rows| {
             // Relaxed: as in `sum`.
-            let mut total = self.base.load(Ordering::Relaxed);
-            rows.for_each_count_row(|_, row| total = total.wrapping_add(row.read(0)));
-            total
+            self.base
+                .load(Ordering::Relaxed)
+                .wrapping_add(rows.sum_word(0))
         })
     }
 

@@ -533,9 +533,9 @@ impl CounterSet {
         self.table.read(|rows| {
             // Relaxed: a count read publishes nothing; coherence alone
             // makes it include every update that happened-before this call.
-            let mut total = word(&self.base, i).load(Ordering::Relaxed);
-            rows.for_each_count_row(|_, row| total = total.wrapping_add(row.read(i)));
-            total
+            word(&self.base, i)
+                .load(Ordering::Relaxed)
+                .wrapping_add(rows.sum_word(i))
         })
     }
 

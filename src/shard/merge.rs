@@ -91,6 +91,20 @@ impl Rows<'_> {
         }
     }
 
+    /// Word `i` of every row of the chain, added up (wrapping), as
+    /// [`for_each_count_row`](Self::for_each_count_row) reads them: the
+    /// rows' part of counter `i`'s total. `i` is inside a row.
+    #[inline]
+    pub(crate) fn sum_word(&self, i: usize) -> u64 {
+        let mut head = self.head;
+        let mut total = 0u64;
+        while let Some(t) = self.table.any_table(head) {
+            total = total.wrapping_add(t.sum_word(i));
+            head = Head(t.older);
+        }
+        total
+    }
+
     /// How many rows the newest table has (0: none).
     pub(crate) fn shards(&self) -> usize {
         self.table.any_table(self.head).map_or(0, Table::rows)

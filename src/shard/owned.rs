@@ -39,7 +39,7 @@
 //! come with the first add of a thread without one (`R` more), the
 //! baselines with the first take (`R` more). All are freed with the table.
 
-use super::{try_zeroed_lines, word, Line, Table};
+use super::{flat_word_at, try_zeroed_lines, word, Line, Table, LINE_WORDS};
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::primitive::sync::{lock, MutexGuard};
 
@@ -202,18 +202,62 @@ impl Table {
 
     /// Every owned and shared row of this table, as reads see them, with
     /// its index among the table's owned or shared rows.
+    #[inline]
     pub(super) fn for_each_count_row(&self, f: &mut impl FnMut(usize, RowRef<'_>)) {
         let len = self.area_len();
         let taken = self.taken.get(len);
-        for (r, lines) in self.lines.chunks_exact(self.row_lines).enumerate() {
-            let taken = taken.map(|t| &t[r * self.row_lines..(r + 1) * self.row_lines]);
-            f(r, RowRef { lines, taken });
+        // Rows by index, not `chunks_exact`: its count is a division by
+        // `row_lines`, which a sum would pay twice per table.
+        for r in 0..self.rows() {
+            let at = r * self.row_lines..(r + 1) * self.row_lines;
+            let lines = &self.lines[at.clone()];
+            f(
+                r,
+                RowRef {
+                    lines,
+                    taken: taken.map(|t| &t[at]),
+                },
+            );
         }
         if let Some(shared) = self.shared.get(len) {
-            for (r, lines) in shared.chunks_exact(self.row_lines).enumerate() {
+            for r in 0..self.rows() {
+                let lines = &shared[r * self.row_lines..(r + 1) * self.row_lines];
                 f(r, RowRef { lines, taken: None });
             }
         }
+    }
+
+    /// Word `i` of every owned row (less its baseline) and of every shared
+    /// row, added up (wrapping), as [`for_each_count_row`] reads them: a
+    /// sum's walk, one load (two with baselines) and an add per row.
+    ///
+    /// [`for_each_count_row`]: Self::for_each_count_row
+    #[inline]
+    pub(super) fn sum_word(&self, i: usize) -> u64 {
+        assert!(i < self.row_lines * LINE_WORDS, "a word beyond a row");
+        let len = self.area_len();
+        let taken = self.taken.get(len).map(<[Line]>::as_ptr);
+        let shared = self.shared.get(len).map(<[Line]>::as_ptr);
+        let owned = self.lines.as_ptr();
+        let mut total = 0u64;
+        // Row by row, `r` counting lines (no division, no per-row bounds
+        // check; a `step_by` divides).
+        let mut r = 0;
+        while r < len {
+            // SAFETY: every area is `len` lines, rows of `row_lines` lines
+            // (`ShardTable::grow`), alive with the table; `r < len` starts
+            // a row, and `i` is inside one (asserted above).
+            let word = |area: *const Line| unsafe { flat_word_at(area.add(r), i) };
+            // Acquire, then Relaxed: as in `RowRef::read`.
+            let b = taken.map_or(0, |t| word(t).load(Ordering::Acquire));
+            total = total.wrapping_add(word(owned).load(Ordering::Relaxed).wrapping_sub(b));
+            if let Some(s) = shared {
+                // Relaxed: as in `RowRef::read`.
+                total = total.wrapping_add(word(s).load(Ordering::Relaxed));
+            }
+            r += self.row_lines;
+        }
+        total
     }
 
     /// Moves what the first `words` words of every owned and shared row
