@@ -214,8 +214,7 @@ fn paired_report() {
     );
 
     // Exact reads of a sharded counter: fast-telemetry sums one padded
-    // shard per core; a split Counter sums its base and 2 rows, pinned (a
-    // merge may free rows).
+    // shard per core; a split Counter sums its base and 2 rows.
     let ft = <FastTelemetry as Subject>::new();
     ft.add(7);
     let split = Counter::new();
@@ -232,6 +231,16 @@ fn paired_report() {
         })
         .vs("Counter::sum, 2 rows", |n| {
             time_reads(&split, n, 7, Counter::sum)
+        })
+        // This thread added, so it holds an owner id and reads unpinned
+        // (`shard/merge.rs`); a reader that never adds (an exporter's
+        // thread) pins: timed on a thread of its own.
+        .vs("Counter::sum, 2 rows, by a thread that never added", |n| {
+            std::thread::scope(|s| {
+                s.spawn(|| time_reads(&split, n, 7, Counter::sum))
+                    .join()
+                    .unwrap()
+            })
         }),
     );
 

@@ -176,3 +176,55 @@ fn pair_records_racing_a_merge() {
         assert_eq!((s.count(), s.sum()), (2, 23));
     });
 }
+
+/// A sum by a thread that holds an owner id reads its plain table
+/// unpinned (`merge.rs`, "Holders' reads"), racing a merge: the merge
+/// cannot fold before that thread's next add acknowledges, so the sum
+/// sees exactly the thread's own adds before it.
+#[test]
+fn a_holders_unpinned_sum_racing_a_merge() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(2));
+        c.split(2);
+        let holder = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(1);
+                let seen = c.sum();
+                c.add(2);
+                owner::hand_back();
+                seen
+            })
+        };
+        let merged = c.merge();
+        assert_eq!(holder.join().unwrap(), 1, "a fold halfway through a read");
+        assert!(merged || c.merge(), "the holder has left");
+        assert_eq!(c.sum(), 3);
+    });
+}
+
+/// A sum by a thread without an owner id racing a merge that nothing holds
+/// back (the adder has left): it must pin, so that it sees the fold wholly
+/// or not at all, and never a freed table.
+#[test]
+fn a_sum_without_an_id_racing_a_merge_pins() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(2));
+        c.split(2);
+        {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(3);
+                owner::hand_back();
+            })
+        }
+        .join()
+        .unwrap();
+        let merger = {
+            let c = c.clone();
+            thread::spawn(move || assert!(c.merge(), "nothing holds it back"))
+        };
+        assert_eq!(c.sum(), 3, "a sum that missed or doubled a fold");
+        merger.join().unwrap();
+    });
+}

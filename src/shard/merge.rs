@@ -34,7 +34,21 @@
 //!      earlier one), a second grace period lets every pinned reader that
 //!      loaded the old head leave, and the chain is freed.
 //!
-//! **Readers** ([`ShardTable::read`]) pin, load the head, read the owner's
+//! **Holders' reads.** A thread whose lease is registered (its owner id
+//! not revoked, so not given back either) reads a *plain* table's head
+//! without pinning and without looking at the head again: a merge that
+//! retires that table frees it, and folds it, only after every thread
+//! registered at its revocation acknowledged, and this thread acknowledges
+//! only in `owner::lease`, on a later add (reads add nothing). Had it
+//! acknowledged that revocation before, it read the revocation's number
+//! (`SeqCst`), and its head load would see the retirement, not a plain
+//! head. A table unretired since is not folded by that merge, and a later
+//! one revokes again. So the table, and every table older in its chain,
+//! stays whole until the read is over; the read's loads of it
+//! happen-before the fold through the acknowledgement (`Release`, then the
+//! merge's `Acquire`).
+//!
+//! **Other readers** ([`ShardTable::read`]) pin, load the head, read the owner's
 //! base and the chain from that head, then (after an `Acquire` fence)
 //! load the head again, and start over if it changed or was folding. If a
 //! read saw any word the drain wrote, the fence makes the `FOLDING` head
@@ -133,8 +147,35 @@ impl ShardTable {
     /// fold wholly or not at all: `read` reads the owner's base and walks
     /// the [`Rows`] it is given, and runs again (from scratch) if a merge
     /// folded meanwhile.
+    ///
+    /// `read` must not add to any counter: an add may acknowledge a
+    /// revocation, which an unpinned read relies on not happening before
+    /// it ends (module docs).
     #[inline]
     pub(crate) fn read<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
+        if owner::holds() {
+            let head = self.load();
+            if is_table(head.0) {
+                // A holder's read of a plain table: unpinned, and not
+                // looked at again (module docs).
+                #[cfg(debug_assertions)]
+                let acks = owner::acks();
+                let r = read(Rows { table: self, head });
+                #[cfg(debug_assertions)]
+                debug_assert_eq!(
+                    owner::acks(),
+                    acks,
+                    "an unpinned read acknowledged a revocation"
+                );
+                return r;
+            }
+        }
+        self.read_pinned(read)
+    }
+
+    /// [`read`](Self::read), pinned.
+    #[cold]
+    fn read_pinned<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
         let _pin = grace::pin();
         loop {
             let head = self.load();

@@ -254,6 +254,27 @@ pub(crate) fn row() -> usize {
     with_owner(|o| o.row.load(Ordering::Relaxed)).unwrap_or(NONE)
 }
 
+/// Whether the calling thread holds a lease whose id is not revoked: no
+/// merge frees a table it loads as a plain head before the thread's next
+/// acknowledgement (`shard/merge.rs`, "Holders' reads").
+#[inline(always)]
+pub(crate) fn holds() -> bool {
+    row() != NONE
+}
+
+#[cfg(debug_assertions)]
+crate::primitive::const_thread_local! {
+    /// Acknowledgements the calling thread made: an unpinned read checks
+    /// that it made none.
+    static ACKS: std::cell::Cell<u64> = std::cell::Cell::new(0);
+}
+
+/// How many acknowledgements the calling thread made (debug builds).
+#[cfg(debug_assertions)]
+pub(crate) fn acks() -> u64 {
+    ACKS.try_with(std::cell::Cell::get).unwrap_or(0)
+}
+
 /// The first line of the row this thread owns in the table at address
 /// `head`, if its row cache holds that table (`Own`): an add's whole
 /// row-finding on a hit.
@@ -384,6 +405,8 @@ pub(crate) fn lease() -> usize {
 /// Acknowledges every revocation so far and owns again: from here on the
 /// thread loads heads afresh, so it cannot write a table retired before.
 fn ack(lease: &Lease) {
+    #[cfg(debug_assertions)]
+    let _ = ACKS.try_with(|a| a.set(a.get() + 1));
     loop {
         // SeqCst, all four: against `revoke`'s store of the count and of 0
         // into the cell. If this re-read sees no new revocation, the cell's
