@@ -292,7 +292,7 @@ impl RoughCounter {
             // block (and so the slot) alive, and clears the cache before it
             // lets go of it.
             let slot = unsafe { &*slot.cast::<Slot>() };
-            if !slot.try_bump(n) {
+            if !slot.try_bump_owned(n) {
                 self.add_checked_cold(slot, n);
             }
             return;
@@ -315,7 +315,7 @@ impl RoughCounter {
     /// thread rotating over many counters comes through here on every add,
     /// so it reads no more than the bucket and the slot's first line: an
     /// add that is not due proves the slot taken over (only the owner's
-    /// check arms a window; a free slot's `hi` is 0, so every add is due).
+    /// check arms a window; a free slot's `left` is 0, so every add is due).
     ///
     /// Generic only so that it is compiled in the caller's crate, still out
     /// of line: there its thread-local reads are plain `fs:` loads, where a

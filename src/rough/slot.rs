@@ -60,7 +60,7 @@
 //!   index happens-after that exit (the index pool is a mutex), so it sees
 //!   the last `total` its predecessor wrote.
 //! * owner-only bookkeeping (`lo`, `width`, `last_fold`), `Relaxed`, and
-//!   `hi`, a plain cell for the hot path's one compare: only the thread
+//!   `left` and `hi`, plain cells for the hot path's test: only the thread
 //!   holding the slot's index touches them, and the index pool's mutex
 //!   hands them over with the index.
 //!
@@ -119,11 +119,11 @@
 //!
 //! The hot path compares the counter's shared block with the thread's
 //! last-used cache (`thread::slots`) and, on a hit, adds to the cached
-//! slot: a load and a store of `total` and one compare with `hi`. `arm`
-//! sets `hi` to the window's upper end (`t0 + w`), so an add of at most
-//! `CHECK_EVERY` that stays below it stays inside the window; a sub (an add
-//! of 2^64 - n) or a larger add is always due, and the slow path tests the
-//! window both ways (`lo`, `width`). Where `t0 + w` is within
+//! slot: a subtraction from `left` (in memory, the borrow tested) and an
+//! add to `total`. `arm` sets `hi` to the window's upper end (`t0 + w`),
+//! and `left` to `hi - total - 1`, so an add of at most `left` stays
+//! inside the window; a sub (an add of 2^64 - n) is always due, and the slow path
+//! tests the window both ways (`lo`, `width`). Where `t0 + w` is within
 //! `CHECK_EVERY` of 2^64, `hi` is 0 (every add due) until a check further
 //! from it, so the hot compare never misses a wrap.
 //!
@@ -131,7 +131,7 @@
 //! position (a `const` thread-local without a destructor), the position's
 //! bucket in `slots` (`Acquire`) and the slot, adds, and caches the slot
 //! if the add was not due. A slot the thread has not taken over yet has
-//! `hi` 0 and an empty window (`width` 0), so the first add runs the slow
+//! `hi` and `left` 0 and an empty window (`width` 0), so the first add runs the slow
 //! check, which takes it over: marks it in use, starts a generation, arms
 //! a window and asks the thread's exit registry for a [`ThreadExit`] call,
 //! which folds and frees the slot when the thread exits. An add that is
@@ -148,11 +148,15 @@ use std::time::Instant;
 pub(super) struct Slot {
     /// Cumulative adds through this slot; written only by its owner.
     total: AtomicU64,
-    /// Owner-only, the hot path's whole test: an add of at most
-    /// `CHECK_EVERY` that brings `total` to `hi` or above is due for the
-    /// slow check (`hi` = `lo + width`, or 0, "always due": see `arm`).
-    /// A plain cell, beside `total`, so the test is one compare with a
-    /// memory operand (an atomic load would be a separate move).
+    /// Owner-only, the hot path's whole test: an add of `n` is due for the
+    /// slow check unless `n <= left`, which is `hi - total - 1` (0 from
+    /// `hi` on, and when `hi` is 0). A plain cell beside `total`, so the test is one compare with a
+    /// memory operand and the update one subtraction in memory (an atomic
+    /// would be loaded into a register first).
+    left: UnsafeCell<u64>,
+    /// Owner-only: an add that brings `total` to `hi` or above is due
+    /// (`hi` = `lo + width`, or 0, "always due": see `arm`). Read only to
+    /// set `left` again after the slow path moved `total` or `hi`.
     hi: UnsafeCell<u64>,
     /// The prefix of `total` already moved into the sink.
     folded: AtomicU64,
@@ -181,6 +185,7 @@ impl Slot {
     fn new(in_use: bool) -> Self {
         Slot {
             total: AtomicU64::new(0),
+            left: UnsafeCell::new(0),
             hi: UnsafeCell::new(0),
             folded: AtomicU64::new(0),
             armed: AtomicU64::new(0),
@@ -195,26 +200,65 @@ impl Slot {
     /// The owner's add, unless a slow check is due: then it changes
     /// nothing and returns `false`, and the caller takes the slow path
     /// (which may first have to take the slot over: a slot not taken over
-    /// has an empty window, so every add to it is due).
+    /// has an empty window and `left` 0, so every add to it is due, and an
+    /// add of 0 is due here too, so that an add that is not due proves the
+    /// slot taken over).
     ///
-    /// Only an add of at most `CHECK_EVERY` can stay here (a sub is an
-    /// add of 2^64 - n: always due); for those, `t >= hi` is exactly
-    /// "left the window upwards", as `arm` keeps `hi` clear of wrapping.
-    /// `bump` on the slow path then tests the window both ways.
+    /// `n <= left` is exactly "stays below `hi`": `total + n < hi`, with
+    /// no wrap, as `arm` keeps `hi` clear of it. A sub (an add of 2^64 - n)
+    /// is always due; `bump` on the slow path tests the window both ways.
     #[inline]
     pub(super) fn try_bump(&self, n: u64) -> bool {
+        // SAFETY: `left` is owner-only (see `Slot`'s `Sync`): the caller is
+        // the thread holding the slot's index.
+        let left = unsafe { *self.left.get() };
+        if n == 0 || n > left {
+            return false;
+        }
+        // SAFETY: as above.
+        unsafe { *self.left.get() = left - n };
+        self.add_total(n);
+        true
+    }
+
+    /// [`try_bump`](Self::try_bump) on a slot the calling thread has taken
+    /// over (its cached slot), in fewer instructions: the subtraction
+    /// from `left` is made in memory before the test, and undone out of
+    /// line when the add is due. An add of 0 is never due here (it changes
+    /// nothing).
+    #[inline]
+    pub(super) fn try_bump_owned(&self, n: u64) -> bool {
+        let left = self.left.get();
+        // SAFETY: `left` is owner-only (see `Slot`'s `Sync`): the caller is
+        // the thread holding the slot's index.
+        let (rest, due) = unsafe { *left }.overflowing_sub(n);
+        // SAFETY: as above.
+        unsafe { *left = rest };
+        if due {
+            self.unbump(n);
+            return false;
+        }
+        self.add_total(n);
+        true
+    }
+
+    /// The owner's add to `total`, inside the window.
+    #[inline(always)]
+    fn add_total(&self, n: u64) {
         // Relaxed: only the owner writes `total`, so its own last store is
         // what it reads; folds and sums read it without synchronising.
-        let t = self.total.load(Ordering::Relaxed).wrapping_add(n);
-        // SAFETY: `hi` is owner-only (see `Slot`'s `Sync`): the caller is
-        // the thread holding the slot's index.
-        let hi = unsafe { *self.hi.get() };
-        let due = n > RoughCounter::CHECK_EVERY || t >= hi;
-        if !due {
-            // Relaxed: single writer; nothing else is published with it.
-            self.total.store(t, Ordering::Relaxed);
-        }
-        !due
+        let t = self.total.load(Ordering::Relaxed);
+        // Relaxed: single writer; nothing else is published with it.
+        self.total.store(t.wrapping_add(n), Ordering::Relaxed);
+    }
+
+    /// Undoes `try_bump_owned`'s subtraction from `left` for a due add. Out of
+    /// line, reading `left` afresh: the hot path keeps no copy of it.
+    #[cold]
+    #[inline(never)]
+    fn unbump(&self, n: u64) {
+        // SAFETY: owner-only, as in `try_bump`.
+        unsafe { *self.left.get() = (*self.left.get()).wrapping_add(n) };
     }
 
     /// The owner's add on the slow path. Returns whether a check is due.
@@ -223,8 +267,19 @@ impl Slot {
         let t = self.total.load(Ordering::Relaxed).wrapping_add(n);
         // Relaxed: as in `try_bump`.
         self.total.store(t, Ordering::Relaxed);
+        self.set_left(t);
         // Relaxed: owner-only bookkeeping.
         t.wrapping_sub(self.lo.load(Ordering::Relaxed)) >= self.width.load(Ordering::Relaxed)
+    }
+
+    /// Owner only: `left` for a total of `t` (`hi - t - 1`, or 0 from `hi`
+    /// on).
+    fn set_left(&self, t: u64) {
+        // SAFETY: owner-only, as in `try_bump`.
+        unsafe {
+            let hi = *self.hi.get();
+            *self.left.get() = hi.saturating_sub(t).saturating_sub(1);
+        }
     }
 
     /// Owner only: starts a new generation and returns the unfolded distance
@@ -289,6 +344,8 @@ impl Slot {
     pub(super) fn set_hi(&self, hi: u64) {
         // SAFETY: owner-only, as in `try_bump`.
         unsafe { *self.hi.get() = hi };
+        // Relaxed: owner reading its own writes.
+        self.set_left(self.total.load(Ordering::Relaxed));
     }
 }
 
@@ -306,7 +363,7 @@ pub(super) struct Shared {
     epoch: Instant,
 }
 
-// SAFETY: every field but `hi` is an atomic. `hi` is read and written only
+// SAFETY: every field but `left` and `hi` is an atomic. Those two are read and written only
 // by the thread holding the slot's index (its owner, or the thread about to
 // take it over); the next holder of an index happens-after the previous one
 // gave it back (the index pool is a mutex), and a slot's initial state is
