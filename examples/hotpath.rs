@@ -96,6 +96,19 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             acc
         }
+        "ft-sum" => {
+            // The peer's exact read, for `counter-sum-split`: fast-telemetry's
+            // counter with 2 shards (one per core here), 1 added.
+            let c = shardcount_harness::peers::fast_telemetry::Counter::new(2);
+            c.inc();
+            let c = escape(&c);
+            let mut acc = 0u64;
+            for _ in 0..n {
+                acc += c.sum() as u64;
+                opaque();
+            }
+            acc
+        }
         "counter-sum-split" => {
             // The sharded read: a counter split to 2 rows (owned and
             // shared rows of its tables visited), holding 1 on this
@@ -407,7 +420,7 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
         }
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
-             cas-take, stock-take, counter-owned, counter-owned-2, counter-owned-3, hist8-owned, labels-owned, hist-owned, set-owned, counter-sum-split, rough-1024, \
+             cas-take, stock-take, ft-sum, counter-owned, counter-owned-2, counter-owned-3, hist8-owned, labels-owned, hist-owned, set-owned, counter-sum-split, rough-1024, \
              set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, map-inc-url, \
              dashmap-url, max-record, hist-record, hist-record8, hist-labels-record",
             add_keys.join(", ")
