@@ -124,6 +124,26 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             acc
         }
+        "counter-sum-pinned" => {
+            // `counter-sum-split` read by a thread that never added (an
+            // exporter's): it holds no owner id, so it pins.
+            let c = Counter::new();
+            assert_eq!(c.split(2), 2);
+            c.inc();
+            let c = escape(&c);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let mut acc = 0u64;
+                    for _ in 0..n {
+                        acc += c.sum();
+                        opaque();
+                    }
+                    acc
+                })
+                .join()
+                .unwrap()
+            })
+        }
         "rough-approx" => {
             let c = RoughCounter::from(1);
             let c = escape(&c);
@@ -420,7 +440,7 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
         }
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
-             cas-take, stock-take, ft-sum, counter-owned, counter-owned-2, counter-owned-3, hist8-owned, labels-owned, hist-owned, set-owned, counter-sum-split, rough-1024, \
+             cas-take, stock-take, ft-sum, counter-sum-pinned, counter-owned, counter-owned-2, counter-owned-3, hist8-owned, labels-owned, hist-owned, set-owned, counter-sum-split, rough-1024, \
              set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, map-inc-url, \
              dashmap-url, max-record, hist-record, hist-record8, hist-labels-record",
             add_keys.join(", ")

@@ -337,15 +337,19 @@ impl Counter {
         self.sum_shards()
     }
 
-    #[cold]
-    #[inline(never)]
+    /// A test and a call (`ShardTable::read`), inlined.
+    #[inline(always)]
     fn sum_shards(&self) -> u64 {
-        self.table.read(|rows| {
-            // Relaxed: as in `sum`.
-            self.base
-                .load(Ordering::Relaxed)
-                .wrapping_add(rows.sum_word(0))
-        })
+        // Inlined where `read` calls it, pinned or not.
+        self.table.read(
+            #[inline(always)]
+            |rows| {
+                // Relaxed: as in `sum`.
+                self.base
+                    .load(Ordering::Relaxed)
+                    .wrapping_add(rows.sum_word(0))
+            },
+        )
     }
 
     /// Returns the current total and resets the counter to zero, losing

@@ -530,13 +530,18 @@ impl CounterSet {
     /// by the caller).
     pub(crate) fn total(&self, i: usize) -> u64 {
         debug_assert!(i < self.len);
-        self.table.read(|rows| {
-            // Relaxed: a count read publishes nothing; coherence alone
-            // makes it include every update that happened-before this call.
-            word(&self.base, i)
-                .load(Ordering::Relaxed)
-                .wrapping_add(rows.sum_word(i))
-        })
+        // Inlined where `read` calls it, pinned or not.
+        self.table.read(
+            #[inline(always)]
+            |rows| {
+                // Relaxed: a count read publishes nothing; coherence alone
+                // makes it include every update that happened-before this
+                // call.
+                word(&self.base, i)
+                    .load(Ordering::Relaxed)
+                    .wrapping_add(rows.sum_word(i))
+            },
+        )
     }
 
     /// Passes each row's part of each counter, `Some((i, part))`, to `f`:

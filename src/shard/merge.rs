@@ -108,7 +108,7 @@ impl Rows<'_> {
     /// Word `i` of every row of the chain, added up (wrapping), as
     /// [`for_each_count_row`](Self::for_each_count_row) reads them: the
     /// rows' part of counter `i`'s total. `i` is inside a row.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn sum_word(&self, i: usize) -> u64 {
         let mut head = self.head;
         let mut total = 0u64;
@@ -143,47 +143,52 @@ pub(super) unsafe fn free_chain(t: *mut Table) {
 }
 
 impl ShardTable {
-    /// Runs `read` on the chain as it is, pinned, so that it sees a merge's
-    /// fold wholly or not at all: `read` reads the owner's base and walks
-    /// the [`Rows`] it is given, and runs again (from scratch) if a merge
-    /// folded meanwhile.
+    /// Runs `read` on the chain as it is, so that it sees a merge's fold
+    /// wholly or not at all: `read` reads the owner's base and walks the
+    /// [`Rows`] it is given, and runs again (from scratch) if a merge
+    /// folded meanwhile. Pinned, unless the calling thread holds an owner
+    /// id and the head names a plain table (module docs, "Holders'
+    /// reads").
     ///
     /// `read` must not add to any counter: an add may acknowledge a
     /// revocation, which an unpinned read relies on not happening before
-    /// it ends (module docs).
+    /// it ends.
+    ///
+    /// Each way is a function of its own with one call of `read` (which
+    /// callers mark `#[inline(always)]`, as it has two callers), so that
+    /// this is a test and a jump.
     #[inline]
-    pub(crate) fn read<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
+    pub(crate) fn read<R>(&self, read: impl FnMut(Rows<'_>) -> R) -> R {
         if owner::holds() {
-            let head = self.load();
-            if is_table(head.0) {
-                // A holder's read of a plain table: unpinned, and not
-                // looked at again (module docs).
-                #[cfg(debug_assertions)]
-                let acks = owner::acks();
-                let r = read(Rows { table: self, head });
-                #[cfg(debug_assertions)]
-                debug_assert_eq!(
-                    owner::acks(),
-                    acks,
-                    "an unpinned read acknowledged a revocation"
-                );
-                return r;
-            }
+            self.read_held(read)
+        } else {
+            self.read_pinned(read)
         }
-        self.read_pinned(read)
+    }
+
+    /// [`read`](Self::read) by a thread that holds an owner id.
+    #[inline(never)]
+    fn read_held<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
+        let head = self.load();
+        if !is_table(head.0) {
+            return self.read_pinned(read);
+        }
+        // A plain table: unpinned, and not looked at again (module docs).
+        #[cfg(debug_assertions)]
+        let acks = owner::acks();
+        let r = read(Rows { table: self, head });
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(owner::acks(), acks, "an unpinned read acknowledged");
+        r
     }
 
     /// [`read`](Self::read), pinned.
-    #[cold]
+    #[inline(never)]
     fn read_pinned<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
         let _pin = grace::pin();
         loop {
             let head = self.load();
-            if is_tag(head.0) {
-                // No chain: the base is everything.
-                return read(Rows { table: self, head });
-            }
-            if head.0.addr() & FOLDING == FOLDING {
+            if !is_tag(head.0) && head.0.addr() & FOLDING == FOLDING {
                 // A fold moves the counts now: wait for its end.
                 crate::primitive::hint::spin_loop();
                 #[cfg(not(shardcount_loom))]
@@ -191,6 +196,10 @@ impl ShardTable {
                 continue;
             }
             let r = read(Rows { table: self, head });
+            if is_tag(head.0) {
+                // No chain: the base is everything.
+                return r;
+            }
             // Acquire: pairs with the Release fence after the head went to
             // FOLDING, if `read` saw any word the fold wrote (module docs).
             fence(Ordering::Acquire);

@@ -232,7 +232,7 @@ impl Table {
     /// sum's walk, one load (two with baselines) and an add per row.
     ///
     /// [`for_each_count_row`]: Self::for_each_count_row
-    #[inline]
+    #[inline(always)]
     pub(super) fn sum_word(&self, i: usize) -> u64 {
         assert!(i < self.row_lines * LINE_WORDS, "a word beyond a row");
         let len = self.area_len();
