@@ -316,7 +316,10 @@ impl Counter {
     /// updates (see [the type docs](Counter#consistency-of-reads)). For
     /// add-only use, successive calls by one thread never decrease.
     ///
-    /// Cost: one load per shard, up to about twice the shard cap.
+    /// Cost: one load per shard, up to about twice the shard cap. A thread
+    /// that never added to a sharded counter or set also marks a word of
+    /// its own before and after (a merge must not free shards it reads);
+    /// one that did (and whose id no merge is revoking) needs none.
     ///
     /// ```
     /// let c = shardcount::Counter::new();

@@ -268,13 +268,14 @@ impl RoughCounter {
 
     /// Adds `n`, wrapping at 2<sup>64</sup>.
     ///
-    /// Costs a relaxed load and store on the thread's own slot and one
-    /// compare, with no locked instruction and no clock unless a check is
-    /// due (every 512 counts at most). The slot of the counter the thread
-    /// used last is cached; any other is found in O(1) by the thread's
-    /// index, however many counters the thread uses. A `sub`, or an add of
-    /// more than 512, takes an out-of-line call (still no locked
-    /// instruction unless a check is due).
+    /// Costs a subtraction from a countdown and an add to the total, both
+    /// in the thread's own slot, with no locked instruction and no clock
+    /// unless a check is due (every 512 counts at most). The slot of the
+    /// counter the thread used last is cached; any other is found in O(1)
+    /// by the thread's index, however many counters the thread uses. A
+    /// `sub`, or an add larger than what is left before the next check,
+    /// takes an out-of-line call (still no locked instruction unless a
+    /// check is due).
     ///
     /// ```
     /// let c = shardcount::RoughCounter::new();
