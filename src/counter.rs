@@ -528,8 +528,9 @@ impl Counter {
     pub fn shard_values(&self) -> Vec<u64> {
         // A chain's newest table is its largest, so row `r` of any table
         // (owned or shared) goes to shard `r`; a growth or a merge racing
-        // the visit changes the head, and `read` looks again.
-        self.table.read(|rows| {
+        // the visit changes the head, and `read` looks again. Pinned: it
+        // allocates (`ShardTable::read_pinned`).
+        self.table.read_pinned(|rows| {
             // Relaxed: as in `sum`.
             let mut values = vec![self.base.load(Ordering::Relaxed)];
             values.resize(1 + rows.shards(), 0);

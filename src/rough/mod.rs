@@ -270,12 +270,12 @@ impl RoughCounter {
     ///
     /// Costs a subtraction from a countdown and an add to the total, both
     /// in the thread's own slot, with no locked instruction and no clock
-    /// unless a check is due (every 512 counts at most). The slot of the
-    /// counter the thread used last is cached; any other is found in O(1)
-    /// by the thread's index, however many counters the thread uses. A
-    /// `sub`, or an add larger than what is left before the next check,
-    /// takes an out-of-line call (still no locked instruction unless a
-    /// check is due).
+    /// unless a check is due (at most 1,023 counts apart, 512 while only
+    /// adding). The slot of the counter the thread used last is cached;
+    /// any other is found in O(1) by the thread's index, however many
+    /// counters the thread uses. A `sub`, or an add larger than what is
+    /// left before the next check, takes an out-of-line call (still no
+    /// locked instruction unless a check is due).
     ///
     /// ```
     /// let c = shardcount::RoughCounter::new();

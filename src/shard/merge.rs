@@ -150,9 +150,10 @@ impl ShardTable {
     /// id and the head names a plain table (module docs, "Holders'
     /// reads").
     ///
-    /// `read` must not add to any counter: an add may acknowledge a
-    /// revocation, which an unpinned read relies on not happening before
-    /// it ends.
+    /// `read` must not add to any counter, nor allocate (a global
+    /// allocator may count): an add may acknowledge a revocation, which an
+    /// unpinned read relies on not happening before it ends. A `read` that
+    /// allocates uses [`read_pinned`](Self::read_pinned).
     ///
     /// Each way is a function of its own with one call of `read` (which
     /// callers mark `#[inline(always)]`, as it has two callers), so that
@@ -182,9 +183,11 @@ impl ShardTable {
         r
     }
 
-    /// [`read`](Self::read), pinned.
+    /// [`read`](Self::read), pinned whoever calls it: for a `read` that
+    /// allocates, since a global allocator may count with a sharded
+    /// counter, and that add may acknowledge a revocation.
     #[inline(never)]
-    fn read_pinned<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
+    pub(crate) fn read_pinned<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
         let _pin = grace::pin();
         loop {
             let head = self.load();
@@ -215,7 +218,8 @@ impl ShardTable {
     #[cfg(not(shardcount_loom))]
     pub(crate) fn row_totals(&self, words: usize, out: &mut Vec<u64>) {
         let start = out.len();
-        self.read(|rows| {
+        // Pinned: `out` may grow (`read_pinned`).
+        self.read_pinned(|rows| {
             out.truncate(start);
             rows.for_each_count_row(|_, row| {
                 out.push((0..words).fold(0u64, |t, i| t.wrapping_add(row.read(i))));
