@@ -11,7 +11,6 @@
 use crate::set::CounterSet;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::OnceLock;
 
 /// A type whose values label counters: each value has a dense index in
 /// `0..COUNT`, and for export, one text per label name.
@@ -351,42 +350,30 @@ impl<A: Label, B: Label, C: Label> Label for (A, B, C) {
 /// );
 /// ```
 pub struct LabelledCounter<L> {
-    set: OnceLock<CounterSet>,
+    // Its base row is made on the first add (`CounterSet::lazy`).
+    set: CounterSet,
     // `fn() -> L`: holds no `L`, so Send and Sync whatever `L` is.
     _label: PhantomData<fn() -> L>,
 }
 
 impl<L: Label> LabelledCounter<L> {
-    /// A family at zero. Allocates nothing: the counters are made on the
-    /// first add.
-    ///
-    /// ```
-    /// #[derive(shardcount::Label)]
-    /// enum Cache { Hit, Miss }
-    /// static LOOKUPS: shardcount::LabelledCounter<Cache> = shardcount::LabelledCounter::new();
-    /// assert_eq!(LOOKUPS.get(Cache::Miss), 0);
-    /// ```
-    #[must_use]
-    pub const fn new() -> Self {
-        LabelledCounter {
-            set: OnceLock::new(),
-            _label: PhantomData,
+    crate::primitive::const_fn! {
+        /// A family at zero. Allocates nothing: the counters are made on the
+        /// first add.
+        ///
+        /// ```
+        /// #[derive(shardcount::Label)]
+        /// enum Cache { Hit, Miss }
+        /// static LOOKUPS: shardcount::LabelledCounter<Cache> = shardcount::LabelledCounter::new();
+        /// assert_eq!(LOOKUPS.get(Cache::Miss), 0);
+        /// ```
+        #[must_use]
+        pub const fn new() -> Self {
+            LabelledCounter {
+                set: CounterSet::lazy(L::COUNT),
+                _label: PhantomData,
+            }
         }
-    }
-
-    /// The counters, made on first use.
-    #[inline(always)]
-    fn set(&self) -> &CounterSet {
-        match self.set.get() {
-            Some(set) => set,
-            None => self.make(),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn make(&self) -> &CounterSet {
-        self.set.get_or_init(|| CounterSet::new(L::COUNT))
     }
 
     #[cold]
@@ -417,11 +404,10 @@ impl<L: Label> LabelledCounter<L> {
     #[track_caller]
     pub fn add(&self, label: L, n: u64) {
         let i = label.index();
-        let set = self.set();
         if i < L::COUNT {
-            // SAFETY: the set has `L::COUNT` counters (`make`), and `i` is
+            // SAFETY: the set has `L::COUNT` counters (`new`), and `i` is
             // below that.
-            unsafe { set.add_unchecked(i, n) }
+            unsafe { self.set.add_unchecked(i, n) }
         } else {
             Self::out_of_range(i)
         }
@@ -463,7 +449,7 @@ impl<L: Label> LabelledCounter<L> {
     }
 
     fn get_index(&self, i: usize) -> u64 {
-        self.set.get().and_then(|s| s.get(i)).unwrap_or(0)
+        self.set.get(i).unwrap_or(0)
     }
 
     /// Every counter's total, added up (wrapping), read one after another.
@@ -478,7 +464,7 @@ impl<L: Label> LabelledCounter<L> {
     /// ```
     #[must_use]
     pub fn sum(&self) -> u64 {
-        self.set.get().map_or(0, CounterSet::sum_all)
+        self.set.sum_all()
     }
 
     /// Writes every counter's total into `out`, in index order (`out[i]`
@@ -500,20 +486,15 @@ impl<L: Label> LabelledCounter<L> {
     /// ```
     #[track_caller]
     pub fn snapshot_into(&self, out: &mut [u64]) {
-        match self.set.get() {
-            Some(s) => s.snapshot_into(out),
-            None => {
-                assert_eq!(
-                    out.len(),
-                    L::COUNT,
-                    "shardcount: LabelledCounter::snapshot_into: the output slice's len is {} \
-                     but the label has {} values",
-                    out.len(),
-                    L::COUNT
-                );
-                out.fill(0);
-            }
-        }
+        assert_eq!(
+            out.len(),
+            L::COUNT,
+            "shardcount: LabelledCounter::snapshot_into: the output slice's len is {} \
+             but the label has {} values",
+            out.len(),
+            L::COUNT
+        );
+        self.set.snapshot_into(out);
     }
 
     /// Takes `label`'s total, leaving it at zero; lossless, as
@@ -530,7 +511,7 @@ impl<L: Label> LabelledCounter<L> {
     /// ```
     pub fn take(&self, label: L) -> u64 {
         let i = label.index();
-        self.set.get().and_then(|s| s.take(i)).unwrap_or(0)
+        self.set.take(i).unwrap_or(0)
     }
 
     /// Every label with its total, in index order.
@@ -544,10 +525,7 @@ impl<L: Label> LabelledCounter<L> {
     /// ```
     #[must_use]
     pub fn snapshot(&self) -> Vec<(L, u64)> {
-        let totals = match self.set.get() {
-            Some(s) => s.snapshot(),
-            None => vec![0; L::COUNT],
-        };
+        let totals = self.set.snapshot();
         Self::labelled(totals)
     }
 
@@ -564,10 +542,7 @@ impl<L: Label> LabelledCounter<L> {
     /// ```
     #[must_use]
     pub fn take_all(&self) -> Vec<(L, u64)> {
-        let totals = match self.set.get() {
-            Some(s) => s.take_all(),
-            None => vec![0; L::COUNT],
-        };
+        let totals = self.set.take_all();
         Self::labelled(totals)
     }
 
@@ -591,9 +566,7 @@ impl<L: Label> LabelledCounter<L> {
     /// assert_eq!(c.sum(), 0);
     /// ```
     pub fn reset(&self) {
-        if let Some(s) = self.set.get() {
-            s.reset();
-        }
+        self.set.reset();
     }
 
     /// How many rows the counters have grown besides the base row (see
@@ -606,7 +579,7 @@ impl<L: Label> LabelledCounter<L> {
     /// ```
     #[must_use]
     pub fn shards(&self) -> usize {
-        self.set.get().map_or(0, CounterSet::shards)
+        self.set.shards()
     }
 
     /// Grows to at least `n` rows now, as
@@ -620,13 +593,13 @@ impl<L: Label> LabelledCounter<L> {
     /// assert!(c.split(2) >= 2);
     /// ```
     pub fn split(&self, n: usize) -> usize {
-        self.set().split(n)
+        self.set.split(n)
     }
 
-    /// The rows, once the first add made them.
+    /// The rows.
     #[cfg(not(shardcount_loom))]
-    pub(crate) fn rows(&self) -> Option<&CounterSet> {
-        self.set.get()
+    pub(crate) fn rows(&self) -> &CounterSet {
+        &self.set
     }
 
     /// Folds the rows back into the base row and frees them, as
@@ -642,7 +615,7 @@ impl<L: Label> LabelledCounter<L> {
     /// assert_eq!(c.get(Cache::Hit), 1);
     /// ```
     pub fn merge(&self) -> bool {
-        self.set.get().is_none_or(CounterSet::merge)
+        self.set.merge()
     }
 
     /// Writes the texts of member `i`'s labels into `out`, comma-separated.

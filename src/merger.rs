@@ -81,9 +81,7 @@ impl Mergeable for Histogram {
         Histogram::merge(self)
     }
     fn row_totals(&self, out: &mut Vec<u64>) {
-        if let Some(set) = self.rows() {
-            set.row_totals(out);
-        }
+        self.rows().row_totals(out);
     }
 }
 
@@ -93,9 +91,7 @@ impl<L: Label> Mergeable for LabelledCounter<L> {
         LabelledCounter::merge(self)
     }
     fn row_totals(&self, out: &mut Vec<u64>) {
-        if let Some(set) = self.rows() {
-            set.row_totals(out);
-        }
+        self.rows().row_totals(out);
     }
 }
 

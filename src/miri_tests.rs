@@ -391,3 +391,30 @@ fn counter_map_removals_free_entries_tables_and_chunks_after_lookups() {
     assert!(gone.iter().all(|&(_, v)| v == 2));
     assert_eq!((m.len(), m.allocated_chunks()), (0, 0));
 }
+
+/// A `lazy` set's base row (`LabelledCounter::new`, `Histogram::new`):
+/// unmade ones are read, taken and dropped without allocating; first adds
+/// racing on several threads make exactly one row, free the losers', and
+/// lose no count; the row is freed with the set.
+#[test]
+fn lazy_base_rows_are_made_once_by_racing_first_adds_and_freed() {
+    let idle = CounterSet::lazy(3);
+    assert_eq!((idle.take_all(), idle.snapshot()), (vec![0; 3], vec![0; 3]));
+    assert!(idle.merge() && !idle.base_is_made());
+    let rounds = if cfg!(miri) { 2 } else { 300 };
+    for _ in 0..rounds {
+        let s = CounterSet::lazy(3);
+        let go = std::sync::Barrier::new(4);
+        thread::scope(|sc| {
+            for t in 0..4u64 {
+                let (s, go) = (&s, &go);
+                sc.spawn(move || {
+                    go.wait();
+                    s.add(1, 1 << t);
+                });
+            }
+        });
+        assert!(s.base_is_made());
+        assert_eq!(s.snapshot(), [0, 15, 0]);
+    }
+}

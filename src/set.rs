@@ -56,18 +56,24 @@
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    flat_word, lines_for, store_add, try_zeroed_lines, word, word_unchecked, Check, Head, Line,
-    Merge, ShardTable, Slot, Table, LINE_WORDS,
+    flat_word, lines_for, store_add, word, word_unchecked, Check, Head, Line, Merge, ShardTable,
+    Slot, Table, LINE_WORDS,
 };
 use crate::thread::{self, grace, owner, sampler, MAX_SHARDS};
 use std::fmt;
 
+mod base;
 mod pair;
+
+use base::BaseRow;
 
 /// Lines per row for `n` counters: the counters, the mark, and 64 bytes
 /// no one writes at the end (see the module docs); `None` on overflow.
-fn lines_per_row(n: usize) -> Option<usize> {
-    n.checked_add(1 + LINE_WORDS / 2).map(lines_for)
+const fn lines_per_row(n: usize) -> Option<usize> {
+    match n.checked_add(1 + LINE_WORDS / 2) {
+        Some(words) => Some(lines_for(words)),
+        None => None,
+    }
 }
 
 /// The panic for a length whose row cannot be allocated.
@@ -154,7 +160,7 @@ fn too_many(n: usize) -> ! {
 /// assert_eq!(requests.get(PUT), Some(0));
 /// ```
 pub struct CounterSet {
-    base: Box<[Line]>,
+    base: BaseRow,
     len: usize,
     table: ShardTable,
 }
@@ -206,11 +212,55 @@ impl CounterSet {
         CounterSet {
             // Word `n` of each row is its mark (see `check`).
             base: lines_per_row(n)
-                .and_then(try_zeroed_lines)
+                .and_then(BaseRow::made)
                 .unwrap_or_else(|| too_many(n)),
             len: n,
             table,
         }
+    }
+
+    crate::primitive::const_fn! {
+        /// `n` counters at zero, allocating nothing: the base row is made on
+        /// the first write to it (for `LabelledCounter::new` and
+        /// `Histogram::new`, which are `const`). A length whose row cannot
+        /// be allocated panics there, as `new` does.
+        pub(crate) const fn lazy(n: usize) -> Self {
+            CounterSet {
+                base: BaseRow::unmade(match lines_per_row(n) {
+                    Some(lines) => lines,
+                    // Cannot be allocated: `make` says so, and `base` panics.
+                    None => usize::MAX,
+                }),
+                len: n,
+                table: ShardTable::new(None),
+            }
+        }
+    }
+
+    /// The base row, made now if it is not yet (a `lazy` set's first
+    /// write to it).
+    ///
+    /// # Panics
+    ///
+    /// If it cannot be allocated, as `new` does.
+    #[inline(always)]
+    fn base(&self) -> &[Line] {
+        match self.base.get() {
+            Some(row) => row,
+            None => self.make_base(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn make_base(&self) -> &[Line] {
+        self.base.make().unwrap_or_else(|| too_many(self.len))
+    }
+
+    /// Whether the base row is made (a `lazy` set's, by a first write).
+    #[cfg(all(test, not(shardcount_loom)))]
+    pub(crate) fn base_is_made(&self) -> bool {
+        self.base.get().is_some()
     }
 
     /// How many counters the set holds.
@@ -246,7 +296,7 @@ impl CounterSet {
     /// Lines per row.
     #[inline]
     fn row_lines(&self) -> usize {
-        self.base.len()
+        self.base.lines()
     }
 
     /// Adds `n` to counter `i`, wrapping at 2<sup>64</sup>.
@@ -367,20 +417,29 @@ impl CounterSet {
     /// `i < len()`.
     #[inline(always)]
     unsafe fn add_base(&self, head: Head, i: usize, v: u64) {
+        let base = self.base();
         // SAFETY: the base row has room for `len + 1` words; `i < len`.
-        let at = unsafe { word_unchecked(&self.base, i) };
+        let at = unsafe { word_unchecked(base, i) };
         // Relaxed: as in `add_unchecked`.
         let prev = at.fetch_add(v, Ordering::Relaxed);
         if sampler::sampled(prev, v) {
-            let c = Check {
-                head,
-                word: at,
-                prev,
-                n: v,
-                row_lines: self.row_lines(),
-            };
-            self.check(c, &self.base, i);
+            self.check_base_add(head, at, prev, v, i);
         }
+    }
+
+    /// `check` for a sampled add to the base row, out of line: the add's
+    /// inlined path loads nothing the check alone needs (the row's width).
+    #[cold]
+    #[inline(never)]
+    fn check_base_add(&self, head: Head, at: &AtomicU64, prev: u64, v: u64, i: usize) {
+        let c = Check {
+            head,
+            word: at,
+            prev,
+            n: v,
+            row_lines: self.row_lines(),
+        };
+        self.check(c, self.base(), i);
     }
 
     /// An add on the probe's shared row of `t`, sampled: for threads that
@@ -394,7 +453,7 @@ impl CounterSet {
         let Some(row) = t.shared_row(thread::probe()) else {
             // No memory for the shared rows: the base row takes it.
             // SAFETY: as above. Relaxed: as in `add_unchecked`.
-            unsafe { word_unchecked(&self.base, i) }.fetch_add(v, Ordering::Relaxed);
+            unsafe { word_unchecked(self.base(), i) }.fetch_add(v, Ordering::Relaxed);
             return;
         };
         // SAFETY: as above.
@@ -537,9 +596,12 @@ impl CounterSet {
                 // Relaxed: a count read publishes nothing; coherence alone
                 // makes it include every update that happened-before this
                 // call.
-                word(&self.base, i)
-                    .load(Ordering::Relaxed)
-                    .wrapping_add(rows.sum_word(i))
+                // An unmade base row holds zeros.
+                let base = self
+                    .base
+                    .get()
+                    .map_or(0, |b| word(b, i).load(Ordering::Relaxed));
+                base.wrapping_add(rows.sum_word(i))
             },
         )
     }
@@ -557,6 +619,8 @@ impl CounterSet {
             }
             for (i, w) in self
                 .base
+                .get()
+                .unwrap_or_default()
                 .iter()
                 .flat_map(|l| l.iter())
                 .take(self.len)
@@ -608,14 +672,17 @@ impl CounterSet {
         debug_assert!(i < self.len);
         // The take ends when `take` drops, after the last swap.
         let take = self.table.take();
-        let mut total = take.swap(word(&self.base, i));
+        // An unmade base row holds nothing: an add that makes it after
+        // this look is left for a later take.
+        let mut total = self.base.get().map_or(0, |b| take.swap(word(b, i)));
         take.for_each_row(|row| total = total.wrapping_add(row.take(i)));
         total
     }
 
     /// Adds what `f` makes of each word of the base row into `out[..len]`.
     fn fold_base(&self, out: &mut [u64], mut f: impl FnMut(&AtomicU64) -> u64) {
-        for (chunk, line) in out.chunks_mut(LINE_WORDS).zip(self.base.iter()) {
+        let base = self.base.get().unwrap_or_default();
+        for (chunk, line) in out.chunks_mut(LINE_WORDS).zip(base) {
             for (o, w) in chunk.iter_mut().zip(line.iter()) {
                 *o = o.wrapping_add(f(w));
             }
@@ -770,7 +837,7 @@ impl CounterSet {
     pub fn merge(&self) -> bool {
         self.table.merge(self.len, |i, v| {
             // Relaxed: an RMW, as an add's.
-            word(&self.base, i).fetch_add(v, Ordering::Relaxed);
+            word(self.base(), i).fetch_add(v, Ordering::Relaxed);
         }) == Merge::Done
     }
 
@@ -827,7 +894,11 @@ impl CounterSet {
                     .map(|r| word(t.row(r as u32), i).load(Ordering::Relaxed))
                     .collect()
             });
-        (word(&self.base, i).load(Ordering::Relaxed), rows)
+        let base = self
+            .base
+            .get()
+            .map_or(0, |b| word(b, i).load(Ordering::Relaxed));
+        (base, rows)
     }
 }
 

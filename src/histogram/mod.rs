@@ -17,13 +17,12 @@ mod timer;
 
 use crate::set::CounterSet;
 pub use labelled::LabelledHistogram;
-use layout::Layout;
+use layout::{Layout, LOG_LINEAR_BUCKETS};
 // Used by the integrations, each behind its feature.
 #[allow(unused_imports)]
 pub(crate) use replay::replay_since;
 pub use snapshot::{Bucket, HistogramSnapshot, HistogramUnit, DEFAULT_LE};
 use std::fmt;
-use std::sync::OnceLock;
 use std::time::Duration;
 pub use timer::HistogramTimer;
 
@@ -119,51 +118,56 @@ const SUM: usize = 0;
 /// assert!(p50.abs_diff(500) <= 500 / 32);
 /// ```
 pub struct Histogram {
-    // Made on the first record for `new` (a `const fn` cannot allocate),
-    // at construction for `with_bounds`.
-    set: OnceLock<CounterSet>,
+    // Its base row is made on the first record for `new` (a `const fn`
+    // cannot allocate: `CounterSet::lazy`), at construction for
+    // `with_bounds`.
+    set: CounterSet,
     layout: Layout,
     unit: HistogramUnit,
 }
 
 impl Histogram {
-    /// An empty histogram with the default log-linear buckets. `const`,
-    /// and allocates nothing: the first record makes its row.
-    ///
-    /// ```
-    /// static H: shardcount::Histogram = shardcount::Histogram::new();
-    /// assert_eq!(H.buckets(), 976);
-    /// H.record(3);
-    /// assert_eq!(H.count(), 1);
-    /// ```
-    #[must_use]
-    pub const fn new() -> Self {
-        Histogram {
-            set: OnceLock::new(),
-            layout: Layout::LogLinear,
-            unit: HistogramUnit::AsRecorded,
+    crate::primitive::const_fn! {
+        /// An empty histogram with the default log-linear buckets. `const`,
+        /// and allocates nothing: the first record makes its row.
+        ///
+        /// ```
+        /// static H: shardcount::Histogram = shardcount::Histogram::new();
+        /// assert_eq!(H.buckets(), 976);
+        /// H.record(3);
+        /// assert_eq!(H.count(), 1);
+        /// ```
+        #[must_use]
+        pub const fn new() -> Self {
+            Histogram {
+                set: CounterSet::lazy(LOG_LINEAR_BUCKETS + 1),
+                layout: Layout::LogLinear,
+                unit: HistogramUnit::AsRecorded,
+            }
         }
     }
 
-    /// An empty histogram of durations with the default log-linear
-    /// buckets: record with [`record_duration`](Self::record_duration),
-    /// [`record_since`](Self::record_since) or a
-    /// [timer](Self::start_timer) (nanoseconds), and the integrations
-    /// export it in seconds ([`HistogramUnit::Seconds`]). `const`, as
-    /// [`new`](Self::new).
-    ///
-    /// ```
-    /// use shardcount::{Histogram, HistogramUnit};
-    /// static LATENCY: Histogram = Histogram::for_durations();
-    /// LATENCY.record_duration(std::time::Duration::from_millis(3));
-    /// assert_eq!((LATENCY.sum(), LATENCY.unit()), (3_000_000, HistogramUnit::Seconds));
-    /// ```
-    #[must_use]
-    pub const fn for_durations() -> Self {
-        Histogram {
-            set: OnceLock::new(),
-            layout: Layout::LogLinear,
-            unit: HistogramUnit::Seconds,
+    crate::primitive::const_fn! {
+        /// An empty histogram of durations with the default log-linear
+        /// buckets: record with [`record_duration`](Self::record_duration),
+        /// [`record_since`](Self::record_since) or a
+        /// [timer](Self::start_timer) (nanoseconds), and the integrations
+        /// export it in seconds ([`HistogramUnit::Seconds`]). `const`, as
+        /// [`new`](Self::new).
+        ///
+        /// ```
+        /// use shardcount::{Histogram, HistogramUnit};
+        /// static LATENCY: Histogram = Histogram::for_durations();
+        /// LATENCY.record_duration(std::time::Duration::from_millis(3));
+        /// assert_eq!((LATENCY.sum(), LATENCY.unit()), (3_000_000, HistogramUnit::Seconds));
+        /// ```
+        #[must_use]
+        pub const fn for_durations() -> Self {
+            Histogram {
+                set: CounterSet::lazy(LOG_LINEAR_BUCKETS + 1),
+                layout: Layout::LogLinear,
+                unit: HistogramUnit::Seconds,
+            }
         }
     }
 
@@ -227,7 +231,7 @@ impl Histogram {
 
     fn with_layout(layout: Layout, unit: HistogramUnit) -> Self {
         Histogram {
-            set: OnceLock::from(CounterSet::new(layout.len() + 1)),
+            set: CounterSet::new(layout.len() + 1),
             layout,
             unit,
         }
@@ -246,22 +250,6 @@ impl Histogram {
     #[must_use]
     pub fn unit(&self) -> HistogramUnit {
         self.unit
-    }
-
-    /// The rows, made on first use.
-    #[inline(always)]
-    fn set(&self) -> &CounterSet {
-        match self.set.get() {
-            Some(set) => set,
-            None => self.make(),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn make(&self) -> &CounterSet {
-        self.set
-            .get_or_init(|| CounterSet::new(self.layout.len() + 1))
     }
 
     /// How many buckets it has.
@@ -286,7 +274,7 @@ impl Histogram {
     #[inline(always)]
     pub fn record(&self, v: u64) {
         let i = self.layout.index(v);
-        let set = self.set();
+        let set = &self.set;
         // SAFETY: `i < layout.len()`, so `i + 1` and `SUM` are below the
         // set's `layout.len() + 1` (`with_layout`, `make`).
         unsafe { set.add_pair_unchecked(i + 1, 1, SUM, v) };
@@ -358,7 +346,7 @@ impl Histogram {
     /// ```
     #[must_use]
     pub fn sum(&self) -> u64 {
-        self.set.get().map_or(0, |s| s.total(SUM))
+        self.set.total(SUM)
     }
 
     /// The bucket counts and the sum, read row by row. Exact at
@@ -373,7 +361,7 @@ impl Histogram {
     /// ```
     #[must_use]
     pub fn snapshot(&self) -> HistogramSnapshot {
-        self.to_snapshot(self.set.get().map(CounterSet::snapshot))
+        self.to_snapshot(Some(self.set.snapshot()))
     }
 
     /// Reads the bucket counts and the sum into `out`, as
@@ -392,16 +380,14 @@ impl Histogram {
     /// ```
     pub fn snapshot_into(&self, out: &mut HistogramSnapshot) {
         out.refill(&self.layout, self.unit, |counts, sum| {
-            if let Some(set) = self.set.get() {
-                set.fold_into(|part| match part {
-                    Some((SUM, v)) => *sum = sum.wrapping_add(v),
-                    Some((b, v)) => counts[b - 1] = counts[b - 1].wrapping_add(v),
-                    None => {
-                        counts.fill(0);
-                        *sum = 0;
-                    }
-                });
-            }
+            self.set.fold_into(|part| match part {
+                Some((SUM, v)) => *sum = sum.wrapping_add(v),
+                Some((b, v)) => counts[b - 1] = counts[b - 1].wrapping_add(v),
+                None => {
+                    counts.fill(0);
+                    *sum = 0;
+                }
+            });
         });
     }
 
@@ -418,7 +404,7 @@ impl Histogram {
     /// assert_eq!(h.count(), 0);
     /// ```
     pub fn take(&self) -> HistogramSnapshot {
-        self.to_snapshot(self.set.get().map(CounterSet::take_all))
+        self.to_snapshot(Some(self.set.take_all()))
     }
 
     /// The snapshot of `words` (the set's), or an empty one when there is
@@ -435,7 +421,7 @@ impl Histogram {
     /// ```
     #[must_use]
     pub fn shards(&self) -> usize {
-        self.set.get().map_or(0, CounterSet::shards)
+        self.set.shards()
     }
 
     /// Grows to at least `n` rows now, as
@@ -449,13 +435,13 @@ impl Histogram {
     /// assert_eq!(h.count(), 1);
     /// ```
     pub fn split(&self, n: usize) -> usize {
-        self.set().split(n)
+        self.set.split(n)
     }
 
-    /// The rows, once the first record made them.
+    /// The rows.
     #[cfg(not(shardcount_loom))]
-    pub(crate) fn rows(&self) -> Option<&CounterSet> {
-        self.set.get()
+    pub(crate) fn rows(&self) -> &CounterSet {
+        &self.set
     }
 
     /// Folds the rows back into the first and frees them, as
@@ -469,7 +455,7 @@ impl Histogram {
     /// assert_eq!((h.shards(), h.count()), (0, 1));
     /// ```
     pub fn merge(&self) -> bool {
-        self.set.get().is_none_or(CounterSet::merge)
+        self.set.merge()
     }
 }
 
@@ -478,7 +464,7 @@ impl Histogram {
     /// row allocation.
     #[cfg(test)]
     pub(crate) fn grow_once(&self) {
-        self.set().grow_once();
+        self.set.grow_once();
     }
 }
 
@@ -548,12 +534,12 @@ mod tests {
     #[test]
     fn a_const_histogram_reads_empty_until_its_first_record() {
         static H: Histogram = Histogram::new();
-        assert!(H.set.get().is_none());
+        assert!(!H.set.base_is_made());
         let s = H.take();
         assert_eq!((s.count(), s.sum(), s.buckets().count()), (0, 0, 976));
         assert_eq!((H.sum(), H.shards()), (0, 0));
         H.record(1000);
-        assert!(H.set.get().is_some());
+        assert!(H.set.base_is_made());
         assert_eq!((H.count(), H.sum()), (1, 1000));
     }
 

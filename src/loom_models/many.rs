@@ -397,3 +397,28 @@ fn map_new_keys_race_for_a_new_segment() {
         assert_eq!(all, want);
     });
 }
+
+/// Two first adds to a `lazy` set (`LabelledCounter::new`,
+/// `Histogram::new`) racing to make its base row, and a take racing both:
+/// one row is published, the loser's is freed, and every count is in the
+/// take or in the set afterwards. Fails if `BaseRow::make` stores its row
+/// instead of publishing it from null (the first row's count is lost).
+#[test]
+fn lazy_set_first_adds_race_to_make_the_base_row() {
+    loom::model(|| {
+        let s = Arc::new(CounterSet::lazy(2));
+        let other = {
+            let s = s.clone();
+            thread::spawn(move || s.add(1, 10))
+        };
+        let taker = {
+            let s = s.clone();
+            thread::spawn(move || s.take_all())
+        };
+        s.add(1, 1);
+        other.join().unwrap();
+        let taken = taker.join().unwrap();
+        assert_eq!(taken[1] + s.snapshot()[1], 11);
+        assert_eq!(taken[0] + s.snapshot()[0], 0);
+    });
+}

@@ -45,7 +45,7 @@ impl CounterSet {
             }
             return;
         }
-        let row = &self.base[..];
+        let row = self.base();
         // SAFETY: as above.
         let (at, and) = unsafe { (flat_word(row, i), flat_word(row, j)) };
         // Relaxed: as above.

@@ -131,8 +131,11 @@ pub(crate) fn try_zeroed_lines(n: usize) -> Option<Box<[Line]>> {
 }
 
 /// How many lines a row of `words` words needs (at least one).
-pub(crate) fn lines_for(words: usize) -> usize {
-    words.div_ceil(LINE_WORDS).max(1)
+pub(crate) const fn lines_for(words: usize) -> usize {
+    match words.div_ceil(LINE_WORDS) {
+        0 => 1,
+        n => n,
+    }
 }
 
 /// Word `i` of the row made of `lines`.
