@@ -395,7 +395,8 @@ fn counter_map_removals_free_entries_tables_and_chunks_after_lookups() {
 /// A `lazy` set's base row (`LabelledCounter::new`, `Histogram::new`):
 /// unmade ones are read, taken and dropped without allocating; first adds
 /// racing on several threads make exactly one row, free the losers', and
-/// lose no count; the row is freed with the set.
+/// lose no count (a histogram's record too); the row is freed with the
+/// set.
 #[test]
 fn lazy_base_rows_are_made_once_by_racing_first_adds_and_freed() {
     let idle = CounterSet::lazy(3);
@@ -417,4 +418,13 @@ fn lazy_base_rows_are_made_once_by_racing_first_adds_and_freed() {
         assert!(s.base_is_made());
         assert_eq!(s.snapshot(), [0, 15, 0]);
     }
+    // A histogram's record: two words of the base row in one add.
+    let h = crate::Histogram::new();
+    thread::scope(|sc| {
+        for t in 0..2 {
+            let h = &h;
+            sc.spawn(move || (0..20).for_each(|i| h.record(i * 2 + t)));
+        }
+    });
+    assert_eq!((h.count(), h.sum()), (40, (0..40).sum()));
 }

@@ -56,8 +56,8 @@
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    flat_word, lines_for, store_add, word, word_unchecked, Check, Head, Line, Merge, ShardTable,
-    Slot, Table, LINE_WORDS,
+    flat_word, flat_word_at, lines_for, store_add, word, word_unchecked, Check, Head, Line, Merge,
+    ShardTable, Slot, Table, LINE_WORDS,
 };
 use crate::thread::{self, grace, owner, sampler, MAX_SHARDS};
 use std::fmt;
@@ -251,6 +251,18 @@ impl CounterSet {
         }
     }
 
+    /// The base row's first line, made now if it is not yet: an add's
+    /// view, the address alone (see `base`).
+    #[inline(always)]
+    fn base_first(&self) -> *const Line {
+        let p = self.base.first();
+        if p.is_null() {
+            self.make_base().as_ptr()
+        } else {
+            p
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn make_base(&self) -> &[Line] {
@@ -417,9 +429,8 @@ impl CounterSet {
     /// `i < len()`.
     #[inline(always)]
     unsafe fn add_base(&self, head: Head, i: usize, v: u64) {
-        let base = self.base();
         // SAFETY: the base row has room for `len + 1` words; `i < len`.
-        let at = unsafe { word_unchecked(base, i) };
+        let at = unsafe { flat_word_at(self.base_first(), i) };
         // Relaxed: as in `add_unchecked`.
         let prev = at.fetch_add(v, Ordering::Relaxed);
         if sampler::sampled(prev, v) {

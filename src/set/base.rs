@@ -44,12 +44,19 @@ impl BaseRow {
         self.lines
     }
 
+    /// The row's first line, or null if it is not made yet: for an add,
+    /// which needs the address alone.
+    #[inline(always)]
+    pub(super) fn first(&self) -> *const Line {
+        // Acquire: pairs with `make`'s AcqRel publish, so the allocator's
+        // zeroes are seen before any count written here.
+        self.ptr.load(Ordering::Acquire)
+    }
+
     /// The row, if made.
     #[inline(always)]
     pub(super) fn get(&self) -> Option<&[Line]> {
-        // Acquire: pairs with `make`'s AcqRel publish, so the allocator's
-        // zeroes are seen before any count written here.
-        let p = self.ptr.load(Ordering::Acquire);
+        let p = self.first();
         if p.is_null() {
             return None;
         }

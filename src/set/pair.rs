@@ -5,7 +5,7 @@
 
 use super::CounterSet;
 use crate::primitive::sync::atomic::Ordering;
-use crate::shard::{flat_word, store_add, Check, Head, Slot, Table};
+use crate::shard::{flat_word_at, store_add, Head, Slot, Table};
 use crate::thread::sampler;
 
 impl CounterSet {
@@ -45,21 +45,14 @@ impl CounterSet {
             }
             return;
         }
-        let row = self.base();
+        let row = self.base_first();
         // SAFETY: as above.
-        let (at, and) = unsafe { (flat_word(row, i), flat_word(row, j)) };
+        let (at, and) = unsafe { (flat_word_at(row, i), flat_word_at(row, j)) };
         // Relaxed: as above.
         and.fetch_add(b, Ordering::Relaxed);
         let prev = at.fetch_add(a, Ordering::Relaxed);
         if sampler::sampled(prev, a) {
-            let c = Check {
-                head,
-                word: at,
-                prev,
-                n: a,
-                row_lines: self.row_lines(),
-            };
-            self.check(c, row, i);
+            self.check_base_add(head, at, prev, a, i);
         }
     }
 

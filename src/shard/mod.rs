@@ -184,7 +184,7 @@ pub(crate) unsafe fn flat_word(row: &[Line], i: usize) -> &AtomicU64 {
 /// `first` points to a live line followed by enough lines in the same
 /// allocation to hold word `i`.
 #[inline(always)]
-unsafe fn flat_word_at<'a>(first: *const Line, i: usize) -> &'a AtomicU64 {
+pub(crate) unsafe fn flat_word_at<'a>(first: *const Line, i: usize) -> &'a AtomicU64 {
     if cfg!(not(shardcount_loom))
         && std::mem::size_of::<Line>() == LINE_WORDS * std::mem::size_of::<AtomicU64>()
     {
