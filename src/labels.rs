@@ -350,7 +350,7 @@ impl<A: Label, B: Label, C: Label> Label for (A, B, C) {
 /// );
 /// ```
 pub struct LabelledCounter<L> {
-    // Its base row is made on the first add (`CounterSet::lazy`).
+    // Its base row is made on the first add or split (`CounterSet::lazy`).
     set: CounterSet,
     // `fn() -> L`: holds no `L`, so Send and Sync whatever `L` is.
     _label: PhantomData<fn() -> L>,

@@ -3,9 +3,12 @@
 //!
 //! # Protocol
 //!
-//! * `base: Box<[Line]>` is the base row: counter `i` is word `i` of it.
+//! * `base: BaseRow` is the base row: counter `i` is word `i` of it.
 //!   It holds every count added while no table exists, and stays part of
-//!   every sum for ever (as `Counter`'s base word does).
+//!   every sum for ever (as `Counter`'s base word does). A `lazy` set
+//!   makes it on the first add to it, or on `split`: every table is grown
+//!   after it (by a split, or by a sampled add to it), so a merge's fold
+//!   always finds it made. Reads of an unmade row see zeros.
 //! * `table: ShardTable` is the chain of rows (grown, merged), each the same
 //!   width as the base row (`lines_per_row(n)` 128-byte lines), published and
 //!   grown as that module's docs say; counter `i` of a row is its word
@@ -221,9 +224,10 @@ impl CounterSet {
 
     crate::primitive::const_fn! {
         /// `n` counters at zero, allocating nothing: the base row is made on
-        /// the first write to it (for `LabelledCounter::new` and
-        /// `Histogram::new`, which are `const`). A length whose row cannot
-        /// be allocated panics there, as `new` does.
+        /// the first add to it or the first `split` (for
+        /// `LabelledCounter::new` and `Histogram::new`, which are `const`).
+        /// A length whose row cannot be allocated panics there, as `new`
+        /// does.
         pub(crate) const fn lazy(n: usize) -> Self {
             CounterSet {
                 base: BaseRow::unmade(match lines_per_row(n) {
@@ -846,8 +850,14 @@ impl CounterSet {
     /// assert_eq!((s.shards(), s.snapshot()), (0, vec![0, 0, 5]));
     /// ```
     pub fn merge(&self) -> bool {
+        if self.base.get().is_none() {
+            // Never written nor split (both make the base row first): no
+            // table to fold.
+            return true;
+        }
         self.table.merge(self.len, |i, v| {
-            // Relaxed: an RMW, as an add's.
+            // Made (above), so the fold never allocates: a panic here would
+            // leave the head folding. Relaxed: an RMW, as an add's.
             word(self.base(), i).fetch_add(v, Ordering::Relaxed);
         }) == Merge::Done
     }
@@ -871,6 +881,9 @@ impl CounterSet {
     /// assert_eq!(s.snapshot(), [0, 1, 0]);
     /// ```
     pub fn split(&self, n: usize) -> usize {
+        // The base row first: a merge folds into it and must not allocate
+        // (or panic) mid-fold, so a set with a table always has it.
+        self.base();
         self.table.split(n, self.row_lines())
     }
 
@@ -888,6 +901,7 @@ impl CounterSet {
     /// row allocation.
     #[cfg(test)]
     pub(crate) fn grow_once(&self) {
+        self.base(); // as in `split`
         self.table.grow(self.table.load(), self.row_lines());
     }
 
@@ -940,6 +954,32 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
+
+    /// A `lazy` set split before any add makes its base row then, so
+    /// that a later merge folds owners' counts into a row that exists
+    /// (the fold must not allocate: a panic there would leave the head
+    /// folding); one never written merges without making it.
+    #[test]
+    fn a_lazy_set_makes_its_base_row_before_its_first_table() {
+        let never = CounterSet::lazy(3);
+        assert!(never.merge());
+        assert!(!never.base_is_made());
+        let s = CounterSet::lazy(3);
+        assert_eq!(s.split(2), 2);
+        assert!(s.base_is_made(), "a table without a base row to merge into");
+        // Joined: see `Counter::merge` on when a thread has exited.
+        std::thread::scope(|sc| sc.spawn(|| s.add(2, 7)).join().unwrap());
+        assert!(s.merge());
+        assert_eq!((s.shards(), s.snapshot()), (0, vec![0, 0, 7]));
+    }
+
+    /// A `lazy` length whose row cannot be allocated panics on `split`,
+    /// as `new` panics, instead of growing nothing.
+    #[test]
+    #[should_panic(expected = "cannot allocate a row")]
+    fn a_lazy_set_too_long_to_allocate_panics_on_split() {
+        let _ = CounterSet::lazy(usize::MAX - 3).split(2);
+    }
 
     /// Leases the calling thread an owner id and keeps it (the thread
     /// stays alive) until `done`; tells `taken` which id it got.

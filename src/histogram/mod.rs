@@ -118,9 +118,9 @@ const SUM: usize = 0;
 /// assert!(p50.abs_diff(500) <= 500 / 32);
 /// ```
 pub struct Histogram {
-    // Its base row is made on the first record for `new` (a `const fn`
-    // cannot allocate: `CounterSet::lazy`), at construction for
-    // `with_bounds`.
+    // Its base row is made on the first record or split for `new` (a
+    // `const fn` cannot allocate: `CounterSet::lazy`), at construction
+    // for `with_bounds`.
     set: CounterSet,
     layout: Layout,
     unit: HistogramUnit,
@@ -276,7 +276,8 @@ impl Histogram {
         let i = self.layout.index(v);
         let set = &self.set;
         // SAFETY: `i < layout.len()`, so `i + 1` and `SUM` are below the
-        // set's `layout.len() + 1` (`with_layout`, `make`).
+        // set's `layout.len() + 1` (`new`, `for_durations`,
+        // `with_layout`).
         unsafe { set.add_pair_unchecked(i + 1, 1, SUM, v) };
     }
 
@@ -361,7 +362,7 @@ impl Histogram {
     /// ```
     #[must_use]
     pub fn snapshot(&self) -> HistogramSnapshot {
-        self.to_snapshot(Some(self.set.snapshot()))
+        self.to_snapshot(self.set.snapshot())
     }
 
     /// Reads the bucket counts and the sum into `out`, as
@@ -404,13 +405,12 @@ impl Histogram {
     /// assert_eq!(h.count(), 0);
     /// ```
     pub fn take(&self) -> HistogramSnapshot {
-        self.to_snapshot(Some(self.set.take_all()))
+        self.to_snapshot(self.set.take_all())
     }
 
-    /// The snapshot of `words` (the set's), or an empty one when there is
-    /// no set yet.
-    fn to_snapshot(&self, words: Option<Vec<u64>>) -> HistogramSnapshot {
-        snapshot_of(&self.layout, self.unit, words)
+    /// The snapshot of `words` (the set's).
+    fn to_snapshot(&self, words: Vec<u64>) -> HistogramSnapshot {
+        snapshot_of(&self.layout, self.unit, Some(words))
     }
 
     /// How many rows it has besides the first: 0 while it was never

@@ -1,5 +1,6 @@
 //! A set's base row, made at construction (`CounterSet::new`) or on the
-//! first write (a `const` set: `LabelledCounter::new`, `Histogram::new`).
+//! first add to it or `split` (a `const` set: `LabelledCounter::new`,
+//! `Histogram::new`).
 //!
 //! The row is one pointer, null until made. Making it is a zeroed
 //! allocation published by a compare-exchange from null; a thread that
@@ -9,8 +10,8 @@
 //!
 //! Why not a `OnceLock<CounterSet>` around the whole set (as before): its
 //! state is checked on every add, including an owner's add to its own
-//! row, which never touches the base. Here only adds to the base (an
-//! uncontended set's adds) test the pointer.
+//! row, which never touches the base. Here the adds that test the pointer
+//! are adds to the base (an uncontended set's), which load it anyway.
 
 use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
 use crate::shard::{try_zeroed_lines, Line};
