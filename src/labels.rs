@@ -358,8 +358,8 @@ pub struct LabelledCounter<L> {
 
 impl<L: Label> LabelledCounter<L> {
     crate::primitive::const_fn! {
-        /// A family at zero. Allocates nothing: the counters are made on the
-        /// first add.
+        /// A family at zero. Allocates nothing: the counters' row is made on
+        /// the first add (or `split`).
         ///
         /// ```
         /// #[derive(shardcount::Label)]

@@ -447,6 +447,13 @@ impl CounterSet {
     #[cold]
     #[inline(never)]
     fn check_base_add(&self, head: Head, at: &AtomicU64, prev: u64, v: u64, i: usize) {
+        self.check_add(head, at, prev, v, self.base(), i);
+    }
+
+    /// `check` for a sampled add of `v` to word `at` (counter `i` of `row`),
+    /// which held `prev`.
+    #[inline(always)]
+    fn check_add(&self, head: Head, at: &AtomicU64, prev: u64, v: u64, row: &[Line], i: usize) {
         let c = Check {
             head,
             word: at,
@@ -454,7 +461,7 @@ impl CounterSet {
             n: v,
             row_lines: self.row_lines(),
         };
-        self.check(c, self.base(), i);
+        self.check(c, row, i);
     }
 
     /// An add on the probe's shared row of `t`, sampled: for threads that
@@ -476,14 +483,7 @@ impl CounterSet {
         // Relaxed: as in `add_unchecked`.
         let prev = at.fetch_add(v, Ordering::Relaxed);
         if sampler::sampled(prev, v) {
-            let c = Check {
-                head,
-                word: at,
-                prev,
-                n: v,
-                row_lines: self.row_lines(),
-            };
-            self.check(c, row, i);
+            self.check_add(head, at, prev, v, row, i);
         }
     }
 

@@ -139,10 +139,17 @@ impl Histogram {
         /// ```
         #[must_use]
         pub const fn new() -> Self {
+            Histogram::log_linear(HistogramUnit::AsRecorded)
+        }
+    }
+
+    crate::primitive::const_fn! {
+        /// Empty, with the default log-linear buckets, exported in `unit`.
+        const fn log_linear(unit: HistogramUnit) -> Self {
             Histogram {
                 set: CounterSet::lazy(LOG_LINEAR_BUCKETS + 1),
                 layout: Layout::LogLinear,
-                unit: HistogramUnit::AsRecorded,
+                unit,
             }
         }
     }
@@ -163,11 +170,7 @@ impl Histogram {
         /// ```
         #[must_use]
         pub const fn for_durations() -> Self {
-            Histogram {
-                set: CounterSet::lazy(LOG_LINEAR_BUCKETS + 1),
-                layout: Layout::LogLinear,
-                unit: HistogramUnit::Seconds,
-            }
+            Histogram::log_linear(HistogramUnit::Seconds)
         }
     }
 
@@ -276,8 +279,7 @@ impl Histogram {
         let i = self.layout.index(v);
         let set = &self.set;
         // SAFETY: `i < layout.len()`, so `i + 1` and `SUM` are below the
-        // set's `layout.len() + 1` (`new`, `for_durations`,
-        // `with_layout`).
+        // set's `layout.len() + 1` (`log_linear`, `with_layout`).
         unsafe { set.add_pair_unchecked(i + 1, 1, SUM, v) };
     }
 
