@@ -330,29 +330,35 @@ impl Counter {
     #[must_use]
     #[inline]
     pub fn sum(&self) -> u64 {
-        if self.table.is_tag() {
+        let head = self.table.load();
+        if head.is_tag() {
             // Relaxed: a count read publishes nothing; coherence alone
             // makes it include every update that happened-before this call.
             // No table: the base is everything (a table grown later holds
             // only adds that did not happen-before this read).
             return self.base.load(Ordering::Relaxed);
         }
-        self.sum_shards()
+        // A thread that adds to sharded counters reads inline, unpinned;
+        // others (and retiring tables) take the call.
+        match self.table.held_rows(head) {
+            // Relaxed: as above.
+            Some(rows) => self
+                .base
+                .load(Ordering::Relaxed)
+                .wrapping_add(rows.sum_first_word()),
+            None => self.sum_pinned(),
+        }
     }
 
-    /// A test and a call (`ShardTable::read`), inlined.
-    #[inline(always)]
-    fn sum_shards(&self) -> u64 {
-        // Inlined where `read` calls it, pinned or not.
-        self.table.read(
-            #[inline(always)]
-            |rows| {
-                // Relaxed: as in `sum`.
-                self.base
-                    .load(Ordering::Relaxed)
-                    .wrapping_add(rows.sum_word(0))
-            },
-        )
+    /// [`sum`](Self::sum) through a pinned read.
+    #[inline(never)]
+    fn sum_pinned(&self) -> u64 {
+        self.table.read_pinned(|rows| {
+            // Relaxed: as in `sum`.
+            self.base
+                .load(Ordering::Relaxed)
+                .wrapping_add(rows.sum_first_word())
+        })
     }
 
     /// Returns the current total and resets the counter to zero, losing

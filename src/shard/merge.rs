@@ -92,17 +92,33 @@ pub(crate) struct Rows<'a> {
     head: Head,
 }
 
-impl Rows<'_> {
+impl<'a> Rows<'a> {
+    /// Folds `f` over the tables of the chain, newest first.
+    #[inline(always)]
+    fn fold_tables<T>(&self, mut acc: T, mut f: impl FnMut(T, &'a Table) -> T) -> T {
+        let Some(mut t) = self.table.any_table(self.head) else {
+            return acc;
+        };
+        loop {
+            acc = f(acc, t);
+            // A table's `older` is a plain table or a tag, never retiring
+            // (`grow` unretires instead): no bits to clear.
+            if is_tag(t.older) {
+                return acc;
+            }
+            // SAFETY: an older table is freed only with the chain it ends
+            // (`free_chain`), which the caller's read keeps alive as it
+            // keeps the newest (`ShardTable::read`).
+            t = unsafe { &*t.older };
+        }
+    }
+
     /// Visits every owned and shared row of the chain, as reads see them
     /// (owned words less their baselines), with the row's index in its
     /// table.
     #[inline]
     pub(crate) fn for_each_count_row(&self, mut f: impl FnMut(usize, super::owned::RowRef<'_>)) {
-        let mut head = self.head;
-        while let Some(t) = self.table.any_table(head) {
-            t.for_each_count_row(&mut f);
-            head = Head(t.older);
-        }
+        self.fold_tables((), |(), t| t.for_each_count_row(&mut f));
     }
 
     /// Word `i` of every row of the chain, added up (wrapping), as
@@ -110,13 +126,14 @@ impl Rows<'_> {
     /// rows' part of counter `i`'s total. `i` is inside a row.
     #[inline(always)]
     pub(crate) fn sum_word(&self, i: usize) -> u64 {
-        let mut head = self.head;
-        let mut total = 0u64;
-        while let Some(t) = self.table.any_table(head) {
-            total = total.wrapping_add(t.sum_word(i));
-            head = Head(t.older);
-        }
-        total
+        self.fold_tables(0, |total: u64, t| total.wrapping_add(t.sum_word(i)))
+    }
+
+    /// [`sum_word`](Self::sum_word)`(0)` of a chain of one-line rows (a
+    /// `Counter`'s).
+    #[inline(always)]
+    pub(crate) fn sum_first_word(&self) -> u64 {
+        self.fold_tables(0, |total: u64, t| total.wrapping_add(t.sum_first_word()))
     }
 
     /// How many rows the newest table has (0: none).
@@ -170,17 +187,30 @@ impl ShardTable {
     /// [`read`](Self::read) by a thread that holds an owner id.
     #[inline(never)]
     fn read_held<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
-        let head = self.load();
-        if !is_table(head.0) {
+        let Some(rows) = self.held_rows(self.load()) else {
             return self.read_pinned(read);
-        }
-        // A plain table: unpinned, and not looked at again (module docs).
+        };
         #[cfg(debug_assertions)]
         let acks = owner::acks();
-        let r = read(Rows { table: self, head });
+        let r = read(rows);
         #[cfg(debug_assertions)]
         debug_assert_eq!(owner::acks(), acks, "an unpinned read acknowledged");
         r
+    }
+
+    /// The chain `head` (loaded by the caller) names, to be read once,
+    /// unpinned and without looking at the head again, if it names a plain
+    /// table and the calling thread holds an owner id (module docs,
+    /// "Holders' reads"); `None` otherwise, when the caller reads through
+    /// [`read_pinned`](Self::read_pinned). The head may be loaded before
+    /// the test: only this thread leases or acknowledges, and it does
+    /// neither here, so an id it holds now it held at the load.
+    ///
+    /// The caller must not add to any counter, nor allocate, until it is
+    /// done with the rows (as [`read`](Self::read)'s `read`).
+    #[inline(always)]
+    pub(crate) fn held_rows(&self, head: Head) -> Option<Rows<'_>> {
+        (is_table(head.0) && owner::holds()).then_some(Rows { table: self, head })
     }
 
     /// [`read`](Self::read), pinned whoever calls it: for a `read` that

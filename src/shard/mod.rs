@@ -551,15 +551,11 @@ impl ShardTable {
         }
         let p = head.0.map_addr(|a| a & !FOLDING);
         // SAFETY: as in `table`: a retiring head is a published table's
-        // address with bit 1 set.
-        Some(unsafe { &*p })
-    }
-
-    /// Whether the head is a tag: no table (the owner's base is all).
-    #[inline]
-    pub(crate) fn is_tag(&self) -> bool {
-        // Acquire: as in `load`.
-        is_tag(self.head.load(Ordering::Acquire))
+        // address with bit 1 set (so `p`, its address, is not null).
+        Some(unsafe {
+            std::hint::assert_unchecked(!p.is_null());
+            &*p
+        })
     }
 
     /// How many shards (rows) the newest table has; 0 without one (or

@@ -235,27 +235,59 @@ impl Table {
     #[inline(always)]
     pub(super) fn sum_word(&self, i: usize) -> u64 {
         assert!(i < self.row_lines * LINE_WORDS, "a word beyond a row");
+        self.sum_rows(i)
+    }
+
+    /// [`sum_word`](Self::sum_word)`(0)`, which needs no assertion.
+    #[inline(always)]
+    pub(super) fn sum_first_word(&self) -> u64 {
+        self.sum_rows(0)
+    }
+
+    /// Word `i` of every row, rows `step` lines apart (the table's
+    /// `row_lines`): one pass per area (few registers, and one short loop
+    /// when there are neither baselines nor shared rows), each a pointer
+    /// walk: no division, no per-row bounds check, and a step the
+    /// compiler does not know, so no unrolling for the few rows a table
+    /// has.
+    #[inline(always)]
+    fn sum_rows(&self, i: usize) -> u64 {
         let len = self.area_len();
-        let taken = self.taken.get(len).map(<[Line]>::as_ptr);
-        let shared = self.shared.get(len).map(<[Line]>::as_ptr);
-        let owned = self.lines.as_ptr();
-        let mut total = 0u64;
-        // Row by row, `r` counting lines (no division, no per-row bounds
-        // check; a `step_by` divides).
-        let mut r = 0;
-        while r < len {
-            // SAFETY: every area is `len` lines, rows of `row_lines` lines
-            // (`ShardTable::grow`), alive with the table; `r < len` starts
-            // a row, and `i` is inside one (asserted above).
-            let word = |area: *const Line| unsafe { flat_word_at(area.add(r), i) };
-            // Acquire, then Relaxed: as in `RowRef::read`.
-            let b = taken.map_or(0, |t| word(t).load(Ordering::Acquire));
-            total = total.wrapping_add(word(owned).load(Ordering::Relaxed).wrapping_sub(b));
-            if let Some(s) = shared {
-                // Relaxed: as in `RowRef::read`.
-                total = total.wrapping_add(word(s).load(Ordering::Relaxed));
+        let step = self.row_lines;
+        let pass = |area: *const Line, order: Ordering| {
+            let mut total = 0u64;
+            let mut at = area;
+            // SAFETY: every area is `len` lines (`ShardTable::grow`):
+            // one past its end.
+            let end = unsafe { area.add(len) };
+            // A table has rows (`grow`): no test before the first.
+            debug_assert!(len >= step && step > 0);
+            loop {
+                // SAFETY: `len` is a multiple of `step`, so `at` starts a
+                // row of the area, alive with the table; `i` is inside a
+                // row (the callers' assertion).
+                let w = unsafe { flat_word_at(at, i) };
+                total = total.wrapping_add(w.load(order));
+                // SAFETY: at most one past the end, as `len` is a multiple
+                // of `step`.
+                at = unsafe { at.add(step) };
+                if at >= end {
+                    return total;
+                }
             }
-            r += self.row_lines;
+        };
+        // The baselines first, Acquire: each pairs with its taker's Release
+        // store, so every owned word loaded after it is at least the value
+        // that baseline was taken from (as in `RowRef::read`).
+        let taken = self
+            .taken
+            .get(len)
+            .map_or(0, |t| pass(t.as_ptr(), Ordering::Acquire));
+        // Relaxed: as in `RowRef::read`.
+        let mut total = pass(self.lines.as_ptr(), Ordering::Relaxed).wrapping_sub(taken);
+        if let Some(s) = self.shared.get(len) {
+            // Relaxed: as in `RowRef::read`.
+            total = total.wrapping_add(pass(s.as_ptr(), Ordering::Relaxed));
         }
         total
     }
