@@ -85,7 +85,8 @@ pub(crate) enum Merge {
     Pending,
 }
 
-/// The tables `head` names, for a pinned read (see [`ShardTable::read`]).
+/// The tables `head` names, for a read that keeps them alive: pinned, or
+/// by a holder (see [`ShardTable::read`] and [`ShardTable::held_rows`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Rows<'a> {
     table: &'a ShardTable,
