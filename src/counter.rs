@@ -44,7 +44,7 @@
 //! never grow a counter.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::{store_add, Check, Head, Merge, ShardTable, Slot, Table};
+use crate::shard::{store_add, Check, Head, Merge, Rows, ShardTable, Slot, Table};
 use crate::thread::grace;
 use crate::thread::sampler;
 use crate::thread::{self, owner, MAX_SHARDS};
@@ -341,24 +341,24 @@ impl Counter {
         // A thread that adds to sharded counters reads inline, unpinned;
         // others (and retiring tables) take the call.
         match self.table.held_rows(head) {
-            // Relaxed: as above.
-            Some(rows) => self
-                .base
-                .load(Ordering::Relaxed)
-                .wrapping_add(rows.sum_first_word()),
+            Some(rows) => self.total_of(rows),
             None => self.sum_pinned(),
         }
+    }
+
+    /// The base and the rows of a read that keeps them alive.
+    #[inline(always)]
+    fn total_of(&self, rows: Rows<'_>) -> u64 {
+        // Relaxed: as in `sum`.
+        self.base
+            .load(Ordering::Relaxed)
+            .wrapping_add(rows.sum_first_word())
     }
 
     /// [`sum`](Self::sum) through a pinned read.
     #[inline(never)]
     fn sum_pinned(&self) -> u64 {
-        self.table.read_pinned(|rows| {
-            // Relaxed: as in `sum`.
-            self.base
-                .load(Ordering::Relaxed)
-                .wrapping_add(rows.sum_first_word())
-        })
+        self.table.read_pinned(|rows| self.total_of(rows))
     }
 
     /// Returns the current total and resets the counter to zero, losing
