@@ -211,7 +211,14 @@ impl ShardTable {
     /// done with the rows (as [`read`](Self::read)'s `read`).
     #[inline(always)]
     pub(crate) fn held_rows(&self, head: Head) -> Option<Rows<'_>> {
-        (is_table(head.0) && owner::holds()).then_some(Rows { table: self, head })
+        if !(is_table(head.0) && owner::holds()) {
+            return None;
+        }
+        // SAFETY: a plain table's head is its 128-aligned address, and the
+        // folding bits come with the retiring bit, clear here: no bits
+        // for `any_table` to clear.
+        unsafe { std::hint::assert_unchecked(head.0.addr() & FOLDING == 0) };
+        Some(Rows { table: self, head })
     }
 
     /// [`read`](Self::read), pinned whoever calls it: for a `read` that
