@@ -38,6 +38,10 @@
 //! `SHARDCOUNT_ONLY=<substring>` picks figures by title. Without
 //! cross-crate LTO, as users build:
 //! `CARGO_PROFILE_BENCH_LTO=false CARGO_PROFILE_BENCH_CODEGEN_UNITS=16 cargo bench --bench plain`.
+//! A loop that spans two 64-byte lines can run several times slower than
+//! the same bytes within one (`docs/benchmarks.md`, "the no-LTO slowdown
+//! is where the loop sits"): to tell placement from code, build again with
+//! `RUSTFLAGS="-C llvm-args=-align-loops=64"` and compare.
 
 use crossbeam_utils::CachePadded;
 use shardcount::{Counter, CounterSet, Histogram, Label, LabelledCounter};
