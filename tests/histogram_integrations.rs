@@ -462,3 +462,51 @@ fn the_metrics_replay_renders_exact_buckets_with_labels() {
         .unwrap_or_else(|| panic!("no sum:\n{text}"));
     assert_eq!(sum.parse::<f64>().unwrap(), vals.iter().sum::<u64>() as f64);
 }
+
+/// Replays that run while another thread records can read a record
+/// counted but not yet summed (or the reverse), so their values cannot add
+/// up to the recorded sum; what they could not place is carried, never
+/// dropped, and the records replayed after the burst bring the replayed sum
+/// back to the recorded one exactly.
+#[cfg(feature = "metrics")]
+#[test]
+fn the_metrics_replay_sum_comes_back_after_replays_during_bursts() {
+    use metrics_exporter_prometheus::PrometheusBuilder;
+    use shardcount::integrations::metrics::HistogramReplay;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    for round in 0..10 {
+        let h = Arc::new(Histogram::new());
+        let replay = HistogramReplay::new("v", h.clone());
+        let recorder = PrometheusBuilder::new()
+            .set_buckets(&replay.le_set())
+            .unwrap()
+            .build_recorder();
+        let busy = AtomicBool::new(true);
+        let mut during = 0;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..200 {
+                    (0..300).for_each(|_| h.record(1000));
+                    std::thread::yield_now();
+                }
+                busy.store(false, Ordering::Release);
+            });
+            while busy.load(Ordering::Acquire) {
+                metrics::with_local_recorder(&recorder, || replay.replay());
+                during += 1;
+            }
+        });
+        // Records after the burst, of many sizes: room within their
+        // buckets for what the replays during it could not place.
+        (0..20_000u64).for_each(|i| h.record(1000 + i % 3000));
+        metrics::with_local_recorder(&recorder, || replay.replay());
+        let text = recorder.handle().render();
+        let (count, sum) = (line_value(&text, "v_count"), line_value(&text, "v_sum"));
+        assert_eq!(
+            (count, sum),
+            (h.count() as f64, h.sum() as f64),
+            "round {round}, {during} replays during the burst"
+        );
+    }
+}

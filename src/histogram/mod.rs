@@ -20,7 +20,7 @@ pub use labelled::LabelledHistogram;
 use layout::{Layout, LOG_LINEAR_BUCKETS};
 // Used by the integrations, each behind its feature.
 #[allow(unused_imports)]
-pub(crate) use replay::replay_since;
+pub(crate) use replay::{replay_since, Replayed};
 pub use snapshot::{Bucket, HistogramSnapshot, HistogramUnit, DEFAULT_LE};
 use std::fmt;
 use std::time::Duration;

@@ -5,18 +5,32 @@
 
 use super::HistogramSnapshot;
 
-/// Calls `f` with one value per record in `now` that `last` (the previous
-/// replay's read of the same histogram, if any) did not hold, and keeps
-/// `now` in `last`; returns how many. A bucket that fell means a take or
-/// reset since: the replay starts over from `now`.
+/// What a replay keeps between calls for one histogram: the read it
+/// replayed last, and the part of the recorded sum not yet replayed.
+#[derive(Debug, Default)]
+pub(crate) struct Replayed {
+    last: Option<HistogramSnapshot>,
+    /// Recorded sum minus replayed sum, modulo 2^64 (negative when a
+    /// replay's values had to exceed it). A read that catches a record
+    /// halfway (counted, not yet summed, or the reverse) gives values that
+    /// cannot add up to its sum; the difference is carried here to the
+    /// next replay, so the replayed sum comes back to the recorded one.
+    owed: u64,
+}
+
+/// Calls `f` with one value per record in `now` that the previous replay
+/// (kept in `state`) did not hold, and keeps `now` in `state`; returns
+/// how many. A bucket that fell means a take or reset since: the replay
+/// starts over from `now`. The values add up to the sum recorded since,
+/// plus what earlier replays owed, as far as their buckets allow.
 // Used by the integrations, each behind its feature.
 #[allow(dead_code)]
 pub(crate) fn replay_since(
-    last: &mut Option<HistogramSnapshot>,
+    state: &mut Replayed,
     now: HistogramSnapshot,
     mut f: impl FnMut(u64),
 ) -> u64 {
-    let before = match last.take() {
+    let before = match state.last.take() {
         Some(l)
             if now
                 .buckets()
@@ -35,16 +49,20 @@ pub(crate) fn replay_since(
             .collect(),
         None => now.buckets().map(|b| b.count).collect(),
     };
-    let sum = now
+    let target = now
         .sum()
-        .wrapping_sub(before.as_ref().map_or(0, HistogramSnapshot::sum));
+        .wrapping_sub(before.as_ref().map_or(0, HistogramSnapshot::sum))
+        .wrapping_add(state.owed);
     let ranges: Vec<(u64, u64)> = now.buckets().map(|b| (b.low, b.high)).collect();
     let mut n = 0;
-    values(&ranges, &counts, sum, |v| {
+    let mut replayed = 0u64;
+    values(&ranges, &counts, target, |v| {
         n += 1;
+        replayed = replayed.wrapping_add(v);
         f(v);
     });
-    *last = Some(now);
+    state.owed = target.wrapping_sub(replayed);
+    state.last = Some(now);
     n
 }
 
@@ -83,7 +101,42 @@ fn values(ranges: &[(u64, u64)], counts: &[u64], sum: u64, mut f: impl FnMut(u64
 
 #[cfg(all(test, not(shardcount_loom)))]
 mod tests {
-    use super::values;
+    use super::{replay_since, values, Replayed};
+    use crate::histogram::layout::Layout;
+    use crate::histogram::{HistogramSnapshot, HistogramUnit};
+
+    /// A read with buckets `[0, 999]`, `[1000, 1999]` and above: `counts`
+    /// and `sum`.
+    fn read(counts: [u64; 3], sum: u64) -> HistogramSnapshot {
+        let layout = Layout::bounds(&[999, 1999]);
+        HistogramSnapshot::new(layout, HistogramUnit::AsRecorded, counts.to_vec(), sum)
+    }
+
+    /// What a read caught halfway leaves unreplayed (or replayed twice)
+    /// reaches a later replay, so the replayed sum comes back to the
+    /// recorded one instead of staying off for good.
+    #[test]
+    fn a_record_caught_halfway_is_carried_to_the_next_replay() {
+        let mut state = Replayed::default();
+        let (mut count, mut total) = (0u64, 0u64);
+        let mut replay = |state: &mut Replayed, now| {
+            count += replay_since(state, now, |v| total += v);
+            (count, total)
+        };
+        // A record of 1500 counted, its value not yet summed: the one value
+        // must lie in its bucket, so 1000 goes out, 1000 more than recorded.
+        replay(&mut state, read([0, 1, 0], 0));
+        // Now whole, no new record: nothing to carry the difference yet.
+        replay(&mut state, read([0, 1, 0], 1500));
+        // Two records of 1000: the room their bucket leaves carries it.
+        let got = replay(&mut state, read([0, 3, 0], 1500 + 2 * 1000));
+        assert_eq!(got, (3, 1500 + 2 * 1000));
+        // The reverse: a value summed before its bucket is counted. The
+        // first replay has no record to give it, the next one does.
+        replay(&mut state, read([0, 3, 0], 1500 + 2 * 1000 + 1200));
+        let got = replay(&mut state, read([1, 4, 0], 1500 + 2 * 1000 + 1200 + 10));
+        assert_eq!(got, (5, 1500 + 2 * 1000 + 1200 + 10));
+    }
 
     /// The values lie in their buckets and add up to the sum whenever the
     /// buckets allow it.

@@ -24,8 +24,8 @@
 
 use super::KeyMap;
 use crate::contract::DistributionFamily;
-use crate::histogram::replay_since;
-use crate::histogram::{HistogramSnapshot, HistogramUnit};
+use crate::histogram::{replay_since, Replayed};
+use crate::histogram::HistogramUnit;
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex, MutexGuard};
 use ::metrics::{HistogramFn, Key, Metadata, Recorder};
 use std::fmt;
@@ -211,8 +211,10 @@ impl Folds {
 ///
 /// The `metrics` facade takes one value at a time, so this is exact where
 /// a fold of bucket midpoints (the [`ShardedLayer`](super::ShardedLayer)'s)
-/// is within 1/32: the count and sum (up to `f64` addition) always, and
-/// the bucket counts when the exporter's buckets are the family's
+/// is within 1/32: the count always; the sum (up to `f64` addition)
+/// whenever no read caught a record halfway, and otherwise as soon as the
+/// records replayed after it leave room in their buckets for the
+/// difference, which is carried, never dropped; and the bucket counts when the exporter's buckets are the family's
 /// [`le_set`](Self::le_set) (`PrometheusBuilder::set_buckets`). It costs
 /// one `record` per value at replay time. Replay into the recorder that
 /// renders: under a `ShardedLayer`, its [`inner`](super::ShardedRecorder::inner)
@@ -242,7 +244,7 @@ pub struct HistogramReplay<P> {
     name: &'static str,
     family: P,
     /// Each member's labels and its read at the last replay.
-    members: Mutex<Vec<(Vec<::metrics::Label>, Option<HistogramSnapshot>)>>,
+    members: Mutex<Vec<(Vec<::metrics::Label>, Replayed)>>,
 }
 
 impl<P> HistogramReplay<P>
@@ -268,7 +270,7 @@ where
                 .zip(texts)
                 .map(|(n, t)| ::metrics::Label::new(*n, (*t).to_string()))
                 .collect();
-            members.push((labels, None));
+            members.push((labels, Replayed::default()));
         });
         HistogramReplay {
             name,

@@ -26,7 +26,7 @@
 //! moves the SDK's cost off the recording threads, it does not remove it.
 
 use crate::contract::DistributionFamily;
-use crate::histogram::replay_since;
+use crate::histogram::{replay_since, Replayed};
 use crate::histogram::HistogramSnapshot;
 use crate::histogram::HistogramUnit;
 use ::opentelemetry::metrics::{Histogram as OtelHistogram, Meter};
@@ -84,7 +84,7 @@ pub struct HistogramReplay<P> {
     family: P,
     instrument: Instrument,
     /// Each member's attributes and its read at the last replay.
-    members: Mutex<Vec<(Vec<KeyValue>, Option<HistogramSnapshot>)>>,
+    members: Mutex<Vec<(Vec<KeyValue>, Replayed)>>,
 }
 
 impl<P> HistogramReplay<P>
@@ -114,7 +114,7 @@ where
                 .zip(texts)
                 .map(|(k, v)| KeyValue::new(*k, (*v).to_string()))
                 .collect();
-            members.push((attrs, None));
+            members.push((attrs, Replayed::default()));
             first.get_or_insert(s);
         });
         let (bounds, unit) = first.map_or((Vec::new(), HistogramUnit::AsRecorded), |s| {
@@ -143,9 +143,12 @@ where
     /// value; returns how many. Replays are serialised.
     ///
     /// A record that a read catches halfway (its bucket counted, its
-    /// value not yet in the sum) is whole at the next replay; such a
-    /// replay's values are clamped into their buckets, so its sum may be
-    /// off by that record's value, and the next one's by the opposite. A
+    /// value not yet in the sum, or the reverse) is whole at the next
+    /// read. The values of the replay that caught it stay in their
+    /// buckets, so their sum can differ from the recorded one by up to
+    /// that record's value; the difference is carried, and the next
+    /// replay with records enough to carry it brings the SDK's sum back
+    /// to the recorded one: the differences never pile up. A
     /// take or reset of the histogram between replays starts the replay
     /// over from what it holds (the SDK's totals then miss what was taken).
     ///
