@@ -1025,7 +1025,10 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// [`retain`](Self::retain) or
     /// [`read_each`](crate::CountFamily::read_each) closure on the same map
     /// (it would wait for its own lock), nor from a key's `Hash`, `Eq` or
-    /// `Borrow` (they run inside lookups: it panics).
+    /// `Borrow` (they run inside lookups: it panics, on any thread and
+    /// in a thread-local destructor too, before changing the map; a panic
+    /// out of a thread-local destructor aborts the process, so catch it
+    /// there).
     ///
     /// ```
     /// let m = shardcount::CounterMap::<String>::new();
@@ -1153,6 +1156,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         if victims.is_empty() {
             return;
         }
+        // Before changing anything: the grace period below would panic
+        // with the keys unlinked but their counters not yet taken.
+        grace::assert_outside();
         // Release: before the tombstones, whose Release stores a lookup
         // that misses the key reads, so such a miss sees room for it.
         self.next.store(w.len() - victims.len(), Ordering::Release);

@@ -1015,3 +1015,69 @@ fn a_grace_period_from_inside_a_lookup_panics_instead_of_hanging() {
         .unwrap();
     assert!(msg.contains("inside a pinned section"), "{msg}");
 }
+
+/// The same misuse from a thread-local destructor that runs after the
+/// crate's own per-thread word is gone (its lookups pin on a shared
+/// striped counter): the removal inside the key's `Eq` panics, where it
+/// used to spin for ever holding the process's grace-period lock, and the
+/// map it would have changed is left whole.
+#[test]
+fn a_grace_period_from_inside_a_lookup_in_a_thread_local_destructor_panics() {
+    use std::sync::atomic::AtomicU8;
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+    static OTHER: OnceLock<CounterMap<u32>> = OnceLock::new();
+    /// 0 while the destructor runs, 1 when the lookup panicked naming the
+    /// cause, 2 when it returned.
+    static OUTCOME: AtomicU8 = AtomicU8::new(0);
+    #[derive(Clone, Debug)]
+    struct Removing(u32);
+    impl std::hash::Hash for Removing {
+        fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+            self.0.hash(h);
+        }
+    }
+    impl PartialEq for Removing {
+        fn eq(&self, o: &Self) -> bool {
+            OTHER.get().unwrap().remove(&7);
+            self.0 == o.0
+        }
+    }
+    impl Eq for Removing {}
+    struct AtExit;
+    impl Drop for AtExit {
+        fn drop(&mut self) {
+            let r = std::panic::catch_unwind(|| {
+                let m: CounterMap<Removing> = CounterMap::new();
+                m.inc(&Removing(1));
+                m.inc(&Removing(1));
+            });
+            let named = r.as_ref().is_err_and(|e| {
+                e.downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| e.downcast_ref::<String>().cloned())
+                    .is_some_and(|m| m.contains("inside a pinned section"))
+            });
+            OUTCOME.store(if named { 1 } else { 2 }, Ordering::Release);
+        }
+    }
+    std::thread_local! {
+        static AT_EXIT: AtExit = const { AtExit };
+    }
+    OTHER.get_or_init(CounterMap::new).add(&7, 5);
+    std::thread::spawn(|| {
+        // Registered first, so destroyed after the crate's thread-locals,
+        // which this map's lookups register.
+        AT_EXIT.with(|_| {});
+        let m: CounterMap<u32> = CounterMap::new();
+        m.inc(&1);
+        assert_eq!(m.get(&1), Some(1));
+    });
+    let until = Instant::now() + Duration::from_secs(20);
+    while OUTCOME.load(Ordering::Acquire) == 0 {
+        assert!(Instant::now() < until, "the removal hangs");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(OUTCOME.load(Ordering::Acquire), 1, "no panic naming the cause");
+    assert_eq!(OTHER.get().unwrap().get(&7), Some(5), "the map changed");
+}

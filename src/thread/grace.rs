@@ -155,6 +155,14 @@ crate::primitive::const_thread_local! {
     static MINE: Mine = Mine { reg: OnceCell::new(), mirror: Cell::new(0) };
 }
 
+crate::primitive::const_thread_local! {
+    /// How many striped sections this thread is inside. No destructor, so
+    /// it outlives `MINE` (std keeps such a thread-local readable while
+    /// other destructors run): [`assert_outside`] learns from it that a
+    /// thread whose word is gone is inside a section.
+    static STRIPED: Cell<usize> = Cell::new(0);
+}
+
 /// A pinned section: tables reached from heads loaded while it lives are
 /// not freed before it ends. Dropped on the thread that made it.
 #[must_use = "the section ends when the pin is dropped"]
@@ -209,6 +217,8 @@ fn striped() -> Pin {
     // head loads that follow (module docs).
     count.fetch_add(1, Ordering::Relaxed);
     fence(Ordering::SeqCst);
+    // Loom's thread-locals can be gone here; std's destructor-free one is not.
+    let _ = STRIPED.try_with(|d| d.set(d.get() + 1));
     Pin {
         word: count,
         mirror: std::ptr::null(),
@@ -226,6 +236,7 @@ impl Drop for Pin {
         if self.mirror.is_null() {
             // Release: pairs with the grace period's Acquire loads.
             w.fetch_sub(1, Ordering::Release);
+            let _ = STRIPED.try_with(|d| d.set(d.get().saturating_sub(1)));
         } else {
             // SAFETY: `MINE`'s field, alive as the word is (above), and
             // touched only by this thread.
@@ -353,21 +364,31 @@ pub(crate) fn heavy_barrier() {
     barrier::heavy(heavy);
 }
 
-/// Waits until every section pinned before this call has ended. Call it
-/// after unlinking a table (no new section can reach it), before freeing,
-/// and never from inside a pinned section (it would wait for itself), nor
-/// holding a lock that a pinned section may wait for.
-pub(crate) fn wait() {
-    // Waiting inside a section would wait for itself, for ever: say so
-    // instead (user code run inside one, say a key's `Eq` that removes a
-    // key of a map).
+/// Panics if this thread is inside a pinned section, where a grace
+/// period would wait for itself for ever: call it before changing
+/// anything that a grace period must follow, so that the panic leaves
+/// nothing half done.
+#[track_caller]
+pub(crate) fn assert_outside() {
+    // User code run inside a section (a key's `Eq` that removes a key of a
+    // map), also on a thread whose word is gone (a thread-local
+    // destructor's), whose sections are striped.
     let inside = MINE
         .try_with(|m| m.mirror.get() % EPOCH_ONE != 0)
-        .unwrap_or(false);
+        .unwrap_or(false)
+        || STRIPED.try_with(|d| d.get() != 0).unwrap_or(false);
     assert!(
         !inside,
         "shardcount: a grace period (a map's removal, a merge, a map's table growth) was started inside a pinned section, where it would wait for itself: from a key's `Hash`, `Eq` or `Borrow` impl?"
     );
+}
+
+/// Waits until every section pinned before this call has ended. Call it
+/// after unlinking a table (no new section can reach it), before freeing,
+/// and never from inside a pinned section (it panics: [`assert_outside`]),
+/// nor holding a lock that a pinned section may wait for.
+pub(crate) fn wait() {
+    assert_outside();
     let _one = lock(&WAITS);
     // The words to wait on. A thread that registers after this read
     // takes the lock after this thread's unlink, so its sections see it.
