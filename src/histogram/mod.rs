@@ -50,8 +50,9 @@ const SUM: usize = 0;
 ///
 /// The integrations write a fixed `le` set, the same on every replica
 /// whatever was recorded: the user's bounds, or for the default buckets
-/// the 64 bounds of [`DEFAULT_LE`] (`2^k - 1`, each the top of a bucket,
-/// so every cumulative count is exact), then `+Inf`. A histogram made by
+/// the 54 bounds of [`DEFAULT_LE`] (`2^k - 1` up to `2^53 - 1`, each the
+/// top of a bucket, so every cumulative count is exact, and each written
+/// exactly as an `f64`), then `+Inf`. A histogram made by
 /// [`for_durations`](Self::for_durations) or
 /// [`with_duration_bounds`](Self::with_duration_bounds) records
 /// nanoseconds and is exported in seconds ([`HistogramUnit::Seconds`]),
@@ -183,8 +184,11 @@ impl Histogram {
     /// # Panics
     ///
     /// If the bounds do not increase strictly, naming the first bad one,
-    /// or the last is `u64::MAX` (the `+Inf` bucket holds the values above
-    /// the last bound, and none is above `u64::MAX`).
+    /// if the last is `u64::MAX` (the `+Inf` bucket holds the values above
+    /// the last bound, and none is above `u64::MAX`), or if a bound has no
+    /// `f64` of its own (some above `2^53`, such as `2^54 + 1`): the
+    /// integrations write bounds as `f64`, and a rounded `le` would not
+    /// be the bound its cumulative count is for.
     ///
     /// ```
     /// let h = shardcount::Histogram::with_bounds(&[100, 1_000, 10_000]);
@@ -201,7 +205,7 @@ impl Histogram {
     #[must_use]
     #[track_caller]
     pub fn with_bounds(bounds: &[u64]) -> Self {
-        Histogram::with_layout(Layout::bounds(bounds), HistogramUnit::AsRecorded)
+        Histogram::with_layout(Layout::exported_bounds(bounds), HistogramUnit::AsRecorded)
     }
 
     /// An empty histogram of durations with `le` bounds given as

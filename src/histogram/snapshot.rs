@@ -4,24 +4,32 @@ use super::layout::Layout;
 use std::fmt;
 
 /// The `le` bounds the default log-linear buckets are exported with, in
-/// the recorded unit: `2^k - 1` for `k` in `0..64`, each the top of a
-/// log-linear bucket (so a cumulative count at it is exact), and then
-/// `+Inf`. Fixed, whatever was recorded: every replica exports the same
-/// 65 `_bucket` series, and `sum by (le)` adds like with like.
+/// the recorded unit: `2^k - 1` for `k` in `0..54`, each the top of a
+/// log-linear bucket (so a cumulative count at it is exact) and each an
+/// integer that `f64` holds exactly, so the written bound is the bound;
+/// then `+Inf`, which holds every record from `2^53` up (`2^54 - 1` and
+/// above have no `f64` of their own: `2^54 - 1` would be written as
+/// `2^54`, over a count that leaves out `2^54`). Fixed, whatever was
+/// recorded: every replica exports the same 55 `_bucket` series, and
+/// `sum by (le)` adds like with like.
 ///
 /// ```
 /// use shardcount::DEFAULT_LE;
-/// assert_eq!((DEFAULT_LE.len(), DEFAULT_LE[3], DEFAULT_LE[63]), (64, 7, (1 << 63) - 1));
+/// assert_eq!((DEFAULT_LE.len(), DEFAULT_LE[3], DEFAULT_LE[53]), (54, 7, (1 << 53) - 1));
 /// ```
-pub const DEFAULT_LE: [u64; 64] = {
-    let mut le = [0u64; 64];
+pub const DEFAULT_LE: [u64; 54] = {
+    let mut le = [0u64; 54];
     let mut k = 0;
-    while k < 64 {
+    while k < 54 {
         le[k] = (1u64 << k) - 1;
         k += 1;
     }
     le
 };
+
+/// Every integer up to this one is an `f64`, so a bound up to it is
+/// written exactly.
+pub(crate) const F64_EXACT: u64 = 1 << 53;
 
 /// The bucket counts and the sum of a [`Histogram`](crate::Histogram), as
 /// read by [`snapshot`](crate::Histogram::snapshot) or moved out by
@@ -217,18 +225,18 @@ impl HistogramSnapshot {
     /// exports the same one:
     ///
     /// * user bounds: each bound, then `+Inf`;
-    /// * the default log-linear buckets: [`DEFAULT_LE`], the 64 bounds
-    ///   `2^k - 1` for `k` in `0..64` (0, 1, 3, 7, ..., each the top of a
-    ///   log-linear bucket, so every cumulative count is exact), then
-    ///   `+Inf`.
+    /// * the default log-linear buckets: [`DEFAULT_LE`], the 54 bounds
+    ///   `2^k - 1` for `k` in `0..54` (0, 1, 3, 7, ..., each the top of a
+    ///   log-linear bucket, so every cumulative count is exact, and each
+    ///   written exactly), then `+Inf`.
     ///
     /// ```
     /// let h = shardcount::Histogram::new();
     /// h.record(5);
     /// let b: Vec<_> = h.snapshot().export_buckets().collect();
-    /// assert_eq!(b.len(), 65);
+    /// assert_eq!(b.len(), 55);
     /// assert_eq!(&b[..4], [(Some(0.0), 0), (Some(1.0), 0), (Some(3.0), 0), (Some(7.0), 1)]);
-    /// assert_eq!(b[64], (None, 0));
+    /// assert_eq!(b[54], (None, 0));
     /// ```
     pub fn export_buckets(&self) -> impl Iterator<Item = (Option<f64>, u64)> + '_ {
         let all = matches!(self.layout, Layout::Bounds(_));
@@ -236,9 +244,11 @@ impl HistogramSnapshot {
         let mut acc = 0u64;
         self.buckets().enumerate().filter_map(move |(i, b)| {
             acc = acc.wrapping_add(b.count);
-            // A log-linear bucket ending just below a power of two closes
-            // one exported bucket.
-            let closes = all || b.high & b.high.wrapping_add(1) == 0 || i == last;
+            // A log-linear bucket ending just below a power of two, up to
+            // the last that `f64` writes exactly, closes one exported
+            // bucket.
+            let closes =
+                all || (b.high & b.high.wrapping_add(1) == 0 && b.high < F64_EXACT) || i == last;
             closes.then(|| {
                 let n = std::mem::take(&mut acc);
                 ((i != last).then(|| self.unit.export(b.high)), n)
@@ -400,6 +410,30 @@ mod tests {
         let counts: Vec<u64> = b.snapshot().export_buckets().map(|(_, n)| n).collect();
         assert_eq!(counts.iter().sum::<u64>(), 1);
         assert_eq!(counts[2], 1, "3 is in le=3");
+    }
+
+    /// Every written bound is the bound its cumulative count is for: a
+    /// record counts at or below an `le` exactly when it is at or below
+    /// the number written, up to the largest values (`2^k - 1` for `k`
+    /// from 54 up has no `f64`, and was written as `2^k`).
+    #[test]
+    fn every_exported_bound_counts_exactly_the_records_at_or_below_it() {
+        let h = Histogram::new();
+        let mut records: Vec<u64> = (40..64).flat_map(|k| [(1 << k) - 1, 1 << k, (1 << k) + 1]).collect();
+        records.extend([u64::MAX, 0, 1, 2, 1000]);
+        records.iter().for_each(|&v| h.record(v));
+        let mut cumulative = 0;
+        for (le, n) in h.snapshot().export_buckets() {
+            cumulative += n;
+            let below = match le {
+                Some(le) => {
+                    assert_eq!(le.fract(), 0.0, "{le}");
+                    records.iter().filter(|&&v| u128::from(v) <= le as u128).count()
+                }
+                None => records.len(),
+            };
+            assert_eq!(cumulative, below as u64, "le = {le:?}");
+        }
     }
 
     #[test]

@@ -39,7 +39,7 @@ use std::ops::Deref;
 ///
 /// let text = TextEncoder::new().encode_to_string(&registry.gather()).unwrap();
 /// assert!(text.contains("latency_seconds_sum 1.5\n"));
-/// assert_eq!(text.matches("latency_seconds_bucket{").count(), 65);
+/// assert_eq!(text.matches("latency_seconds_bucket{").count(), 55);
 /// ```
 ///
 /// In the unit recorded, with user bounds:
