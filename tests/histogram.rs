@@ -251,3 +251,58 @@ fn snapshot_into_matches_snapshot_and_reuses_its_buffer() {
     let (a, b): (Vec<_>, Vec<_>) = (out.buckets().collect(), fresh.buckets().collect());
     assert_eq!(a, b);
 }
+
+/// Timers are recorded exactly once wherever they end: a `time` whose
+/// closure panics (recorded while unwinding), timers sent to other threads
+/// and dropped there, and timers dropped from a thread-local destructor
+/// after the crate's own per-thread state is gone, while the histogram is
+/// split and merged.
+#[test]
+fn timers_record_once_through_panics_other_threads_and_thread_exit() {
+    use shardcount::HistogramTimer;
+    use std::cell::RefCell;
+    static H: Histogram = Histogram::new();
+    struct Late(RefCell<Vec<HistogramTimer<'static>>>);
+    impl Drop for Late {
+        fn drop(&mut self) {
+            self.0.borrow_mut().clear();
+        }
+    }
+    std::thread_local! {
+        static LATE: Late = const { Late(RefCell::new(Vec::new())) };
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                H.split(2);
+                H.merge();
+            }
+        });
+        let (tx, rx) = std::sync::mpsc::channel::<HistogramTimer<'static>>();
+        let dropper = s.spawn(move || rx.into_iter().count());
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let tx = tx.clone();
+                s.spawn(move || {
+                    // Registered before the crate's thread-locals, so
+                    // dropped after them.
+                    LATE.with(|_| {});
+                    for i in 0..500 {
+                        let r = std::panic::catch_unwind(|| H.time(|| assert!(i % 50 != 0)));
+                        assert_eq!(r.is_err(), i % 50 == 0);
+                        tx.send(H.start_timer()).unwrap();
+                        LATE.with(|l| l.0.borrow_mut().push(H.start_timer()));
+                        H.start_timer().discard();
+                    }
+                })
+            })
+            .collect();
+        drop(tx);
+        workers.into_iter().for_each(|w| w.join().unwrap());
+        assert_eq!(dropper.join().unwrap(), 4 * 500);
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert_eq!(H.count(), 4 * 500 * 3);
+    assert_eq!(H.snapshot().count(), 4 * 500 * 3);
+}

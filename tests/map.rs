@@ -1078,6 +1078,10 @@ fn a_grace_period_from_inside_a_lookup_in_a_thread_local_destructor_panics() {
         assert!(Instant::now() < until, "the removal hangs");
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(OUTCOME.load(Ordering::Acquire), 1, "no panic naming the cause");
+    assert_eq!(
+        OUTCOME.load(Ordering::Acquire),
+        1,
+        "no panic naming the cause"
+    );
     assert_eq!(OTHER.get().unwrap().get(&7), Some(5), "the map changed");
 }

@@ -419,7 +419,9 @@ mod tests {
     #[test]
     fn every_exported_bound_counts_exactly_the_records_at_or_below_it() {
         let h = Histogram::new();
-        let mut records: Vec<u64> = (40..64).flat_map(|k| [(1 << k) - 1, 1 << k, (1 << k) + 1]).collect();
+        let mut records: Vec<u64> = (40..64)
+            .flat_map(|k| [(1 << k) - 1, 1 << k, (1 << k) + 1])
+            .collect();
         records.extend([u64::MAX, 0, 1, 2, 1000]);
         records.iter().for_each(|&v| h.record(v));
         let mut cumulative = 0;
@@ -428,7 +430,10 @@ mod tests {
             let below = match le {
                 Some(le) => {
                     assert_eq!(le.fract(), 0.0, "{le}");
-                    records.iter().filter(|&&v| u128::from(v) <= le as u128).count()
+                    records
+                        .iter()
+                        .filter(|&&v| u128::from(v) <= le as u128)
+                        .count()
                 }
                 None => records.len(),
             };

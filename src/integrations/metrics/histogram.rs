@@ -24,8 +24,8 @@
 
 use super::KeyMap;
 use crate::contract::DistributionFamily;
-use crate::histogram::{replay_since, Replayed};
 use crate::histogram::HistogramUnit;
+use crate::histogram::{replay_since, Replayed};
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex, MutexGuard};
 use ::metrics::{HistogramFn, Key, Metadata, Recorder};
 use std::fmt;
