@@ -26,7 +26,6 @@
 //! moves the SDK's cost off the recording threads, it does not remove it.
 
 use crate::contract::DistributionFamily;
-use crate::histogram::HistogramSnapshot;
 use crate::histogram::HistogramUnit;
 use crate::histogram::{replay_since, Replayed};
 use ::opentelemetry::metrics::{Histogram as OtelHistogram, Meter};
