@@ -106,8 +106,8 @@ impl<L: Label> LabelledHistogram<L> {
     /// # Panics
     ///
     /// As [`Histogram::with_bounds`](crate::Histogram::with_bounds): if
-    /// the bounds do not increase strictly, naming the first bad one, the
-    /// last is `u64::MAX`, or a bound has no `f64` of its own.
+    /// the bounds do not increase strictly, naming the first bad one, or
+    /// the last is `u64::MAX`.
     ///
     /// ```
     /// #[derive(Clone, Copy, shardcount::Label)]
@@ -120,7 +120,7 @@ impl<L: Label> LabelledHistogram<L> {
     #[must_use]
     #[track_caller]
     pub fn with_bounds(bounds: &[u64]) -> Self {
-        Self::of(Layout::exported_bounds(bounds), HistogramUnit::AsRecorded)
+        Self::of(Layout::bounds(bounds), HistogramUnit::AsRecorded)
     }
 
     /// A family of durations with `le` bounds given as durations, as

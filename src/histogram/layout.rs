@@ -92,24 +92,6 @@ impl Layout {
         Layout::Bounds(bounds.into())
     }
 
-    /// [`bounds`](Self::bounds) exported in the recorded unit: each must
-    /// also be an `f64` exactly, or the written `le` would not be the
-    /// bucket's bound (above `2^53` not every integer is one).
-    #[track_caller]
-    pub(crate) fn exported_bounds(bounds: &[u64]) -> Layout {
-        for (i, &b) in bounds.iter().enumerate() {
-            let written = b as f64;
-            assert!(
-                written as u128 == u128::from(b),
-                "shardcount: Histogram::with_bounds: bound {i} ({b}) would be exported as \
-                 le=\"{written}\", which is not that bound: above 2^53 use a bound that f64 \
-                 holds exactly (such as {})",
-                (written as u128).min(u128::from(b)) as u64
-            );
-        }
-        Self::bounds(bounds)
-    }
-
     /// How many buckets the layout has.
     pub(crate) fn len(&self) -> usize {
         match self {
@@ -212,12 +194,6 @@ mod tests {
             ((11, u64::MAX - 1), (u64::MAX, u64::MAX))
         );
         assert_eq!((l.index(u64::MAX - 1), l.index(u64::MAX)), (1, 2));
-    }
-
-    #[test]
-    #[should_panic(expected = "bound 1 (18014398509481985) would be exported as")]
-    fn a_bound_that_f64_cannot_write_is_refused() {
-        let _ = Layout::exported_bounds(&[10, (1 << 54) + 1, 1 << 60]);
     }
 
     #[test]

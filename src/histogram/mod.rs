@@ -184,11 +184,16 @@ impl Histogram {
     /// # Panics
     ///
     /// If the bounds do not increase strictly, naming the first bad one,
-    /// if the last is `u64::MAX` (the `+Inf` bucket holds the values above
-    /// the last bound, and none is above `u64::MAX`), or if a bound has no
-    /// `f64` of its own (some above `2^53`, such as `2^54 + 1`): the
-    /// integrations write bounds as `f64`, and a rounded `le` would not
-    /// be the bound its cumulative count is for.
+    /// or the last is `u64::MAX` (the `+Inf` bucket holds the values above
+    /// the last bound, and none is above `u64::MAX`).
+    ///
+    /// # Export
+    ///
+    /// The integrations write each bound as an `f64`: exactly up to
+    /// `2^53`, and above it only where `f64` holds the bound (`10^18`,
+    /// `2^60`); others (`2^54 + 1`, `u64::MAX - 1`) are written rounded to
+    /// the nearest `f64`, while their counts stay those of the exact
+    /// bound.
     ///
     /// ```
     /// let h = shardcount::Histogram::with_bounds(&[100, 1_000, 10_000]);
@@ -205,7 +210,7 @@ impl Histogram {
     #[must_use]
     #[track_caller]
     pub fn with_bounds(bounds: &[u64]) -> Self {
-        Histogram::with_layout(Layout::exported_bounds(bounds), HistogramUnit::AsRecorded)
+        Histogram::with_layout(Layout::bounds(bounds), HistogramUnit::AsRecorded)
     }
 
     /// An empty histogram of durations with `le` bounds given as
