@@ -815,3 +815,309 @@ fn an_add_past_2_pow_53_is_refused_and_the_stock_keeps_working() {
     assert_eq!(stock.stats().lost_ops, 0, "the refused add used no number");
     assert_eq!(stock.add(10).unwrap(), top);
 }
+
+// Issue 43's review: inits racing sales, Redis restarts (AOF on), and
+// whether a dropped stock's cleanup can touch a live one's record.
+
+/// `init` from other clients racing sales (and after sold-out) never
+/// resets the stock; a take before any init leaves the key absent.
+#[test]
+fn inits_racing_sales_never_reset_the_stock() {
+    let server = Server::started("everysec");
+    let url = server.url();
+    // A seller that starts before the stock exists: Insufficient, no key.
+    let early = FleetStock::new(&url, PREFIX, NAME, config(7)).unwrap();
+    assert!(matches!(early.try_sub(1), Err(FleetError::Insufficient(_))));
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(format!("{PREFIX}{NAME}"))
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(!exists, "a refused take created the stock key");
+    let seller = FleetStock::new(&url, PREFIX, NAME, config(7)).unwrap();
+    assert!(seller.init(2_000).unwrap());
+    let done = AtomicBool::new(false);
+    let (sold, sets, calls) = std::thread::scope(|s| {
+        let initers: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let other = FleetStock::new(&url, PREFIX, NAME, config(7)).unwrap();
+                    let (mut sets, mut calls) = (0u64, 0u64);
+                    while !done.load(Ordering::SeqCst) {
+                        sets += u64::from(other.init(2_000).unwrap());
+                        calls += 1;
+                    }
+                    sets += u64::from(other.init(2_000).unwrap()); // sold out
+                    (sets, calls + 1)
+                })
+            })
+            .collect();
+        let sellers: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut n = 0u64;
+                    loop {
+                        match seller.try_sub(1).or_else(|_| early.try_sub(1)) {
+                            Ok(()) => n += 1,
+                            Err(FleetError::Insufficient(_)) => return n,
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        let sold: u64 = sellers.into_iter().map(|h| h.join().unwrap()).sum();
+        done.store(true, Ordering::SeqCst);
+        let (sets, calls) = initers
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        (sold, sets, calls)
+    });
+    println!(
+        "S1 sold {sold}, racing inits {calls}, of which set {sets}, left {}",
+        remaining(&server)
+    );
+    assert_eq!(sets, 0);
+    assert_eq!(sold, 2_000);
+    assert_eq!(remaining(&server), 0);
+}
+
+/// one child inits and sells; two more start
+/// mid-sale and init (the same start-up code): the stock is sold once.
+#[test]
+fn processes_that_init_mid_sale_sell_the_stock_once() {
+    let server = Server::started("everysec");
+    let first = spawn_with(&server, 50, 10, 0, Some(20_000));
+    // Absent reads 0: wait for the key first, then for sales under way.
+    let start = Instant::now();
+    while !redis::cmd("EXISTS")
+        .arg(format!("{PREFIX}{NAME}"))
+        .query::<bool>(&mut server.conn())
+        .unwrap()
+    {
+        assert!(start.elapsed() < PATIENCE);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    wait_below(&server, 15_000);
+    let late: Vec<Proc> = (1..3)
+        .map(|n| spawn_with(&server, 50, 10, n, Some(20_000)))
+        .collect();
+    let mut procs = vec![first];
+    procs.extend(late);
+    let done = check_exact(&server, procs, 20_000);
+    let sets: Vec<_> = done.iter().map(|o| o.init).collect();
+    println!(
+        "S1 children init results {sets:?}, sold {:?}",
+        done.iter().map(|o| o.sold).collect::<Vec<_>>()
+    );
+    assert_eq!(sets, [Some(true), Some(false), Some(false)]);
+}
+
+/// Redis restarted (SIGKILL, AOF replayed) between init and sales,
+/// while the stock's connection sat idle: the lease keeps selling, and
+/// the first refill after the restart should reach the restarted Redis.
+fn restart_between_init_and_sales(fsync: &'static str) {
+    let mut server = Server::started(fsync);
+    let s = FleetStock::new(&server.url(), PREFIX, NAME, config(10)).unwrap();
+    assert!(s.init(100).unwrap());
+    s.try_sub(1).unwrap(); // leases 10: the connection is open
+    server.kill();
+    std::thread::sleep(Duration::from_millis(100));
+    server.start();
+    assert_eq!(remaining(&server), 90, "the AOF kept init and the take");
+    for _ in 0..9 {
+        s.try_sub(1).unwrap(); // from the lease
+    }
+    let start = Instant::now();
+    let first = s.try_sub(1); // a refill, Redis is up
+    println!(
+        "S2 {fsync}: first refill after restart: {first:?} in {:?}",
+        start.elapsed()
+    );
+    let second = s.try_sub(1);
+    println!("S2 {fsync}: second: {second:?}");
+    assert!(first.is_ok(), "spurious failure: {first:?}");
+    assert!(second.is_ok());
+    assert_eq!(remaining(&server), 80);
+    assert_eq!(s.flush().unwrap(), 8);
+    assert_eq!(remaining(&server), 88);
+}
+
+#[test]
+fn a_restart_between_init_and_sales_fails_no_sale_fsync_always() {
+    restart_between_init_and_sales("always");
+}
+
+#[test]
+fn a_restart_between_init_and_sales_fails_no_sale_fsync_everysec() {
+    restart_between_init_and_sales("everysec");
+}
+
+/// the existing mid-run kill test ran only with
+/// `always`.
+#[test]
+fn redis_killed_mid_run_with_fsync_everysec_sells_exactly() {
+    let mut server = Server::started("everysec");
+    stock_init(&server);
+    let procs: Vec<Proc> = (0..PROCESSES).map(|n| spawn(&server, 50, 10, n)).collect();
+    wait_below(&server, (INITIAL * 9 / 10) as i64);
+    server.kill();
+    std::thread::sleep(Duration::from_millis(300));
+    server.start();
+    assert!(remaining(&server) > 0, "killed after the run: not mid-run");
+    let done = check_exact(&server, procs, INITIAL);
+    println!(
+        "S2 everysec kill: sold {:?}",
+        done.iter().map(|o| o.sold).collect::<Vec<_>>()
+    );
+}
+
+/// a take whose WAITAOF did not confirm the
+/// fsync is resent on a fresh connection; the resend writes nothing, so
+/// that connection's WAITAOF has nothing to wait for and the take is
+/// accepted without its fsync. `appendfsync no` makes it deterministic:
+/// no write is ever confirmed on disk by WAITAOF there, so no take may
+/// be accepted. Skipped on a server without WAITAOF.
+#[test]
+fn a_resent_take_is_accepted_only_once_waitaof_confirms_it() {
+    let server = Server::started("no");
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut server.conn())
+        .unwrap();
+    let v = info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mut p = v.split('.').map(|x| x.parse::<u32>().unwrap());
+    if (p.next().unwrap(), p.next().unwrap()) < (7, 2) {
+        println!("S2 WAITAOF: skipped on redis {v}");
+        return;
+    }
+    stock_init(&server);
+    let s = FleetStock::new(
+        &server.url(),
+        PREFIX,
+        NAME,
+        FleetStockConfig {
+            timeout: Duration::from_millis(50),
+            ..config(10)
+        },
+    )
+    .unwrap();
+    let results: Vec<_> = (0..4).map(|_| s.try_sub(1)).collect();
+    println!(
+        "S2 WAITAOF on {v}, appendfsync no: {results:?}; lease {}",
+        s.lease()
+    );
+    assert!(
+        results.iter().all(Result::is_err),
+        "a take was accepted though WAITAOF never confirmed it on disk"
+    );
+}
+
+/// a dropped stock deletes only its own record, never a live one's:
+/// same process (older dropped after a newer one with the same name was
+/// made), another process (children exiting), and a drop after a lost
+/// reply (its record must stay, guarding the delayed copy).
+#[test]
+fn drops_never_delete_a_live_record() {
+    let server = Server::started("everysec");
+    let url = server.url();
+    let leases = format!("{PREFIX}__leases:{NAME}");
+    let has = |t: &str| -> bool {
+        redis::cmd("HEXISTS")
+            .arg(&leases)
+            .arg(t)
+            .query(&mut server.conn())
+            .unwrap()
+    };
+    let old = FleetStock::new(&url, PREFIX, NAME, config(10)).unwrap();
+    assert!(old.init(100_000).unwrap());
+    old.try_sub(1).unwrap();
+    let live = FleetStock::new(&url, PREFIX, NAME, config(10)).unwrap();
+    live.try_sub(1).unwrap();
+    let live_token = live.token();
+    drop(old);
+    assert!(
+        has(&live_token),
+        "dropping the older instance deleted the live record"
+    );
+    // Another process with the same name, selling and exiting cleanly.
+    let kids: Vec<Proc> = (0..2).map(|n| spawn(&server, 50, 0, n)).collect();
+    let outs: Vec<_> = kids.into_iter().map(outcome).collect();
+    assert!(outs.iter().all(|o| o.ok));
+    assert!(has(&live_token), "a child's drop deleted the live record");
+    // The live one still sells and returns exactly.
+    for _ in 0..9 {
+        live.try_sub(1).unwrap();
+    }
+    assert_eq!(live.flush().unwrap(), 0);
+    assert_eq!(nets(&server)[&live_token], 10);
+    // A drop after a lost reply keeps its record.
+    let (port, _) = reply_dropping_proxy(server.port);
+    let lost = FleetStock::new(
+        &format!("redis://127.0.0.1:{port}"),
+        PREFIX,
+        NAME,
+        config(10),
+    )
+    .unwrap();
+    assert!(
+        matches!(lost.add(10), Err(FleetError::Redis(_))),
+        "the reply is lost"
+    );
+    lost.add(0).unwrap(); // resends the add (applied once), then a new op
+    let lost_token = lost.token();
+    drop(lost);
+    println!(
+        "S3 live record kept: {}, lost-reply record kept: {}, fields {}",
+        has(&live_token),
+        has(&lost_token),
+        leases_fields(&server)
+    );
+    assert!(
+        has(&lost_token),
+        "a drop after a lost reply deleted its guard"
+    );
+    drop(live);
+    assert!(!has(&live_token));
+}
+
+/// A stock dropped after a Redis restart (its connection idle since
+/// before it) returns its lease: its one try on drop used to meet the
+/// dead connection and strand the lease though Redis was up.
+#[test]
+fn a_drop_after_a_restart_returns_the_lease() {
+    let mut server = Server::started("always");
+    let s = FleetStock::new(&server.url(), PREFIX, NAME, config(10)).unwrap();
+    assert!(s.init(100).unwrap());
+    s.try_sub(1).unwrap(); // lease 9
+    server.kill();
+    server.start();
+    drop(s);
+    let left = remaining(&server);
+    println!(
+        "S2 drop after restart: Redis holds {left} (99 expected), records {:?}",
+        nets(&server)
+    );
+    assert_eq!(left, 99, "the dropped lease was stranded");
+}
+
+/// `init` and `remaining` on a connection from before a restart.
+#[test]
+fn init_and_remaining_work_after_a_restart() {
+    let mut server = Server::started("always");
+    let s = FleetStock::new(&server.url(), PREFIX, NAME, config(10)).unwrap();
+    assert!(s.init(100).unwrap());
+    server.kill();
+    server.start();
+    let init = s.init(100);
+    server.kill();
+    server.start();
+    let rem = s.remaining();
+    println!("S2 after restarts: init {init:?}, remaining {rem:?}");
+    assert_eq!((init, rem), (Ok(false), Ok(100)));
+}

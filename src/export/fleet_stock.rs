@@ -90,7 +90,13 @@ if rec then
   if last >= 9007199254740992 or g >= 9007199254740992 or math.abs(net) >= 9007199254740992 then
     return {-1}
   end
-  if seq == last then return {0, g, cur, 0} end
+  if seq == last then
+    -- A write (the same record), so that a WAITAOF on this connection,
+    -- which waits for this connection's own writes only, covers the
+    -- original run too (it may have been on a connection now dropped).
+    redis.call('HSET', KEYS[2], ARGV[1], rec)
+    return {0, g, cur, 0}
+  end
   if seq < last then return {-2, last} end
 end
 local lost = seq - last - 1
@@ -259,6 +265,10 @@ struct Link {
     /// A request was sent on a connection that was then dropped unanswered:
     /// a copy may still be queued in Redis (see the module notes).
     stale_possible: bool,
+    /// The last script call found its connection, opened by an earlier
+    /// call, closed by the server (a restart, an idle `timeout`): worth
+    /// one resend on a fresh connection.
+    closed: bool,
 }
 
 struct Inner {
@@ -324,7 +334,14 @@ struct Inner {
 ///   the units, and Redis can grant them again. The oversell is bounded by
 ///   the units granted in that window (at most the takes of the last ~2 s),
 ///   and shows as [`FleetStockStats::lost_ops`]. A lost return or add only
-///   strands or drops units: it never oversells.
+///   strands or drops units: it never oversells. A connection that Redis
+///   closed (a restart, an idle `timeout`) is found on the next call, which
+///   is sent again, once, on a fresh connection (the same number: applied
+///   at most once), so the first call after a restart does not fail, and a
+///   drop's one return reaches the restarted Redis.
+/// * **A `fork` after `new`:** parent and child would share the token and
+///   its numbers, and one's take would be answered as a repeat of the
+///   other's. Make the stock in the process that uses it.
 ///
 /// # Example
 ///
@@ -406,6 +423,7 @@ impl FleetStock {
                 unresolved: None,
                 idle_seen: (0, Instant::now()),
                 stale_possible: false,
+                closed: false,
             }),
             config,
             round_trips: AtomicU64::new(0),
@@ -527,14 +545,10 @@ impl FleetStock {
         let timeout = self.inner.config.timeout;
         // Relaxed: a reporting tally.
         self.inner.round_trips.fetch_add(1, Ordering::Relaxed);
-        let got: Result<i64, redis::RedisError> = link.connect(timeout).and_then(|conn| {
-            redis::cmd("EVAL")
-                .arg(INIT_SCRIPT)
-                .arg(1)
-                .arg(&key)
-                .arg(n)
-                .query(conn)
-        });
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(INIT_SCRIPT).arg(1).arg(&key).arg(n);
+        // `SET` only if absent: a resend sets at most once.
+        let got: Result<i64, redis::RedisError> = link.query(timeout, &cmd);
         match got.map_err(|e| link.failed(&e, &key))? {
             -1 => Err(FleetError::Corrupt(format!(
                 "{key} holds another type than the stock's"
@@ -571,9 +585,8 @@ impl FleetStock {
         let mut link = lock(&self.inner.link);
         let key = self.inner.stock_key.clone();
         let timeout = self.inner.config.timeout;
-        let got: Result<Option<String>, redis::RedisError> = link
-            .connect(timeout)
-            .and_then(|conn| redis::cmd("GET").arg(&key).query(conn));
+        let got: Result<Option<String>, redis::RedisError> =
+            link.query(timeout, redis::cmd("GET").arg(&key));
         let v = got.map_err(|e| link.failed(&e, &key))?;
         let corrupt = || FleetError::Corrupt(format!("{key} is not an integer below ±2^53"));
         v.map_or(Ok(0), |s| {
@@ -743,7 +756,14 @@ impl Inner {
     /// One script call for `op` (reconnecting and reloading the script as
     /// needed); a NOSCRIPT reply reloads and resends once.
     fn call(&self, link: &mut Link, op: Op) -> Result<Reply, FleetError> {
-        let r = match self.call_once(link, op) {
+        let mut r = self.call_once(link, op);
+        if link.closed {
+            // A connection from before a Redis restart fails on first use
+            // though Redis may be up again: resend once, on a fresh one
+            // (the same number: applied at most once).
+            r = self.call_once(link, op);
+        }
+        let r = match r {
             Err(FleetError::Redis(e)) if e.contains("NOSCRIPT") => {
                 link.sha = None;
                 self.call_once(link, op)
@@ -768,7 +788,10 @@ impl Inner {
             FleetError::Redis(e)
         };
         let timeout = self.config.timeout;
+        let reused = link.conn.is_some();
+        link.closed = false;
         if let Err(e) = link.connect(timeout) {
+            link.closed = reused && e.is_connection_dropped() && !e.is_timeout();
             return Err(link.failed(&e, &self.stock_key));
         }
         let kind = match op.kind {
@@ -799,7 +822,10 @@ impl Inner {
         let values: Vec<Value> = match pipe.query(conn) {
             Ok(v) => v,
             Err(e) if answered(&e) => return Err(link.failed(&e, &self.stock_key)),
-            Err(e) => return Err(fail(link, e.to_string())),
+            Err(e) => {
+                link.closed = reused && e.is_connection_dropped() && !e.is_timeout();
+                return Err(fail(link, e.to_string()));
+            }
         };
         if wait {
             let fsynced = match values.get(1) {
@@ -894,6 +920,23 @@ impl Link {
             FleetError::Corrupt(format!("{key} holds another type than the stock's: {e}"))
         } else {
             FleetError::Redis(e.to_string())
+        }
+    }
+
+    /// One idempotent command; resent once on a fresh connection if the
+    /// reused one was found closed (a Redis restart).
+    fn query<T: redis::FromRedisValue>(
+        &mut self,
+        timeout: Duration,
+        cmd: &redis::Cmd,
+    ) -> Result<T, redis::RedisError> {
+        let reused = self.conn.is_some();
+        match self.connect(timeout).and_then(|conn| cmd.query(conn)) {
+            Err(e) if reused && e.is_connection_dropped() && !e.is_timeout() => {
+                self.conn = None;
+                self.connect(timeout).and_then(|conn| cmd.query(conn))
+            }
+            r => r,
         }
     }
 
