@@ -7,7 +7,7 @@
 //! README (the repository's front page and crates.io's) has the usage
 //! guide: which counter to pick and migration from `AtomicU64`; which
 //! integration to pick, with a before/after for each, is the
-//! `integration_guide` module (on docs.rs, with every feature on).
+//! [`integration_guide`] module.
 //!
 //! * [`Counter`]: a swap-in for a hot `AtomicU64`; `const`, 16 bytes while
 //!   idle, sharded once threads contend. Exact reads.
@@ -224,11 +224,11 @@ pub mod __private {
 
 /// Which integration to use, what each exports and lacks, and a
 /// before/after for each (`docs/integrations.md`, shipped in the package):
-/// on docs.rs, and run as doc tests with every integration's feature on.
+/// in every `cargo doc`, and run as doc tests with every integration's
+/// feature on (its examples need them all).
 #[cfg(any(
-    docsrs,
+    not(doctest),
     all(
-        doctest,
         feature = "metrics",
         feature = "prometheus-client",
         feature = "prometheus",
