@@ -13,8 +13,9 @@ pub(crate) struct Replayed {
     /// Recorded sum minus replayed sum, modulo 2^64 (negative when a
     /// replay's values had to exceed it). A read that catches a record
     /// halfway (counted, not yet summed, or the reverse) gives values that
-    /// cannot add up to its sum; the difference is carried here to the
-    /// next replay, so the replayed sum comes back to the recorded one.
+    /// cannot add up to its sum; the difference is carried here, and the
+    /// replayed sum comes back to the recorded one as soon as later
+    /// records leave room for it in their buckets.
     owed: u64,
 }
 
@@ -124,7 +125,7 @@ mod tests {
             (count, total)
         };
         // A record of 1500 counted, its value not yet summed: the one value
-        // must lie in its bucket, so 1000 goes out, 1000 more than recorded.
+        // must lie in its bucket, so 1000 goes out, 1000 over the read's sum.
         replay(&mut state, read([0, 1, 0], 0));
         // Now whole, no new record: nothing to carry the difference yet.
         replay(&mut state, read([0, 1, 0], 1500));
