@@ -171,6 +171,7 @@ mod map;
 // it calls are the ones the merge models check.
 #[cfg(not(shardcount_loom))]
 mod merger;
+mod quiesce;
 mod rough;
 mod set;
 mod stock;
@@ -194,6 +195,7 @@ pub use local::LocalCounter;
 pub use map::{CounterHandle, CounterMap, IntoKey};
 #[cfg(not(shardcount_loom))]
 pub use merger::{Mergeable, Merger};
+pub use quiesce::quiesce;
 /// `#[derive(Label)]`: see the [`Label`](trait@Label) trait.
 ///
 /// ```

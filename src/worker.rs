@@ -147,6 +147,9 @@ fn run(shared: &Shared, first: Duration, mut pass: impl FnMut() -> Duration) {
         // None: a wait too long to represent as an instant lasts until a
         // wake or a stop.
         let deadline = Instant::now().checked_add(effective(wait));
+        // A pass may have added to sharded counters: asleep, this thread
+        // must not hold merges pending.
+        crate::thread::owner::quiesce();
         let mut flags = lock(&shared.flags);
         loop {
             if flags.stop {

@@ -228,3 +228,33 @@ fn a_sum_without_an_id_racing_a_merge_pins() {
         merger.join().unwrap();
     });
 }
+
+/// An owner that quiesces between two adds, racing a merge: the merge may
+/// complete while the owner is idle (it acknowledged every revocation),
+/// and the owner's next add must then come through the slow path and
+/// load the head afresh, never store into the folded table; a merge
+/// revoked after that add's acknowledgement must wait for the owner
+/// again (`ack` ends the idle state before the id is back). Exact, and
+/// never counted twice.
+#[test]
+fn a_quiescing_owner_racing_a_merge() {
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(2));
+        c.split(2);
+        let owner = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(1);
+                crate::quiesce();
+                c.add(2);
+                owner::hand_back();
+            })
+        };
+        let merged = c.merge();
+        assert!(c.sum() <= 3, "a merge counted something twice");
+        owner.join().unwrap();
+        assert!(merged || c.merge(), "the owner has left");
+        assert_eq!(c.shards(), 0);
+        assert_eq!(c.sum(), 3);
+    });
+}

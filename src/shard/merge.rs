@@ -15,7 +15,9 @@
 //! 2. **Complete**, now or on a later call to `merge`:
 //!    * wait for [`owner::acknowledged`]: every thread that held an id has
 //!      since come to `owner::lease` (its next add to any sharded table
-//!      takes that path, its id being 0), or exited. Owners' hot adds are
+//!      takes that path, its id being 0), exited, or declared itself idle
+//!      (`owner::quiesce`: its next add takes that path too, and leaves
+//!      the idle state under the owners' mutex). Owners' hot adds are
 //!      not pinned; an acknowledgement is their promise that every add they
 //!      began with a head loaded before the revocation is done (program
 //!      order, published by the `Release` store of the acknowledgement)
@@ -80,8 +82,8 @@ crate::primitive::global! {
 pub(crate) enum Merge {
     /// The chain was folded into the base and freed (or there was none).
     Done,
-    /// Retired, waiting for threads that held owner ids to add again (or
-    /// exit); a later call completes it.
+    /// Retired, waiting for threads that held owner ids to add again,
+    /// exit or quiesce; a later call completes it.
     Pending,
 }
 
