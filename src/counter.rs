@@ -411,8 +411,9 @@ impl Counter {
     }
 
     /// How many shards the newest table has: 0 while the counter is a single
-    /// atomic (never contended, or since a [`merge`](Self::merge), or while
-    /// one is pending). A diagnostic.
+    /// atomic (never contended, or since a [`merge`](Self::merge)
+    /// completed). A pending merge's shards are still counted: they are
+    /// allocated until it completes. A diagnostic.
     ///
     /// ```
     /// let c = shardcount::Counter::new();
@@ -455,11 +456,14 @@ impl Counter {
     /// has added to one again (each comes through a slow path once, and
     /// so acknowledges) or exited, and every read that could see them has
     /// ended. Until then the merge is *pending*: adds go to the base word
-    /// (as on an idle counter), `shards()` reads 0, and a later `merge`
-    /// call completes it; contention on the base meanwhile cancels it and
-    /// the shards are used again. A thread that added once and then only
-    /// sleeps holds a merge pending until it adds or exits. A thread has
-    /// exited for this once its `join` returned; the end of a
+    /// (as on an idle counter), `shards()` still counts the shards (they
+    /// are still allocated), and a later `merge` call completes it;
+    /// contention on the base meanwhile cancels it and the shards are used
+    /// again. A thread that added once and then only sleeps holds a merge
+    /// pending until it adds, exits or calls [`quiesce`](crate::quiesce):
+    /// in a tokio or rayon service, whose workers park when load falls,
+    /// see there how each pool makes its idle workers call it. A thread
+    /// has exited for this once its `join` returned; the end of a
     /// `std::thread::scope` does not wait for that (it returns before the
     /// threads' thread-locals, which hold the ids, are dropped).
     ///

@@ -141,6 +141,8 @@ struct State {
     watched: Vec<Watched>,
     /// Merges completed, for `merges()`.
     merges: u64,
+    /// Merges the last pass left pending, for `pending()`.
+    pending: usize,
 }
 
 /// A background thread that merges watched counters (see [`Mergeable`])
@@ -153,7 +155,9 @@ struct State {
 /// own row); when no pass has seen that for `idle`, it calls `merge`, and
 /// again at later passes while the merge is pending (see
 /// [`Counter::merge`]: a merge waits for every thread that added to a
-/// sharded counter to add again or exit). A counter that grows again is
+/// sharded counter to add again, exit or call [`quiesce`](crate::quiesce);
+/// in a tokio or rayon service, make the pool's idle workers call it, or
+/// merges stay [`pending`](Self::pending)). A counter that grows again is
 /// merged again after its next quiet `idle`. Dropping the `Merger` stops
 /// the thread and waits for it.
 ///
@@ -244,9 +248,7 @@ impl Merger {
     }
 
     /// How many merges it has completed, added when the pass that did them
-    /// ends. A counter's `shards()` reads 0 as soon as its merge is pending
-    /// (see [`Counter::merge`]), before it completes and is counted here:
-    /// to wait for a merge, wait on this.
+    /// ends: to wait for a merge, wait on this.
     ///
     /// ```
     /// let m = shardcount::Merger::new(std::time::Duration::from_secs(1));
@@ -257,6 +259,22 @@ impl Merger {
         lock(&self.state).merges
     }
 
+    /// How many watched counters the last pass found quiet but could not
+    /// merge yet: their merge is pending (see [`Counter::merge`]), held
+    /// back by threads that added and have neither added again, exited
+    /// nor called [`quiesce`](crate::quiesce). A count that stays above
+    /// zero while the service idles means its pool's workers do not call
+    /// `quiesce` when they park.
+    ///
+    /// ```
+    /// let m = shardcount::Merger::new(std::time::Duration::from_secs(1));
+    /// assert_eq!(m.pending(), 0);
+    /// ```
+    #[must_use]
+    pub fn pending(&self) -> usize {
+        lock(&self.state).pending
+    }
+
     /// The quiet time after which a watched counter is merged.
     #[must_use]
     pub fn idle(&self) -> Duration {
@@ -265,11 +283,14 @@ impl Merger {
 }
 
 impl fmt::Debug for Merger {
-    /// The idle time, the counters watched and the merges done.
+    /// The idle time, the counters watched, the merges done and pending.
     ///
     /// ```
     /// let m = shardcount::Merger::new(std::time::Duration::from_secs(1));
-    /// assert_eq!(format!("{m:?}"), "Merger { idle: 1s, watched: 0, merges: 0 }");
+    /// assert_eq!(
+    ///     format!("{m:?}"),
+    ///     "Merger { idle: 1s, watched: 0, merges: 0, pending: 0 }"
+    /// );
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = lock(&self.state);
@@ -277,6 +298,7 @@ impl fmt::Debug for Merger {
             .field("idle", &self.idle)
             .field("watched", &state.watched.len())
             .field("merges", &state.merges)
+            .field("pending", &state.pending)
             .finish()
     }
 }
@@ -285,6 +307,7 @@ impl fmt::Debug for Merger {
 fn pass(state: &Mutex<State>, idle: Duration) {
     let mut watched = std::mem::take(&mut lock(state).watched);
     let mut merges = 0;
+    let mut pending = 0;
     let mut rows = Vec::new();
     let now = Instant::now();
     for w in &mut watched {
@@ -304,9 +327,13 @@ fn pass(state: &Mutex<State>, idle: Duration) {
         std::mem::swap(&mut w.last, &mut rows);
         if changed >= 2 {
             w.busy_at = now;
-        } else if now.duration_since(w.busy_at) >= idle && w.target.merge() {
-            merges += 1;
-            w.last.clear();
+        } else if now.duration_since(w.busy_at) >= idle {
+            if w.target.merge() {
+                merges += 1;
+                w.last.clear();
+            } else {
+                pending += 1;
+            }
         }
     }
     let mut s = lock(state);
@@ -314,4 +341,5 @@ fn pass(state: &Mutex<State>, idle: Duration) {
     watched.append(&mut s.watched);
     s.watched = watched;
     s.merges += merges;
+    s.pending = pending;
 }

@@ -558,11 +558,11 @@ impl ShardTable {
         })
     }
 
-    /// How many shards (rows) the newest table has; 0 without one (or
-    /// while a merge retires it).
+    /// How many shards (rows) the newest table has, retiring or not: 0
+    /// once no table is left (never grown, or merged and freed).
     pub(crate) fn shards(&self) -> usize {
         let _pin = grace::pin();
-        self.table(self.load()).map_or(0, Table::rows)
+        self.any_table(self.load()).map_or(0, Table::rows)
     }
 
     /// The most shards this table will grow to (a power of two).
