@@ -44,7 +44,7 @@
 //! never grow a counter.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::{store_add, Check, Head, Merge, Rows, ShardTable, Slot, Table};
+use crate::shard::{merge_all, store_add, Check, Head, Part, Rows, ShardTable, Slot, Table};
 use crate::thread::grace;
 use crate::thread::sampler;
 use crate::thread::{self, owner, MAX_SHARDS};
@@ -482,11 +482,20 @@ impl Counter {
     /// assert_eq!((c.shards(), c.sum()), (0, 2000));
     /// ```
     pub fn merge(&self) -> bool {
+        merge_all(&mut [self.merge_part()]) == 1
+    }
+
+    /// This counter's part in a batch of merges (`shard::merge::merge_all`).
+    pub(crate) fn merge_part(&self) -> Part<'_> {
         let base = &self.base;
-        // Relaxed: an RMW, as an add's.
-        self.table.merge(1, |_, v| {
-            base.fetch_add(v, Ordering::Relaxed);
-        }) == Merge::Done
+        Part {
+            table: &self.table,
+            words: 1,
+            fold: Box::new(move |_, v| {
+                // Relaxed: an RMW, as an add's.
+                base.fetch_add(v, Ordering::Relaxed);
+            }),
+        }
     }
 
     /// Each row's total (see `ShardTable::row_totals`), for a `Merger`.

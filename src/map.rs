@@ -78,6 +78,7 @@ mod index;
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use crate::primitive::sync::MutexGuard;
 use crate::set::CounterSet;
+use crate::shard::merge_all;
 use crate::thread::grace;
 use hasher::KeyedState;
 use index::{Entry, Index, Writer};
@@ -276,7 +277,8 @@ impl Slots {
 /// after many removals, before it shrinks). A contended chunk grows shard
 /// rows of 1 KB (2, then doubling up to the cap, older rows kept): about
 /// 8 bytes × (1 + 2 × cap) per counter of that chunk only, kept until the
-/// chunk is freed (a map has no `merge`).
+/// chunk is freed or the map is merged ([`merge`](Self::merge), or a
+/// [`Merger`](crate::Merger) watching the map).
 ///
 /// Removing a key frees its entry at once; a chunk is freed when its last
 /// key leaves. Once removals leave the chunks in use less than half full,
@@ -1138,6 +1140,56 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         let mut out = Vec::with_capacity(victims.len());
         self.unlink(w, victims, |k, t| out.push((k, t)));
         out
+    }
+
+    /// Folds the shard rows that contention grew on the map's chunks back
+    /// into their base rows and frees them, as
+    /// [`Counter::merge`](crate::Counter::merge) does for one counter
+    /// (with the same semantics: nothing lost, pending while threads that
+    /// added hold it, [`quiesce`](crate::quiesce)): every chunk, and the
+    /// overflow counter, in one batch. Returns `true` when every chunk is
+    /// back to its base row. Keys, totals and handles are unchanged. A
+    /// [`Merger`](crate::Merger) can watch a map (an `Arc` of it or a
+    /// `&'static`) and merge it once contention has stayed away.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// m.add(&"a", 1);
+    /// std::thread::scope(|s| {
+    ///     let t: Vec<_> = (0..2)
+    ///         .map(|_| s.spawn(|| (0..100_000).for_each(|_| m.inc(&"a"))))
+    ///         .collect();
+    ///     t.into_iter().for_each(|t| t.join().unwrap());
+    /// });
+    /// // The adders are gone: nothing holds the merge back.
+    /// assert!(m.merge());
+    /// assert_eq!(m.get(&"a"), Some(200_001));
+    /// ```
+    pub fn merge(&self) -> bool {
+        // Under the lock: no chunk is freed meanwhile. Pinned sections never
+        // wait for it (see `unlink`), so the grace periods may run here.
+        let w = self.index.lock();
+        let mut parts: Vec<_> = self.overflow.merge_part().into_iter().collect();
+        for c in 0..w.slots.high.div_ceil(CHUNK) {
+            if let Some(part) = self.chunk(c).and_then(CounterSet::merge_part) {
+                parts.push(part);
+            }
+        }
+        let n = parts.len();
+        merge_all(&mut parts) == n
+    }
+
+    /// Each row's total of every chunk's table (see
+    /// `ShardTable::row_totals`), for a `Merger`.
+    #[cfg(not(shardcount_loom))]
+    pub(crate) fn row_totals(&self, out: &mut Vec<u64>) {
+        let w = self.index.lock();
+        self.overflow.row_totals(out);
+        for c in 0..w.slots.high.div_ceil(CHUNK) {
+            if let Some(set) = self.chunk(c) {
+                set.row_totals(out);
+            }
+        }
     }
 
     /// Removes the keys at positions `victims` (found under `w`, none

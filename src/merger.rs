@@ -20,10 +20,12 @@
 use crate::counter::Counter;
 use crate::histogram::{Histogram, LabelledHistogram};
 use crate::labels::{Label, LabelledCounter};
+use crate::map::CounterMap;
 use crate::primitive::sync::{lock, Arc, Mutex};
 use crate::set::CounterSet;
 use crate::worker::{self, Worker};
 use std::fmt;
+use std::hash::Hash;
 use std::ops::Deref;
 use std::time::{Duration, Instant};
 
@@ -35,7 +37,7 @@ mod sealed {
 /// types a [`Merger`] watches.
 ///
 /// Sealed: implemented for [`Counter`], [`CounterSet`], [`Histogram`],
-/// [`LabelledCounter`] and [`LabelledHistogram`].
+/// [`LabelledCounter`], [`LabelledHistogram`] and [`CounterMap`].
 ///
 /// ```
 /// use shardcount::{Counter, Mergeable};
@@ -104,6 +106,16 @@ impl<L: Label> Mergeable for LabelledHistogram<L> {
         for set in self.rows() {
             set.row_totals(out);
         }
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync> sealed::Sealed for CounterMap<K> {}
+impl<K: Hash + Eq + Clone + Send + Sync> Mergeable for CounterMap<K> {
+    fn merge(&self) -> bool {
+        CounterMap::merge(self)
+    }
+    fn row_totals(&self, out: &mut Vec<u64>) {
+        self.row_totals(out);
     }
 }
 

@@ -59,8 +59,8 @@
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    flat_word, flat_word_at, lines_for, store_add, word, word_unchecked, Check, Head, Line, Merge,
-    ShardTable, Slot, Table, LINE_WORDS,
+    flat_word, flat_word_at, lines_for, merge_all, store_add, word, word_unchecked, Check, Head,
+    Line, Part, ShardTable, Slot, Table, LINE_WORDS,
 };
 use crate::thread::{self, grace, owner, sampler, MAX_SHARDS};
 use std::fmt;
@@ -850,16 +850,26 @@ impl CounterSet {
     /// assert_eq!((s.shards(), s.snapshot()), (0, vec![0, 0, 5]));
     /// ```
     pub fn merge(&self) -> bool {
-        if self.base.get().is_none() {
-            // Never written nor split (both make the base row first): no
-            // table to fold.
-            return true;
+        match self.merge_part() {
+            Some(part) => merge_all(&mut [part]) == 1,
+            None => true,
         }
-        self.table.merge(self.len, |i, v| {
-            // Made (above), so the fold never allocates: a panic here would
-            // leave the head folding. Relaxed: an RMW, as an add's.
-            word(self.base(), i).fetch_add(v, Ordering::Relaxed);
-        }) == Merge::Done
+    }
+
+    /// This set's part in a batch of merges (`shard::merge::merge_all`);
+    /// `None` if it was never written nor split (both make the base row
+    /// first): no table to fold.
+    pub(crate) fn merge_part(&self) -> Option<Part<'_>> {
+        let base = self.base.get()?;
+        Some(Part {
+            table: &self.table,
+            words: self.len,
+            fold: Box::new(move |i, v| {
+                // Made, so the fold never allocates: a panic here would
+                // leave the head folding. Relaxed: an RMW, as an add's.
+                word(base, i).fetch_add(v, Ordering::Relaxed);
+            }),
+        })
     }
 
     /// Each row's total over its counters (see `ShardTable::row_totals`),

@@ -9,7 +9,7 @@
 //! The allocator counts live bytes of every thread, so the tests take a
 //! lock: nothing else allocates while one measures.
 
-use shardcount::{Counter, CounterSet, Histogram};
+use shardcount::{Counter, CounterMap, CounterSet, Histogram};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
@@ -174,5 +174,56 @@ fn removing_90_000_of_100_000_keys_frees_their_memory() {
         for k in (0..100_000).filter(|&k| kept(k)) {
             assert_eq!(m.get(&key(k)), Some(k + 1 + u64::from(!scattered)));
         }
+    }
+}
+
+/// A `CounterMap` of 1,000 keys whose chunks contention grew rows on (two
+/// threads on the same keys in lockstep): `merge` gives those rows back,
+/// the heap returns to what the keys alone take (within 5% of the
+/// growth), and every key's total is exact.
+#[test]
+fn a_map_merge_returns_its_chunks_rows_with_exact_totals() {
+    const KEYS: u64 = 1000;
+    const ROUNDS: u64 = 200;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let burst = |m: &CounterMap<u64>| {
+        std::thread::scope(|s| {
+            let t: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        for _ in 0..ROUNDS {
+                            (0..KEYS).for_each(|k| m.inc(&k));
+                        }
+                    })
+                })
+                .collect();
+            t.into_iter().for_each(|t| t.join().unwrap());
+        });
+    };
+    // A first round grows the process-wide state, as above.
+    {
+        let m = CounterMap::new();
+        (0..KEYS).for_each(|k| m.add(&k, 0));
+        burst(&m);
+        assert!(m.merge());
+    }
+    let m = CounterMap::new();
+    (0..KEYS).for_each(|k| m.add(&k, 0));
+    let idle = live();
+    burst(&m);
+    let grown = live() - idle;
+    assert!(
+        grown >= 2048,
+        "the burst grew no chunk's rows ({grown} bytes)"
+    );
+    assert!(m.merge(), "a map merge pending with its adders joined");
+    let after = live() - idle;
+    eprintln!("map: grown by {grown} bytes; after merge {after} bytes from idle");
+    assert!(
+        after.unsigned_abs() * 20 <= grown.unsigned_abs(),
+        "{after} bytes left after merging (more than 5% of the {grown} grown)"
+    );
+    for k in 0..KEYS {
+        assert_eq!(m.get(&k), Some(2 * ROUNDS), "key {k}");
     }
 }

@@ -5,7 +5,10 @@
 //! # Protocol
 //!
 //! A merge runs in two halves, one merge at a time in the process (the
-//! `MERGES` lock; merges are rare):
+//! `MERGES` lock; merges are rare). A batch ([`merge_all`]: a map's
+//! chunks, the `metrics` layer's quiet keys) takes each step for all its
+//! tables before the next, so it pays one revocation and two grace periods
+//! in all; each table still sees the steps in this order:
 //!
 //! 1. **Retire.** The head goes from the newest table `X` to `X | RETIRING`
 //!    (a compare-exchange), then [`owner::revoke`] stores 0 into every
@@ -75,16 +78,6 @@ use crate::thread::{grace, owner};
 crate::primitive::global! {
     /// One merge at a time: grace periods and revocations are global.
     static MERGES: Mutex<()> = Mutex::new(());
-}
-
-/// How far a call to `merge` got.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Merge {
-    /// The chain was folded into the base and freed (or there was none).
-    Done,
-    /// Retired, waiting for threads that held owner ids to add again,
-    /// exit or quiesce; a later call completes it.
-    Pending,
 }
 
 /// The tables `head` names, for a read that keeps them alive: pinned, or
@@ -160,6 +153,78 @@ pub(super) unsafe fn free_chain(t: *mut Table) {
         let table = unsafe { Box::from_raw(t) };
         t = table.older;
     }
+}
+
+/// One sharded owner in a batch of merges ([`merge_all`]): its table,
+/// its counting words per row, and how a word's count folds into its base
+/// (a read-modify-write: adders may be adding to the base meanwhile).
+pub(crate) struct Part<'a> {
+    pub(crate) table: &'a ShardTable,
+    pub(crate) words: usize,
+    pub(crate) fold: Box<dyn FnMut(usize, u64) + 'a>,
+}
+
+/// Merges every part (module docs) with one revocation and two grace
+/// periods for the whole batch, not per table: the per-table order of
+/// steps is a single merge's. Returns how many parts are done (folded and
+/// freed, or had nothing to merge); the others are pending, and a later
+/// call completes them.
+pub(crate) fn merge_all(parts: &mut [Part<'_>]) -> usize {
+    let _one = lock(&MERGES);
+    let mut heads: Vec<Option<Head>> = Vec::with_capacity(parts.len());
+    {
+        let _pin = grace::pin();
+        let mut retired = false;
+        for p in parts.iter() {
+            let (head, now) = p.table.retire();
+            heads.push(head);
+            retired |= now;
+        }
+        if retired {
+            let n = owner::revoke();
+            for (p, head) in parts.iter().zip(&heads) {
+                if let Some(t) = head.and_then(|h| p.table.any_table(h)) {
+                    // Relaxed: under `MERGES`, as in `retire`. A table
+                    // retired by an earlier call keeps its own number.
+                    if t.retired_at.load(Ordering::Relaxed) == u64::MAX {
+                        t.retired_at.store(n, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+    }
+    let mut done = heads.iter().filter(|h| h.is_none()).count();
+    // The retiring chains every holder acknowledged.
+    let ready: Vec<usize> = (0..parts.len())
+        .filter(|&i| heads[i].is_some_and(|h| parts[i].table.acknowledged(h)))
+        .collect();
+    if ready.is_empty() {
+        return done;
+    }
+    grace::wait();
+    let folding: Vec<usize> = ready
+        .into_iter()
+        .filter(|&i| heads[i].is_some_and(|h| parts[i].table.start_fold(h)))
+        .collect();
+    fence(Ordering::Release);
+    for &i in &folding {
+        let p = &mut parts[i];
+        if let Some(h) = heads[i] {
+            p.table.fold(h, p.words, &mut *p.fold);
+        }
+    }
+    grace::wait();
+    for &i in &folding {
+        if let Some(h) = heads[i] {
+            // SAFETY: the head no longer names the chain, every owner-id
+            // holder acknowledged the retirement (so loads the head
+            // afresh), and the grace period saw out every pinned section
+            // that could hold it. Only this merge (under MERGES) frees it.
+            unsafe { free_chain(h.0) };
+        }
+    }
+    done += folding.len();
+    done
 }
 
 impl ShardTable {
@@ -267,21 +332,17 @@ impl ShardTable {
         });
     }
 
-    /// Folds the chain into the owner's base and frees it (see the module
-    /// docs), or retires it and returns [`Merge::Pending`] when threads
-    /// that held owner ids have not added since. `fold(i, v)` adds `v` to
-    /// word `i` of the owner's base (a read-modify-write: adders may be
-    /// adding to the base meanwhile); `words` counting words per row.
-    pub(crate) fn merge(&self, words: usize, mut fold: impl FnMut(usize, u64)) -> Merge {
-        let _one = lock(&MERGES);
-        let _pin = grace::pin();
-        let head = loop {
+    /// Retires the chain if the head names a plain table (returns `true`
+    /// then: the caller revokes and records it); the head as it is after,
+    /// `None` for a tag (nothing to merge). Pinned, under `MERGES`.
+    fn retire(&self) -> (Option<Head>, bool) {
+        loop {
             let head = self.load();
             if is_tag(head.0) {
-                return Merge::Done;
+                return (None, false);
             }
             if !is_table(head.0) {
-                break head; // retired by an earlier call
+                return (Some(head), false); // retired by an earlier call
             }
             let retiring = Head(head.0.map_addr(|a| a | RETIRING));
             // SeqCst: before the revocation's SeqCst count (owner.rs), so a
@@ -292,52 +353,45 @@ impl ShardTable {
                 .compare_exchange(head.0, retiring.0, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
             {
-                let t = self.any_table(retiring);
-                if let Some(t) = t {
+                if let Some(t) = self.any_table(retiring) {
                     // Until the revocation's number is known, no
                     // acknowledgement completes this merge: a revocation
                     // that panics halfway leaves it pending, not freeable.
                     // Relaxed: read under `MERGES`, which every writer holds.
                     t.retired_at.store(u64::MAX, Ordering::Relaxed);
                 }
-                let n = owner::revoke();
-                if let Some(t) = t {
-                    // Relaxed: as above.
-                    t.retired_at.store(n, Ordering::Relaxed);
-                }
-                break retiring;
+                return (Some(retiring), true);
             }
-        };
-        drop(_pin);
-        self.complete(head, words, &mut fold)
+        }
     }
 
-    /// The second half of a merge of the chain `head` names (retiring),
-    /// under `MERGES`.
-    fn complete(&self, head: Head, words: usize, fold: &mut impl FnMut(usize, u64)) -> Merge {
-        // The table is alive: only this function frees it, under MERGES.
-        let Some(newest) = self.any_table(head) else {
-            return Merge::Done;
-        };
-        // Relaxed: written under MERGES.
-        if !owner::acknowledged(newest.retired_at.load(Ordering::Relaxed)) {
-            return Merge::Pending;
-        }
-        grace::wait();
+    /// Whether the retiring chain `head` names may be folded now: every
+    /// holder acknowledged its revocation. Under `MERGES`.
+    fn acknowledged(&self, head: Head) -> bool {
+        // The table is alive: only a merge frees it, under MERGES.
+        self.any_table(head).is_none_or(|newest| {
+            // Relaxed: written under MERGES.
+            owner::acknowledged(newest.retired_at.load(Ordering::Relaxed))
+        })
+    }
+
+    /// Starts folding the chain `head` names (retiring, acknowledged, a
+    /// grace period past): `false` if it was unretired meanwhile.
+    fn start_fold(&self, head: Head) -> bool {
         let folding = head.0.map_addr(|a| a | FOLDING);
-        // Relaxed, then the Release fence (module docs).
-        if self
-            .head
+        // Relaxed, then the caller's Release fence (module docs). Failure:
+        // unretired, contention came back.
+        self.head
             .compare_exchange(head.0, folding, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-        {
-            // Unretired: contention came back.
-            return Merge::Pending;
-        }
-        fence(Ordering::Release);
+            .is_ok()
+    }
+
+    /// Drains the chain `head` names (folding) into the base through
+    /// `fold` and puts a fresh tag in its place.
+    fn fold(&self, head: Head, words: usize, fold: &mut dyn FnMut(usize, u64)) {
         let mut bottom = head;
         while let Some(t) = self.any_table(bottom) {
-            t.drain(words, fold);
+            t.drain(words, &mut |i, v| fold(i, v));
             bottom = Head(t.older);
         }
         // The first tag's cap, and its take epoch with no take in progress
@@ -353,13 +407,6 @@ impl ShardTable {
         // reader that loads the tag and so reads the base alone.
         self.head
             .store(std::ptr::without_provenance_mut(fresh), Ordering::Release);
-        grace::wait();
-        // SAFETY: the head no longer names the chain, every owner-id holder
-        // acknowledged the retirement (so loads the head afresh), and the
-        // grace period saw out every pinned section that could hold it.
-        // Only this merge (under MERGES) frees it.
-        unsafe { free_chain(head.0) };
-        Merge::Done
     }
 
     /// Puts a retiring table back (contention came back before the fold

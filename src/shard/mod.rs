@@ -84,7 +84,7 @@ mod merge;
 mod owned;
 mod take;
 
-pub(crate) use merge::{Merge, Rows};
+pub(crate) use merge::{merge_all, Part, Rows};
 pub(crate) use owned::store_add;
 
 /// Words per [`Line`].
