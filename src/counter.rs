@@ -485,6 +485,14 @@ impl Counter {
         merge_all(&mut [self.merge_part()]) == 1
     }
 
+    /// Merges every counter of `counters` as [`merge`](Self::merge) does,
+    /// in one batch: one revocation and two grace periods for all, not per
+    /// counter. Returns how many are done.
+    pub(crate) fn merge_batch<'a>(counters: impl IntoIterator<Item = &'a Counter>) -> usize {
+        let mut parts: Vec<_> = counters.into_iter().map(Counter::merge_part).collect();
+        merge_all(&mut parts)
+    }
+
     /// This counter's part in a batch of merges (`shard::merge::merge_all`).
     pub(crate) fn merge_part(&self) -> Part<'_> {
         let base = &self.base;

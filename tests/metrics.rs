@@ -3,7 +3,7 @@
 //! `metrics::with_local_recorder`, so tests never share the global
 //! recorder), rendered by the exporter's handle and parsed back.
 
-use metrics::CounterFn;
+use metrics::{CounterFn, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use metrics_util::layers::Layer;
 use shardcount::integrations::metrics::{ShardedLayer, ShardedRecorder};
@@ -655,5 +655,49 @@ fn a_kept_handle_counts_exactly_across_idle_time() {
         let text = render.render();
         assert_eq!(count(&text, "kept"), 6 + 3 * PER_THREAD, "{text}");
         assert_eq!(count(&text, "other"), 1, "{text}");
+    }
+}
+
+/// A `metrics::Counter` registered once and shared by two threads counts
+/// on the key's counter, which contention splits; once the threads stop,
+/// the background pass merges it back (no shard rows left) and the
+/// exported total is exact. Then the same again: a merged key splits and
+/// merges anew.
+#[test]
+fn a_shared_handles_counter_splits_under_contention_and_merges_when_quiet() {
+    let (r, render) = layered(Duration::from_millis(1));
+    let meta = metrics::Metadata::new("test", metrics::Level::INFO, None);
+    let shared = r.register_counter(&metrics::Key::from_name("shared"), &meta);
+    const PER: u64 = 200_000;
+    let mut expected = 0;
+    for round in 1..=2u64 {
+        let mut split = false;
+        let mut attempts = 0;
+        while !split {
+            attempts += 1;
+            assert!(attempts <= 50, "the key's counter never split");
+            expected += 2 * PER;
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    let h = shared.clone();
+                    s.spawn(move || (0..PER).for_each(|_| h.increment(1)));
+                }
+                let start = Instant::now();
+                while !split && start.elapsed() < Duration::from_secs(5) {
+                    split = r.shards() > 0;
+                    std::thread::yield_now();
+                }
+            });
+        }
+        let start = Instant::now();
+        while r.shards() > 0 {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "round {round}: still sharded a minute after the load stopped"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        r.flush();
+        assert_eq!(count(&render.render(), "shared"), expected);
     }
 }

@@ -651,6 +651,10 @@ struct Folded {
     /// The last background pass that saw a delta moved (or the entry's
     /// creation): the key's idle time runs from here.
     active_at: Instant,
+    /// A sharded counter's row totals at the last pass (empty: none).
+    rows: Vec<u64>,
+    /// The last pass that saw two or more of those rows change.
+    contended_at: Instant,
 }
 
 impl Folded {
@@ -660,6 +664,8 @@ impl Folded {
             locals: Vec::new(),
             moved: false,
             active_at: Instant::now(),
+            rows: Vec::new(),
+            contended_at: Instant::now(),
         }
     }
 }
@@ -847,8 +853,15 @@ struct Shared {
     evictions: CachePadded<AtomicU64>,
     /// [`ShardedLayer::evict_idle_after`].
     evict_idle: Option<Duration>,
+    /// How long no pass may see two rows of a key's counter change before
+    /// the pass merges it (`MERGE_AFTER` intervals).
+    merge_idle: Duration,
     histograms: histogram::Folds,
 }
+
+/// Passes without contention on a key's counter (two of its rows
+/// changing) before a pass merges it back to one word.
+const MERGE_AFTER: u32 = 10;
 
 impl Shared {
     /// Folds every key, evicted ones included. Copies the list first, so
@@ -874,14 +887,50 @@ impl Shared {
     /// delta since the last pass is active at `now`.
     fn fold_keys(&self, now: Option<Instant>) {
         let entries: Vec<Arc<Entry>> = lock(&self.entries).values().cloned().collect();
+        let mut quiet = Vec::new();
         for e in &entries {
             let mut folded = e.fold();
             if let Some(now) = now {
                 if std::mem::take(&mut folded.moved) {
                     folded.active_at = now;
                 }
+                if let Backing::Exact(c) = &e.counter {
+                    if self.quiet(c, &mut folded, now) {
+                        quiet.push(c);
+                    }
+                }
             }
         }
+        if !quiet.is_empty() {
+            Counter::merge_batch(quiet);
+        }
+    }
+
+    /// Whether the pass at `now` should merge `c`, a key's counter: it
+    /// has shards, and no pass has seen two of its rows change for
+    /// `merge_idle` (as a `Merger` decides; a pending merge is tried again
+    /// at the next pass).
+    fn quiet(&self, c: &Counter, folded: &mut Folded, now: Instant) -> bool {
+        let mut rows = std::mem::take(&mut folded.rows);
+        let before = rows.clone();
+        rows.clear();
+        c.row_totals(&mut rows);
+        if rows.is_empty() {
+            // No shards (never contended, or merged).
+            folded.contended_at = now;
+            return false;
+        }
+        let changed = if rows.len() == before.len() {
+            rows.iter().zip(&before).filter(|(a, b)| a != b).count()
+        } else {
+            usize::MAX // grown, or first seen sharded
+        };
+        folded.rows = rows;
+        if changed >= 2 {
+            folded.contended_at = now;
+            return false;
+        }
+        now.saturating_duration_since(folded.contended_at) >= self.merge_idle
     }
 
     /// Takes out of `entries` every key with nothing moved since `idle`
@@ -1124,6 +1173,7 @@ impl<R> ShardedRecorder<R> {
             evicted: Mutex::new(Vec::new()),
             evictions: CachePadded::new(AtomicU64::new(0)),
             evict_idle: layer.evict_idle,
+            merge_idle: layer.interval * MERGE_AFTER,
             histograms: histogram::Folds::default(),
         });
         let worker = Worker::spawn("shardcount-metrics", layer.interval, {
@@ -1232,6 +1282,36 @@ impl<R> ShardedRecorder<R> {
     #[must_use]
     pub fn keys(&self) -> usize {
         lock(&self.shared.entries).len()
+    }
+
+    /// How many shard rows the counter keys' counters hold in all: 0 while
+    /// no key's counter is contended. A diagnostic.
+    ///
+    /// A key's increments through a handle that its own thread registered
+    /// go to a word of that thread's; increments through a handle shared
+    /// by many threads (a `metrics::Counter` kept in a struct or a
+    /// `static`) go to the key's counter, which contention splits into
+    /// shard rows. The background thread merges those back once no pass
+    /// has seen two of a key's rows change for 10 intervals
+    /// ([`ShardedLayer::with_interval`]), as a [`Merger`](crate::Merger)
+    /// would: memory follows load.
+    ///
+    /// ```
+    /// let r = shardcount::integrations::metrics::ShardedRecorder::new(
+    ///     metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
+    /// );
+    /// assert_eq!(r.shards(), 0);
+    /// ```
+    #[must_use]
+    pub fn shards(&self) -> usize {
+        let entries: Vec<Arc<Entry>> = lock(&self.shared.entries).values().cloned().collect();
+        entries
+            .iter()
+            .map(|e| match &e.counter {
+                Backing::Exact(c) => c.shards(),
+                Backing::Rough(_) => 0,
+            })
+            .sum()
     }
 }
 
