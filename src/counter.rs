@@ -488,6 +488,7 @@ impl Counter {
     /// Merges every counter of `counters` as [`merge`](Self::merge) does,
     /// in one batch: one revocation and two grace periods for all, not per
     /// counter. Returns how many are done.
+    #[cfg(feature = "metrics")]
     pub(crate) fn merge_batch<'a>(counters: impl IntoIterator<Item = &'a Counter>) -> usize {
         let mut parts: Vec<_> = counters.into_iter().map(Counter::merge_part).collect();
         merge_all(&mut parts)
