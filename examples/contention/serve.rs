@@ -19,9 +19,12 @@
 //! fresh `Stock` of 200,000,000 units, sold in takes of 1-3 by the same
 //! workers while a restocker adds 100,000, again until `--duration` has
 //! been measured (at least one sell-out); then a quiet phase of 1 s: no
-//! case runs (every case's threads are scoped, so all have exited) and
-//! the shown `Counter` is merged (`Counter::merge`), retried every 10 ms
-//! while it is pending. Between the table and the sell-outs, one histogram
+//! case runs (every case's threads are scoped, so all have exited), a pool
+//! of `--threads` workers that live as long as the demo adds a burst of
+//! 100,000 each to the shown `Counter`, calls `shardcount::quiesce()` and
+//! parks, as a tokio or rayon pool's workers do, and the counter is merged
+//! (`Counter::merge`) while they are parked, retried every 10 ms while it
+//! is pending. Between the table and the sell-outs, one histogram
 //! case: the same workers record the histogram section's latency-like
 //! values into a fresh `Histogram` for `--duration`, and its count is
 //! checked against their records. The `Counter` and `Stock` being
@@ -53,7 +56,9 @@
 //!   (`new`: a fresh counter, one word, 0 shards; `grow`: more shards than
 //!   at the previous look; `merge`: its merge is done, back to one word,
 //!   reported once, and only if it had shards) and `shards`; a `merge`
-//!   also has `from`, the shards it folded.
+//!   also has `from`, the shards it folded, and `parked` (when the pool
+//!   added to it first: how many pool workers, alive and parked after
+//!   calling `shardcount::quiesce()`, had added to it when it began).
 //! * `verdict`: the table's verdict from the last minute (each subject's
 //!   median Mops/s over its points, one against another): `lines`, one per
 //!   use whose subjects have run (the type to pick, its speed against
@@ -225,6 +230,8 @@ struct Event {
     n: usize,
     /// A merge's shards before it.
     from: Option<usize>,
+    /// A merge's pool workers alive and parked at it (`Live::parked`).
+    parked: Option<usize>,
 }
 
 /// How far the quiet phase's merge of a counter got.
@@ -293,6 +300,9 @@ struct Live {
     counter_live: AtomicBool,
     /// The quiet phase's merge of counter number `.0`.
     merged: Mutex<Option<(u64, Merged)>>,
+    /// How many pool workers (`Pool`) had added to counter number `.0`
+    /// and were parked, alive, when its merge began.
+    parked: Mutex<Option<(u64, usize)>>,
     /// In the quiet phase: no case runs.
     quiet: AtomicBool,
     /// The newest sell-out's stock, numbered.
@@ -531,6 +541,7 @@ fn inventory_case(live: &Live, case: &Case<'_>) {
 /// Runs every case over and over; never returns.
 fn drive(live: &Live, entries: &[Entry]) -> ! {
     let bar = ProgressBar::hidden();
+    let pool = Pool::new(live.workers);
     for round in 0.. {
         for (k, e) in entries.iter().enumerate() {
             // Relaxed: display only.
@@ -582,19 +593,76 @@ fn drive(live: &Live, entries: &[Entry]) -> ! {
             bar_base: 0,
         };
         inventory_case(live, &case);
-        quiet_phase(live);
+        quiet_phase(live, &pool);
         live.cycles.fetch_add(1, Ordering::Relaxed);
     }
     unreachable!("the rounds never end")
 }
 
+/// Adds per pool worker in each quiet phase.
+const BURST: u64 = 100_000;
+
+/// Threads that live as long as the demo, as a tokio or rayon pool's
+/// workers do: at the start of each quiet phase they add a burst to the
+/// shown counter, call `shardcount::quiesce()` and park (block on their
+/// channel), so the merge that follows completes while they are alive and
+/// parked, not joined.
+struct Pool {
+    work: Vec<std::sync::mpsc::Sender<Arc<Counter>>>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl Pool {
+    fn new(workers: usize) -> Pool {
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let work = (0..workers)
+            .map(|i| {
+                let (tx, rx) = std::sync::mpsc::channel::<Arc<Counter>>();
+                let done = done_tx.clone();
+                std::thread::Builder::new()
+                    .name(format!("pool-{i}"))
+                    .spawn(move || {
+                        for c in rx {
+                            (0..BURST).for_each(|_| c.inc());
+                            // About to park: a merge need not wait for it.
+                            shardcount::quiesce();
+                            if done.send(()).is_err() {
+                                return;
+                            }
+                        }
+                    })
+                    .expect("spawn a pool worker");
+                tx
+            })
+            .collect();
+        Pool { work, done }
+    }
+
+    /// A burst on `c` by every worker; returns once each has quiesced and
+    /// gone back to wait for the next: how many that is.
+    fn burst(&self, c: &Arc<Counter>) -> usize {
+        let sent = self
+            .work
+            .iter()
+            .filter(|w| w.send(Arc::clone(c)).is_ok())
+            .count();
+        (0..sent).filter(|_| self.done.recv().is_ok()).count()
+    }
+}
+
 /// The end of a cycle: no load for [`QUIET`], and the shown counter merged
-/// meanwhile, so that the page sees its shards go back to 0.
-fn quiet_phase(live: &Live) {
+/// meanwhile, so that the page sees its shards go back to 0: after the
+/// pool's burst on it, with the pool's workers parked.
+fn quiet_phase(live: &Live, pool: &Pool) {
     let start = Instant::now();
     // Relaxed: display only.
     live.running.store(QUIET_RUNNING, Ordering::Relaxed);
     live.quiet.store(true, Ordering::Relaxed);
+    let shown = live.counter.lock().unwrap().clone();
+    if let Some((n, c)) = shown {
+        let parked = pool.burst(&c);
+        *live.parked.lock().unwrap() = Some((n, parked));
+    }
     merge_shown(live, start + QUIET);
     std::thread::sleep(QUIET.saturating_sub(start.elapsed()));
     live.quiet.store(false, Ordering::Relaxed);
@@ -603,15 +671,16 @@ fn quiet_phase(live: &Live) {
 /// Merges the shown counter, once per counter, retrying each [`LOOK`] while
 /// it is pending until `deadline`; records how far it got for the sampler.
 ///
-/// Every case's threads are scoped and joined, so no thread that added is
-/// alive and the merge should complete at once; a thread that is (a test's)
-/// keeps it pending, and the state says so.
+/// Every case's threads are scoped and joined, and the pool's workers
+/// quiesced before they parked, so the merge should complete at once; a
+/// thread that added and did neither (a test's) keeps it pending, and the
+/// state says so.
 fn merge_shown(live: &Live, deadline: Instant) -> Option<Merged> {
     let (n, counter) = live.counter.lock().unwrap().clone()?;
     let mut state = match *live.merged.lock().unwrap() {
         Some((m, done @ Merged::Done { .. })) if m == n => return Some(done),
         Some((m, pending)) if m == n => pending,
-        // Read before the merge: a pending merge reads 0 shards.
+        // The shards before the merge (a pending one still counts them).
         _ => Merged::Pending {
             from: counter.shards(),
         },
@@ -652,6 +721,7 @@ fn events(
             kind: "new",
             n: fresh.unwrap_or(now.1),
             from: None,
+            parked: None,
         });
     }
     if let Some(kind) = classify(before, now.1) {
@@ -661,6 +731,7 @@ fn events(
             kind,
             n: now.1,
             from: None,
+            parked: None,
         });
     }
     while list.front().is_some_and(|e| e.t < t - WINDOW_S) {
@@ -678,7 +749,13 @@ fn counter_event(before: Option<usize>, now: usize) -> Option<&'static str> {
 
 /// Records counter `n`'s merge, once, when `merged` says it is done and it
 /// folded shards (a counter that never grew has nothing to merge).
-fn merge_event(seen: &mut Seen, n: u64, merged: Option<(u64, Merged)>, stamp: (f64, u64)) {
+fn merge_event(
+    seen: &mut Seen,
+    n: u64,
+    merged: Option<(u64, Merged)>,
+    parked: Option<usize>,
+    stamp: (f64, u64),
+) {
     let Some((m, Merged::Done { from })) = merged else {
         return;
     };
@@ -692,6 +769,7 @@ fn merge_event(seen: &mut Seen, n: u64, merged: Option<(u64, Merged)>, stamp: (f
         kind: "merge",
         n: 0,
         from: Some(from),
+        parked,
     });
 }
 
@@ -720,6 +798,9 @@ fn events_json(list: &VecDeque<Event>, n_name: &str) -> Value {
             let mut v = json!({"t": e.t, "seq": e.seq, "kind": e.kind, n_name: e.n});
             if let Some(from) = e.from {
                 v["from"] = json!(from);
+            }
+            if let Some(parked) = e.parked {
+                v["parked"] = json!(parked);
             }
             v
         })
@@ -751,7 +832,11 @@ fn watch(live: &Live, t: f64, seq: u64) -> Look {
             counter_event,
             Some(0),
         );
-        merge_event(seen, n, merged, (t, seq));
+        let parked = match *live.parked.lock().unwrap() {
+            Some((m, parked)) if m == n => Some(parked),
+            _ => None,
+        };
+        merge_event(seen, n, merged, parked, (t, seq));
         (c, values, merge_json(n, merged))
     });
     let stock = stock.map(|(n, s)| {
@@ -1123,6 +1208,7 @@ pub fn main(args: &Args, addr: &str, host: &Host) -> i32 {
         counter: Mutex::new(None),
         counter_live: AtomicBool::new(false),
         merged: Mutex::new(None),
+        parked: Mutex::new(None),
         quiet: AtomicBool::new(false),
         stock: Mutex::new(None),
         stock_live: AtomicBool::new(false),
@@ -1320,6 +1406,7 @@ mod tests {
             counter: Mutex::new(Some((0, Arc::new(Counter::from(7))))),
             counter_live: AtomicBool::new(true),
             merged: Mutex::new(None),
+            parked: Mutex::new(None),
             quiet: AtomicBool::new(false),
             stock: Mutex::new(Some((0, Arc::new(Stock::new(5))))),
             stock_live: AtomicBool::new(false),
