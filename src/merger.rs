@@ -142,10 +142,7 @@ where
 /// One watched counter and what the passes saw of it.
 struct Watched {
     target: Box<dyn Watch>,
-    /// Row totals at the last pass.
-    last: Vec<u64>,
-    /// When a pass last saw two or more rows change (or first saw rows).
-    busy_at: Instant,
+    quiet: Quiet,
 }
 
 #[derive(Default)]
@@ -243,8 +240,7 @@ impl Merger {
     {
         lock(&self.state).watched.push(Watched {
             target: Box::new(target),
-            last: Vec::new(),
-            busy_at: Instant::now(),
+            quiet: Quiet::new(Instant::now()),
         });
     }
 
@@ -320,29 +316,13 @@ fn pass(state: &Mutex<State>, idle: Duration) {
     let mut watched = std::mem::take(&mut lock(state).watched);
     let mut merges = 0;
     let mut pending = 0;
-    let mut rows = Vec::new();
     let now = Instant::now();
     for w in &mut watched {
-        rows.clear();
-        w.target.row_totals(&mut rows);
-        if rows.is_empty() {
-            // No shards: nothing to merge; quiet from here.
-            w.last.clear();
-            w.busy_at = now;
-            continue;
-        }
-        let changed = if rows.len() == w.last.len() {
-            rows.iter().zip(&w.last).filter(|(a, b)| a != b).count()
-        } else {
-            usize::MAX // grown (or first seen): busy
-        };
-        std::mem::swap(&mut w.last, &mut rows);
-        if changed >= 2 {
-            w.busy_at = now;
-        } else if now.duration_since(w.busy_at) >= idle {
-            if w.target.merge() {
+        let target = &w.target;
+        if w.quiet.look(|out| target.row_totals(out), now, idle) {
+            if target.merge() {
                 merges += 1;
-                w.last.clear();
+                w.quiet.merged();
             } else {
                 pending += 1;
             }
@@ -354,4 +334,61 @@ fn pass(state: &Mutex<State>, idle: Duration) {
     s.watched = watched;
     s.merges += merges;
     s.pending = pending;
+}
+
+/// What a pass remembers of one sharded counter, to tell when contention
+/// has left it (module docs): its row totals at the last look, and when a
+/// look last saw two or more of them change. A `Merger`'s watched
+/// counters, and the `metrics` layer's keys, each keep one.
+pub(crate) struct Quiet {
+    last: Vec<u64>,
+    scratch: Vec<u64>,
+    busy_at: Instant,
+}
+
+impl Quiet {
+    pub(crate) fn new(now: Instant) -> Quiet {
+        Quiet {
+            last: Vec::new(),
+            scratch: Vec::new(),
+            busy_at: now,
+        }
+    }
+
+    /// Looks at the counter whose row totals `read` appends (none: no
+    /// shards), at `now`: whether no look has seen two of its rows change
+    /// for `idle`, so that it should be merged (again at the next look
+    /// while its merge is pending).
+    pub(crate) fn look(
+        &mut self,
+        read: impl FnOnce(&mut Vec<u64>),
+        now: Instant,
+        idle: Duration,
+    ) -> bool {
+        let rows = &mut self.scratch;
+        rows.clear();
+        read(rows);
+        if rows.is_empty() {
+            // No shards: nothing to merge; quiet from here.
+            self.last.clear();
+            self.busy_at = now;
+            return false;
+        }
+        let changed = if rows.len() == self.last.len() {
+            rows.iter().zip(&self.last).filter(|(a, b)| a != b).count()
+        } else {
+            usize::MAX // grown (or first seen): busy
+        };
+        std::mem::swap(&mut self.last, rows);
+        if changed >= 2 {
+            self.busy_at = now;
+            return false;
+        }
+        now.saturating_duration_since(self.busy_at) >= idle
+    }
+
+    /// The counter was merged: the next shards it grows are new.
+    pub(crate) fn merged(&mut self) {
+        self.last.clear();
+    }
 }

@@ -658,32 +658,34 @@ fn a_kept_handle_counts_exactly_across_idle_time() {
     }
 }
 
-/// A `metrics::Counter` registered once and shared by two threads counts
-/// on the key's counter, which contention splits; once the threads stop,
-/// the background pass merges it back (no shard rows left) and the
-/// exported total is exact. Then the same again: a merged key splits and
-/// merges anew.
-#[test]
-fn a_shared_handles_counter_splits_under_contention_and_merges_when_quiet() {
-    let (r, render) = layered(Duration::from_millis(1));
-    let meta = metrics::Metadata::new("test", metrics::Level::INFO, None);
-    let shared = r.register_counter(&metrics::Key::from_name("shared"), &meta);
+/// Two threads count through one handle until the key splits (at most 50
+/// bursts), then stop; the background pass must merge it back (no shard
+/// rows left) and `exported` must then read every count. Twice: a merged
+/// key splits and merges anew.
+fn splits_then_merges(
+    r: &ShardedRecorder<PrometheusRecorder>,
+    count: impl Fn() + Sync,
+    exported: impl Fn() -> u64,
+) {
     const PER: u64 = 200_000;
     let mut expected = 0;
-    for round in 1..=2u64 {
+    for round in 1..=2 {
         let mut split = false;
-        let mut attempts = 0;
+        let mut bursts = 0;
         while !split {
-            attempts += 1;
-            assert!(attempts <= 50, "the key's counter never split");
+            bursts += 1;
+            assert!(bursts <= 50, "round {round}: the key never split");
             expected += 2 * PER;
+            let done = std::sync::atomic::AtomicUsize::new(0);
             std::thread::scope(|s| {
                 for _ in 0..2 {
-                    let h = shared.clone();
-                    s.spawn(move || (0..PER).for_each(|_| h.increment(1)));
+                    s.spawn(|| {
+                        (0..PER).for_each(|_| count());
+                        done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    });
                 }
-                let start = Instant::now();
-                while !split && start.elapsed() < Duration::from_secs(5) {
+                // Looked at while they count (a merge may follow at once).
+                while !split && done.load(std::sync::atomic::Ordering::Relaxed) < 2 {
                     split = r.shards() > 0;
                     std::thread::yield_now();
                 }
@@ -698,6 +700,31 @@ fn a_shared_handles_counter_splits_under_contention_and_merges_when_quiet() {
             std::thread::sleep(Duration::from_millis(1));
         }
         r.flush();
-        assert_eq!(count(&render.render(), "shared"), expected);
+        assert_eq!(exported(), expected, "round {round}");
     }
+}
+
+/// A `metrics::Counter` registered once and shared by two threads counts
+/// on the key's counter, which contention splits; once the threads stop,
+/// the background pass merges it back and the exported total is exact.
+#[test]
+fn a_shared_handles_counter_splits_under_contention_and_merges_when_quiet() {
+    let (r, render) = layered(Duration::from_millis(1));
+    let meta = metrics::Metadata::new("test", metrics::Level::INFO, None);
+    let c = r.register_counter(&metrics::Key::from_name("shared"), &meta);
+    splits_then_merges(&r, || c.increment(1), || count(&render.render(), "shared"));
+}
+
+/// The same for a histogram key: every record goes to the key's
+/// histogram, which contention splits and the pass merges back.
+#[test]
+fn a_histogram_key_splits_under_contention_and_merges_when_quiet() {
+    let (r, render) = layered(Duration::from_millis(1));
+    let meta = metrics::Metadata::new("test", metrics::Level::INFO, None);
+    let h = r.register_histogram(&metrics::Key::from_name("latency"), &meta);
+    splits_then_merges(
+        &r,
+        || h.record(0.25),
+        || count(&render.render(), "latency_count"),
+    );
 }

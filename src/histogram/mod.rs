@@ -468,6 +468,18 @@ impl Histogram {
     pub fn merge(&self) -> bool {
         self.set.merge()
     }
+
+    /// Merges every histogram of `histograms` as [`merge`](Self::merge)
+    /// does, in one batch (see `Counter::merge_batch`). Returns how many
+    /// are done.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn merge_batch<'a>(histograms: impl IntoIterator<Item = &'a Histogram>) -> usize {
+        let mut parts: Vec<_> = histograms
+            .into_iter()
+            .filter_map(|h| h.set.merge_part())
+            .collect();
+        crate::shard::merge_all(&mut parts)
+    }
 }
 
 impl Histogram {

@@ -238,6 +238,7 @@
 //   by the counter's address (see `raise_to`).
 
 use crate::contract::{Count, Kind};
+use crate::merger::Quiet;
 use crate::primitive::const_thread_local;
 use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex, Weak};
@@ -651,10 +652,8 @@ struct Folded {
     /// The last background pass that saw a delta moved (or the entry's
     /// creation): the key's idle time runs from here.
     active_at: Instant,
-    /// A sharded counter's row totals at the last pass (empty: none).
-    rows: Vec<u64>,
-    /// The last pass that saw two or more of those rows change.
-    contended_at: Instant,
+    /// When contention left the key's counter (as a `Merger` tells).
+    quiet: Quiet,
 }
 
 impl Folded {
@@ -664,8 +663,7 @@ impl Folded {
             locals: Vec::new(),
             moved: false,
             active_at: Instant::now(),
-            rows: Vec::new(),
-            contended_at: Instant::now(),
+            quiet: Quiet::new(Instant::now()),
         }
     }
 }
@@ -880,7 +878,7 @@ impl Shared {
             self.evict(now, idle);
         }
         self.fold_evicted();
-        self.histograms.pass(now, self.evict_idle);
+        self.histograms.pass(now, self.evict_idle, self.merge_idle);
     }
 
     /// Folds every key in `entries`; with `now`, a key whose folds moved a
@@ -895,7 +893,10 @@ impl Shared {
                     folded.active_at = now;
                 }
                 if let Backing::Exact(c) = &e.counter {
-                    if self.quiet(c, &mut folded, now) {
+                    if folded
+                        .quiet
+                        .look(|out| c.row_totals(out), now, self.merge_idle)
+                    {
                         quiet.push(c);
                     }
                 }
@@ -904,33 +905,6 @@ impl Shared {
         if !quiet.is_empty() {
             Counter::merge_batch(quiet);
         }
-    }
-
-    /// Whether the pass at `now` should merge `c`, a key's counter: it
-    /// has shards, and no pass has seen two of its rows change for
-    /// `merge_idle` (as a `Merger` decides; a pending merge is tried again
-    /// at the next pass).
-    fn quiet(&self, c: &Counter, folded: &mut Folded, now: Instant) -> bool {
-        let mut rows = std::mem::take(&mut folded.rows);
-        let before = rows.clone();
-        rows.clear();
-        c.row_totals(&mut rows);
-        if rows.is_empty() {
-            // No shards (never contended, or merged).
-            folded.contended_at = now;
-            return false;
-        }
-        let changed = if rows.len() == before.len() {
-            rows.iter().zip(&before).filter(|(a, b)| a != b).count()
-        } else {
-            usize::MAX // grown, or first seen sharded
-        };
-        folded.rows = rows;
-        if changed >= 2 {
-            folded.contended_at = now;
-            return false;
-        }
-        now.saturating_duration_since(folded.contended_at) >= self.merge_idle
     }
 
     /// Takes out of `entries` every key with nothing moved since `idle`
@@ -1284,15 +1258,16 @@ impl<R> ShardedRecorder<R> {
         lock(&self.shared.entries).len()
     }
 
-    /// How many shard rows the counter keys' counters hold in all: 0 while
-    /// no key's counter is contended. A diagnostic.
+    /// How many shard rows the keys' counters and histograms hold in all:
+    /// 0 while no key is contended. A diagnostic.
     ///
     /// A key's increments through a handle that its own thread registered
     /// go to a word of that thread's; increments through a handle shared
     /// by many threads (a `metrics::Counter` kept in a struct or a
-    /// `static`) go to the key's counter, which contention splits into
-    /// shard rows. The background thread merges those back once no pass
-    /// has seen two of a key's rows change for 10 intervals
+    /// `static`) go to the key's counter, and every record goes to the
+    /// key's histogram, which contention splits into shard rows. The
+    /// background thread merges those back once no pass has seen two of a
+    /// key's rows change for 10 intervals
     /// ([`ShardedLayer::with_interval`]), as a [`Merger`](crate::Merger)
     /// would: memory follows load.
     ///
@@ -1311,7 +1286,8 @@ impl<R> ShardedRecorder<R> {
                 Backing::Exact(c) => c.shards(),
                 Backing::Rough(_) => 0,
             })
-            .sum()
+            .sum::<usize>()
+            + self.shared.histograms.shards()
     }
 }
 

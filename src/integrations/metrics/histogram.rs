@@ -26,6 +26,7 @@ use super::KeyMap;
 use crate::contract::DistributionFamily;
 use crate::histogram::HistogramUnit;
 use crate::histogram::{replay_since, Replayed};
+use crate::merger::Quiet;
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex, MutexGuard};
 use ::metrics::{HistogramFn, Key, Metadata, Recorder};
 use std::fmt;
@@ -51,6 +52,8 @@ struct Activity {
     moved: bool,
     /// The last pass that saw records moved, or the entry's creation.
     active_at: Instant,
+    /// When contention left the key's histogram (as a `Merger` tells).
+    quiet: Quiet,
 }
 
 impl Entry {
@@ -119,6 +122,7 @@ impl Folds {
                 fold: Mutex::new(Activity {
                     moved: false,
                     active_at: Instant::now(),
+                    quiet: Quiet::new(Instant::now()),
                 }),
             })
         });
@@ -131,10 +135,11 @@ impl Folds {
         self.fold_evicted();
     }
 
-    /// The background pass at `now`: a flush that notes which keys moved,
-    /// and with `idle`, the eviction of keys idle that long.
-    pub(super) fn pass(&self, now: Instant, idle: Option<Duration>) {
-        self.fold_keys(Some(now));
+    /// The background pass at `now`: a flush that notes which keys moved
+    /// and merges those whose rows stayed quiet for `merge_idle`, and with
+    /// `idle`, the eviction of keys idle that long.
+    pub(super) fn pass(&self, now: Instant, idle: Option<Duration>, merge_idle: Duration) {
+        self.fold_keys(Some((now, merge_idle)));
         if let Some(idle) = idle {
             // Held over the map's lock: a flush finds every entry in one.
             let mut list = lock(&self.evicted);
@@ -158,17 +163,27 @@ impl Folds {
         self.fold_evicted();
     }
 
-    /// Folds every key in `entries`; with `now`, a key whose folds took
-    /// records since the last pass is active at `now`.
-    fn fold_keys(&self, now: Option<Instant>) {
+    /// Folds every key in `entries`; with a pass's `now`, a key whose
+    /// folds took records since the last pass is active at `now`, and the
+    /// keys whose histograms stayed quiet for the merge idle time are
+    /// merged, in one batch.
+    fn fold_keys(&self, pass: Option<(Instant, Duration)>) {
         let entries: Vec<Arc<Entry>> = lock(&self.entries).values().cloned().collect();
+        let mut quiet = Vec::new();
         for e in &entries {
             let mut held = e.fold();
-            if let Some(now) = now {
+            if let Some((now, merge_idle)) = pass {
                 if std::mem::take(&mut held.moved) {
                     held.active_at = now;
                 }
+                let rows = e.histogram.rows();
+                if held.quiet.look(|out| rows.row_totals(out), now, merge_idle) {
+                    quiet.push(&e.histogram);
+                }
             }
+        }
+        if !quiet.is_empty() {
+            crate::Histogram::merge_batch(quiet);
         }
     }
 
@@ -185,6 +200,12 @@ impl Folds {
                 }
             }
         }
+    }
+
+    /// How many shard rows the keys' histograms hold in all.
+    pub(super) fn shards(&self) -> usize {
+        let entries: Vec<Arc<Entry>> = lock(&self.entries).values().cloned().collect();
+        entries.iter().map(|e| e.histogram.shards()).sum()
     }
 
     /// How many keys the map holds: for the tests.
