@@ -21,12 +21,16 @@
 ///   every worker.
 /// * A thread of your own: before it blocks for a long time.
 ///
-/// It never changes a count, and calling it at any other moment is
-/// harmless: the thread's next add to a sharded counter takes the slow
-/// path once (a few atomic operations) and its row cache refills over
-/// its next few adds. The crate's own background threads (a `Merger`, a
-/// `Folder`, an exporter) call it before each sleep. A thread that has
-/// not added to a sharded counter is unaffected.
+/// The thread gives back its owner id (which names its own row in every
+/// sharded counter), as its exit would: besides holding merges, an idle
+/// thread's id would push busy threads beyond the rows a counter has
+/// (one per core), onto shared rows with locked adds. It never changes a
+/// count, and calling it at any other moment is harmless: the thread's
+/// next add to a sharded counter leases an id again (a process-wide lock,
+/// once) and its row cache refills over its next few adds. The crate's
+/// own background threads (a `Merger`, a `Folder`, an exporter) call it
+/// before each sleep. A thread that has not added to a sharded counter is
+/// unaffected.
 ///
 /// ```
 /// use shardcount::Counter;

@@ -229,13 +229,12 @@ fn a_sum_without_an_id_racing_a_merge_pins() {
     });
 }
 
-/// An owner that quiesces between two adds, racing a merge: the merge may
-/// complete while the owner is idle (it acknowledged every revocation),
-/// and the owner's next add must then come through the slow path and
-/// load the head afresh, never store into the folded table; a merge
-/// revoked after that add's acknowledgement must wait for the owner
-/// again (`ack` ends the idle state before the id is back). Exact, and
-/// never counted twice.
+/// An owner that quiesces between two adds (gives its id back, as an
+/// exit would), racing a merge: the merge may complete while the owner
+/// holds no id, and the owner's next add must then lease again and load
+/// the head afresh, never store into the folded table; a merge revoked
+/// after that lease must wait for the owner again. Exact, and never
+/// counted twice.
 #[test]
 fn a_quiescing_owner_racing_a_merge() {
     loom::model(|| {

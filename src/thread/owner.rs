@@ -33,13 +33,11 @@
 //!   `revoke` counts a revocation and stores `NONE` into every holder's
 //!   id; each holder's next add to a sharded table comes to `lease`,
 //!   which acknowledges the count it reads (`ack`). A thread about to
-//!   sleep may acknowledge ahead (`quiesce`): it stores `NONE` into its
-//!   own id and `IDLE` (every revocation) as its acknowledgement, and its
-//!   next add leaves that state under the owners' mutex before owning
-//!   again.
+//!   sleep may give its id back at once (`quiesce`), as its exit would:
+//!   it is no holder until its next add leases again.
 //!
 //! Ids are process-wide, not per table: a thread holds its id from its
-//! first add to any sharded table until it exits, so threads that added to
+//! first add to any sharded table until it exits (or quiesces), so threads that added to
 //! sharded tables once and now sit idle still hold theirs, and a thread
 //! that got an id beyond a table keeps it when smaller ones are given
 //! back (it adds on its probe's row, sampled, as before).
@@ -415,18 +413,6 @@ pub(crate) fn lease() -> usize {
 fn ack(lease: &Lease) {
     #[cfg(debug_assertions)]
     let _ = ACKS.try_with(|a| a.set(a.get() + 1));
-    // Relaxed: only this thread stores `IDLE`, and the store below.
-    if lease.acked.load(Ordering::Relaxed) == IDLE {
-        // Out of the idle state (`quiesce`) before the id is back, under
-        // the mutex that `revoke` bumps the count under and
-        // `acknowledged` reads under: a merge that read `IDLE` comes
-        // before this, so its retirement is visible to the head loads
-        // after it; one that reads after it finds the count read here,
-        // which is at most its own. Relaxed: the mutex orders both.
-        let _held = lock(&lease.owners.held);
-        let now = lease.owners.revoked.load(Ordering::Relaxed);
-        lease.acked.store(now, Ordering::Relaxed);
-    }
     loop {
         // SeqCst, all four: against `revoke`'s store of the count and of 0
         // into the cell. If this re-read sees no new revocation, the cell's
@@ -446,33 +432,27 @@ fn ack(lease: &Lease) {
     }
 }
 
-/// `Registered::acked` of a thread that called [`quiesce`] and has not
-/// added since: it acknowledges every revocation.
-const IDLE: u64 = u64::MAX;
-
-/// The calling thread adds to no sharded table before its next add, which
-/// comes through [`lease`] and acknowledges: so it acknowledges every
-/// revocation until then, and a merge need not wait for it (a pool thread
-/// about to park). Not inside an unpinned read (`shard/merge.rs`,
-/// "Holders' reads"): the crate calls no outside code from one.
+/// The calling thread adds nothing before its next add (a pool thread
+/// about to park): it gives its id back now, as its exit would, so that
+/// no merge waits for it and busy threads get the small ids (rows of the
+/// tables that exist). Its next add to a sharded table leases again
+/// (`lease`). Not inside an unpinned read (`shard/merge.rs`, "Holders'
+/// reads"): the crate calls no outside code from one.
 pub(crate) fn quiesce() {
-    let _ = LEASE.try_with(|l| {
-        // A failed borrow is `lease` on this thread (from a global
-        // allocator's add, say): it is acknowledging already.
-        let Ok(l) = l.try_borrow() else { return };
-        let Some(lease) = l.as_ref() else { return };
+    let lease = LEASE
+        .try_with(|l| {
+            // A failed borrow is `lease` on this thread (from a global
+            // allocator's add, say): it keeps its id.
+            l.try_borrow_mut().ok().and_then(|mut l| l.take())
+        })
+        .ok()
+        .flatten();
+    if lease.is_some() {
         #[cfg(debug_assertions)]
         let _ = ACKS.try_with(|a| a.set(a.get() + 1));
-        with_owner(|o| {
-            // Relaxed: only this thread reads its own row for its adds
-            // (program order); a revocation stores the same value.
-            o.row.store(NONE, Ordering::Relaxed);
-            o.clear();
-        });
-        // Release: every add this thread made happens-before a merge that
-        // reads this (`acknowledged`).
-        lease.acked.store(IDLE, Ordering::Release);
-    });
+    }
+    // The drop gives the id back (`Lease`), outside the borrow.
+    drop(lease);
 }
 
 /// Acknowledges every revocation so far if the calling thread holds a
@@ -529,7 +509,7 @@ pub(crate) fn revoke() -> u64 {
 pub(crate) fn acknowledged(n: u64) -> bool {
     let owners = Arc::clone(&OWNERS);
     let held = lock(&owners.held);
-    // Acquire: pairs with the Release stores in `ack` and `quiesce`.
+    // Acquire: pairs with the Release store in `ack`.
     held.holders
         .values()
         .all(|r| r.acked.load(Ordering::Acquire) >= n)
@@ -583,6 +563,23 @@ mod tests {
             assert_eq!(lease(), id, "a second lease must keep the first");
             hand_back();
             assert_eq!(owner(), 0);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// `quiesce` gives the id back at once (a parked pool thread must not
+    /// keep one: merges would wait for it, and busy threads would get ids
+    /// beyond the tables' rows); the next lease takes one again.
+    #[test]
+    fn quiesce_gives_the_id_back_and_the_next_lease_takes_one() {
+        std::thread::spawn(|| {
+            let id = lease();
+            assert_ne!(id, 0);
+            quiesce();
+            assert_eq!((held(), owner()), (0, 0), "the id is kept after quiesce");
+            assert_ne!(lease(), 0);
+            assert_ne!(held(), 0);
         })
         .join()
         .unwrap();
