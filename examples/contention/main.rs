@@ -17,11 +17,14 @@
 //! reverse order. Each figure is the median over the quiet rounds with its
 //! range `[min..max]`; a ratio to `AtomicU64` is taken within each round.
 //! First a verdict, from the same medians, naming the CPU and the thread
-//! count: the type to pick for each use (an exact hot counter: `Counter`,
-//! against a shared `AtomicU64` and the ideal stripe; a metrics counter:
-//! `RoughCounter`; a `static`: `local_counter!`, both against the
-//! thread-local limit). Then the table, and under it one line per kind
-//! saying what it is and why it is there.
+//! count: the type to pick for each use, the fastest of the kinds that
+//! serve it, as the table under it ranks them (an exact hot counter:
+//! `Counter`; a metrics counter: `Counter` or `RoughCounter`; a `static`:
+//! `local_counter!`, `Counter` or `RoughCounter`), each against a shared
+//! `AtomicU64` and the thread-local limit (a plain add to a per-thread
+//! word: what an owned row of a `Counter` is), then the picks at the other
+//! thread counts that fit on the cores. Then the table, and under it one
+//! line per kind saying what it is and why it is there.
 //!
 //! A busy host slows everything and shifts ratios, so an empty-loop canary
 //! (the benches' one, `harness/src/measure.rs`) is timed on the case's cores
@@ -363,6 +366,8 @@ struct Progress {
     plain: bool,
     done: usize,
     total: usize,
+    /// Quarters of `total` done, as last reported.
+    quarter: usize,
     /// Before the case number in plain lines: `hist ` for the histogram
     /// section, so its lines are told from the table's.
     label: &'static str,
@@ -386,16 +391,23 @@ impl Progress {
             bar,
             plain: !terminal,
             done: 0,
+            quarter: 0,
             total,
             label: "",
         }
     }
 
-    /// Reports one finished case.
+    /// Reports one finished case: without a terminal, a line at each
+    /// quarter of the cases and for each failed one, so that piped output
+    /// reaches the verdict after a few lines, not one per case.
     fn case_done(&mut self, text: &str, ok: bool) {
         self.done += 1;
         if self.plain {
-            eprintln!("[{}{}/{}] {text}", self.label, self.done, self.total);
+            let quarter = self.done * 4 / self.total.max(1);
+            if !ok || quarter > self.quarter {
+                eprintln!("[{}{}/{}] {text}", self.label, self.done, self.total);
+            }
+            self.quarter = quarter;
         } else if !ok {
             self.bar.println(text);
         }
@@ -1039,7 +1051,8 @@ pub(crate) fn about(name: &str) -> Option<&'static str> {
         }
         "stripe" => {
             "a reference, not a library: one padded atomic per thread, found without a \
-             lookup; the most an exact sharded counter can reach"
+             lookup, added to with a locked add: the most a sharded counter of locked adds \
+             can reach"
         }
         "tl-limit" => {
             "a reference, not a library: a bare thread-local add, folded at thread exit; \
@@ -1150,62 +1163,106 @@ fn verdict_threads(threads: &[usize], readers: usize, cores: usize) -> Option<us
         .or_else(|| threads.iter().copied().min())
 }
 
-/// The verdict's uses: what each is for, the kind to pick, the reference
-/// that kind should approach and what that reference is.
-const USES: [(&str, &str, &str, &str); 3] = [
+/// The verdict's uses: what each is for, the kinds that serve it (the
+/// pick is the fastest of them that ran), and the reference they should
+/// approach: the thread-local limit, a plain add to a per-thread word,
+/// which is what an owned row of a `Counter` is and what every per-thread
+/// slot approaches.
+const USES: [(&str, &[&str]); 3] = [
     (
         "exact hot counter, read often",
-        <shardcount::Counter as Subject>::NAME,
-        <subjects::Stripe as Subject>::NAME,
-        "the ideal stripe",
+        &[<shardcount::Counter as Subject>::NAME],
     ),
     (
         "metrics counter, read rarely",
-        <shardcount::RoughCounter as Subject>::NAME,
-        <subjects::TlLimit as Subject>::NAME,
-        "the thread-local limit",
+        &[
+            <shardcount::Counter as Subject>::NAME,
+            <shardcount::RoughCounter as Subject>::NAME,
+        ],
     ),
     (
         "a static, the fastest",
-        <subjects::Local as Subject>::NAME,
-        <subjects::TlLimit as Subject>::NAME,
-        "the thread-local limit",
+        &[
+            <subjects::Local as Subject>::NAME,
+            <shardcount::Counter as Subject>::NAME,
+            <shardcount::RoughCounter as Subject>::NAME,
+        ],
     ),
 ];
+
+/// The reference of every use.
+const REFERENCE: &str = <subjects::TlLimit as Subject>::NAME;
 
 /// The hand-rolled per-thread counter the metrics line compares with.
 const HAND_ROLLED: &str =
     <shardcount_harness::peers::thread_local::ThreadLocal<AtomicU64> as Subject>::NAME;
 
-/// One line per use whose kind ran: its speed against `AtomicU64` and
-/// against its reference, as `ratio(kind, other)` gives them (the demo's
-/// paired medians, or the live page's medians of the last minute).
-pub(crate) fn use_lines(ratio: impl Fn(&str, &str) -> Option<f64>) -> Vec<String> {
+/// The verdict at one thread count: a line per use whose kinds ran (the
+/// pick, its speed against `AtomicU64` and against the thread-local
+/// limit), as `ratio(kind, other)` gives them (the demo's paired medians,
+/// or the live page's medians of the last minute), and the picks.
+pub(crate) struct Uses {
+    pub(crate) lines: Vec<String>,
+    /// Per use, the kind picked (`None`: none of its kinds ran).
+    picks: [Option<&'static str>; 3],
+}
+
+pub(crate) fn use_lines(ratio: impl Fn(&str, &str) -> Option<f64>) -> Uses {
     let mut lines = Vec::new();
-    for (what, kind, reference, reference_is) in USES {
-        let Some(h) = ratio(kind, BASELINE) else {
+    let mut picks = [None; 3];
+    for (u, (what, kinds)) in USES.iter().enumerate() {
+        // The fastest against AtomicU64: the one the table ranks first.
+        let Some((kind, h)) = kinds
+            .iter()
+            .filter_map(|&k| Some((k, ratio(k, BASELINE)?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+        else {
             continue;
         };
+        picks[u] = Some(kind);
         let mut line = format!("  {:<31} {kind:<15} {:>6}", format!("{what}:"), times(h));
-        if let Some(r) = ratio(kind, reference) {
-            line += &format!(" ({r:.2} of {reference_is})");
+        if let Some(r) = ratio(kind, REFERENCE) {
+            line += &format!(" ({r:.2} of the thread-local limit)");
         }
-        if kind == <shardcount::RoughCounter as Subject>::NAME {
+        if u == 1 {
             if let Some(x) = ratio(HAND_ROLLED, BASELINE) {
                 line += &format!("; a hand-rolled {HAND_ROLLED}: {}", times(x));
             }
         }
         lines.push(line);
     }
-    lines
+    Uses { lines, picks }
 }
 
-/// Which type to pick, after the use lines.
-pub(crate) const PICK: &str = "\
-Pick: Counter when reads must be exact and frequent (or taken);
-      RoughCounter for a counter scraped every few seconds, in a struct, an Arc or a map
-      (as fast as a hand-rolled per-thread counter, with the folding and exact sum done);
-      local_counter! for a static: the fastest adds, a locked sub.";
+impl Uses {
+    /// Which type to pick, after the use lines: the picks, one a line.
+    pub(crate) fn pick(&self) -> String {
+        let why = [
+            "when reads must be exact and frequent (or taken)",
+            "for a counter scraped every few seconds, in a struct, an Arc or a map",
+            "for a static",
+        ];
+        let mut out = String::new();
+        for (kind, why) in self.picks.iter().zip(why) {
+            if let Some(kind) = kind {
+                out += if out.is_empty() {
+                    "Pick: "
+                } else {
+                    ";
+      "
+                };
+                out += &format!("{kind} {why}");
+                if *kind == <subjects::Local as Subject>::NAME {
+                    out += " (a locked sub)";
+                }
+            }
+        }
+        if !out.is_empty() {
+            out += ".";
+        }
+        out
+    }
+}
 
 /// The bottom line a newcomer reads, from the paired medians: which type
 /// to pick for each use, each against a shared `AtomicU64` and the
@@ -1220,9 +1277,12 @@ fn conclusion(all: &[Outcome], host: &Host, readers: usize) -> Option<String> {
     threads.sort_unstable();
     threads.dedup();
     let t = verdict_threads(&threads, readers, host.cores)?;
-    let lines = use_lines(|a, b| Some(paired(all, a, b, t)?.ratio.median));
-    if lines.is_empty() {
-        let kinds: Vec<&str> = USES.iter().map(|u| u.1).collect();
+    let at = |t: usize| use_lines(|a, b| Some(paired(all, a, b, t)?.ratio.median));
+    let uses = at(t);
+    if uses.lines.is_empty() {
+        let mut kinds: Vec<&str> = USES.iter().flat_map(|u| u.1.iter().copied()).collect();
+        kinds.sort_unstable();
+        kinds.dedup();
         return Some(format!(
             "no verdict: none of {} ran at {t} thread(s) beside {BASELINE}",
             kinds.join(", ")
@@ -1230,8 +1290,27 @@ fn conclusion(all: &[Outcome], host: &Host, readers: usize) -> Option<String> {
     }
     let used: Vec<Paired> = USES
         .iter()
-        .flat_map(|&(_, kind, reference, _)| [(kind, BASELINE), (kind, reference)])
+        .flat_map(|&(_, kinds)| kinds.iter().copied())
+        .flat_map(|kind| [(kind, BASELINE), (kind, REFERENCE)])
         .filter_map(|(a, b)| paired(all, a, b, t))
+        .collect();
+    // The other thread counts that fit on the cores: their picks, in brief.
+    let others: Vec<String> = threads
+        .iter()
+        .filter(|&&u| u != t && !oversubscribed(u + readers, host.cores))
+        .filter_map(|&u| {
+            let o = at(u);
+            let picks: Vec<String> = USES
+                .iter()
+                .zip(o.picks)
+                .filter_map(|((what, _), p)| {
+                    let p = p?;
+                    let h = paired(all, p, BASELINE, u)?.ratio.median;
+                    Some(format!("{} {p} {}", what.split(',').next()?, times(h)))
+                })
+                .collect();
+            (!picks.is_empty()).then(|| format!("At {u} thread(s): {}.", picks.join("; ")))
+        })
         .collect();
     let with = if readers > 0 {
         format!(" with {readers} reader(s)")
@@ -1240,11 +1319,16 @@ fn conclusion(all: &[Outcome], host: &Host, readers: usize) -> Option<String> {
     };
     let mut v = format!(
         "On this host ({}, {} core(s)), at {t} thread(s){with}, adds as fast as a shared \
-         {BASELINE}:\n{}\n{PICK}",
+         {BASELINE}:\n{}\n{}",
         host.cpu,
         host.cores,
-        lines.join("\n")
+        uses.lines.join("\n"),
+        uses.pick()
     );
+    for o in others {
+        v += "\n";
+        v += &o;
+    }
     if used.iter().any(|p| p.busy) {
         v += "\nNot to be trusted: the host was busy in every round of some of these (see the \
               warnings).";
@@ -1786,29 +1870,46 @@ mod tests {
         let v = conclusion(&all, &test_host(), 0).expect("every run passed");
         assert_eq!(
             v,
-            format!("On this host (Test CPU 9000, 2 core(s)), at 2 thread(s), adds as fast as a shared \
+            "On this host (Test CPU 9000, 2 core(s)), at 2 thread(s), adds as fast as a shared \
              AtomicU64:\n  \
-             exact hot counter, read often:  Counter          2.00x (0.50 of the ideal stripe)\n  \
+             exact hot counter, read often:  Counter          2.00x (0.10 of the thread-local \
+             limit)\n  \
              metrics counter, read rarely:   RoughCounter     10.0x (0.50 of the thread-local \
              limit); a hand-rolled ThreadLocal: 9.00x\n  \
              a static, the fastest:          local_counter!   19.0x (0.95 of the thread-local \
              limit)\n\
-             {PICK}")
+             Pick: Counter when reads must be exact and frequent (or taken);\n      \
+             RoughCounter for a counter scraped every few seconds, in a struct, an Arc or a map;\n      \
+             local_counter! for a static (a locked sub).\n\
+             At 1 thread(s): exact hot counter Counter 6.00x; metrics counter RoughCounter 30.0x; \
+             a static local_counter! 57.0x."
         );
-        // Which to pick: one line per type, each under 100 columns.
-        let pick: Vec<&str> = PICK.lines().collect();
-        assert!(pick[0].starts_with("Pick: Counter when"), "{PICK}");
+        // Which to pick: one line per use, each under 100 columns.
+        let pick = v.lines().skip_while(|l| !l.starts_with("Pick: ")).take(3);
+        assert!(pick.clone().all(|l| l.len() < 100), "{v}");
+        assert_eq!(pick.count(), 3, "{v}");
+        // The pick follows the table: a Counter faster than the
+        // RoughCounter is the metrics pick too.
+        let faster: Vec<Outcome> = all
+            .iter()
+            .cloned()
+            .map(|mut o| {
+                if o.name == "Counter" {
+                    o.ops *= 20;
+                    o.total *= 20;
+                }
+                o
+            })
+            .collect();
+        let v = conclusion(&faster, &test_host(), 0).expect("every run passed");
         assert!(
-            pick[1].trim_start().starts_with("RoughCounter for"),
-            "{PICK}"
+            v.contains("metrics counter, read rarely:   Counter          40.0x"),
+            "{v}"
         );
         assert!(
-            pick[3]
-                .trim_start()
-                .starts_with("local_counter! for a static"),
-            "{PICK}"
+            v.contains("Counter for a counter scraped every few seconds"),
+            "{v}"
         );
-        assert!(pick.iter().all(|l| l.len() < 100), "{PICK}");
         // Readers take a core: 1 worker is what fits then.
         let v = conclusion(&all, &test_host(), 1).expect("every run passed");
         assert!(v.contains("at 1 thread(s) with 1 reader(s),"), "{v}");
@@ -1819,24 +1920,33 @@ mod tests {
                 .all(|l| !l.ends_with(" OK") && !l.ends_with(" FAIL")),
             "{v}"
         );
-        // A use whose kind did not run is left out, not guessed.
-        let v = conclusion(
-            &all.iter()
-                .filter(|o| o.name != "local_counter!")
+        // Without local_counter!, the static pick is the next fastest that
+        // ran; with none of a use's kinds, no line is guessed.
+        let without = |names: &[&str]| {
+            let rest: Vec<Outcome> = all
+                .iter()
+                .filter(|o| !names.contains(&o.name))
                 .cloned()
-                .collect::<Vec<_>>(),
-            &test_host(),
-            0,
-        )
-        .expect("every run passed");
-        assert!(!v.contains("a static, the fastest:"), "{v}");
+                .collect();
+            conclusion(&rest, &test_host(), 0).expect("every run passed")
+        };
+        let v = without(&["local_counter!"]);
+        assert!(
+            v.contains("a static, the fastest:          RoughCounter     10.0x"),
+            "{v}"
+        );
+        let v = without(&["local_counter!", "Counter", "RoughCounter"]);
+        assert!(
+            v.starts_with("no verdict: none of Counter, RoughCounter, local_counter! ran"),
+            "{v}"
+        );
     }
 
     #[test]
     fn the_verdict_says_when_it_cannot_be_trusted_or_given() {
-        // The stripe was busy in every round at 2 threads.
+        // The reference was busy in every round at 2 threads.
         let all = sweep(|name, threads| {
-            if name == "stripe" && threads == 2 {
+            if name == "tl-limit" && threads == 2 {
                 9
             } else {
                 3

@@ -117,7 +117,6 @@ use super::histogram::{count_ok, record_loop};
 use super::http;
 use super::{
     about, fmt_duration, is_reference, run_case, use_lines, write_loop, Args, Case, Host, Outcome,
-    PICK,
 };
 
 /// Where `--serve` with no address listens.
@@ -1003,11 +1002,11 @@ fn verdict_and_legend(history: &[History]) -> (Value, Value) {
             _ => Some((m[mid - 1] + m[mid]) / 2.0),
         }
     };
-    let lines = use_lines(|a, b| {
+    let uses = use_lines(|a, b| {
         let (a, b) = (median(a)?, median(b)?);
         (b > 0.0).then(|| a / b)
     });
-    let verdict = json!({ "lines": lines, "pick": PICK });
+    let verdict = json!({ "lines": uses.lines, "pick": uses.pick() });
     let legend = history
         .iter()
         .map(|h| {
@@ -1637,20 +1636,25 @@ mod tests {
             .iter()
             .map(|l| l.as_str().unwrap())
             .collect();
-        assert_eq!(lines.len(), 2, "RoughCounter has no case yet: {lines:?}");
+        // RoughCounter has no case yet: the metrics pick is the Counter.
+        assert_eq!(lines.len(), 3, "{lines:?}");
         assert!(
-            lines[0].contains("Counter ") && lines[0].contains("2.00x (0.50 of the ideal stripe)"),
+            lines[0].contains("Counter ")
+                && lines[0].contains("2.00x (0.20 of the thread-local limit)"),
             "{lines:?}"
         );
         assert!(
-            lines[1].contains("local_counter!")
-                && lines[1].contains("9.50x (0.95 of the thread-local limit)"),
+            lines[1].contains("metrics counter, read rarely:   Counter "),
             "{lines:?}"
         );
-        assert!(verdict["pick"]
-            .as_str()
-            .unwrap()
-            .starts_with("Pick: Counter"));
+        assert!(
+            lines[2].contains("local_counter!")
+                && lines[2].contains("9.50x (0.95 of the thread-local limit)"),
+            "{lines:?}"
+        );
+        let pick = verdict["pick"].as_str().unwrap();
+        assert!(pick.starts_with("Pick: Counter when"), "{pick}");
+        assert!(pick.contains("Counter for a counter scraped"), "{pick}");
         let refs: Vec<&str> = legend
             .as_array()
             .unwrap()
