@@ -188,7 +188,7 @@ pub use contract::{Count, CountFamily};
 pub use counter::Counter;
 pub use histogram::{
     Bucket, Histogram, HistogramSnapshot, HistogramTimer, HistogramUnit, LabelledHistogram,
-    DEFAULT_LE,
+    DEFAULT_DURATION_LE, DEFAULT_LE,
 };
 pub use labels::{Label, LabelledCounter};
 pub use local::LocalCounter;

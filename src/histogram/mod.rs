@@ -21,7 +21,7 @@ use layout::{Layout, LOG_LINEAR_BUCKETS};
 // Used by the integrations, each behind its feature.
 #[allow(unused_imports)]
 pub(crate) use replay::{replay_since, Replayed};
-pub use snapshot::{Bucket, HistogramSnapshot, HistogramUnit, DEFAULT_LE};
+pub use snapshot::{Bucket, HistogramSnapshot, HistogramUnit, DEFAULT_DURATION_LE, DEFAULT_LE};
 use std::fmt;
 use std::time::Duration;
 pub use timer::HistogramTimer;
@@ -49,10 +49,13 @@ const SUM: usize = 0;
 /// # Export
 ///
 /// The integrations write a fixed `le` set, the same on every replica
-/// whatever was recorded: the user's bounds, or for the default buckets
+/// whatever was recorded: the user's bounds; for the default buckets of
+/// a duration histogram, the 16 round bounds of [`DEFAULT_DURATION_LE`]
+/// (100 µs to 10 s, 1-2.5-5 per decade; a count there may leave out
+/// records less than 1/32 below its bound); for other default buckets
 /// the 54 bounds of [`DEFAULT_LE`] (`2^k - 1` up to `2^53 - 1`, each the
 /// top of a bucket, so every cumulative count is exact, and each written
-/// exactly as an `f64`), then `+Inf`. A histogram made by
+/// exactly as an `f64`); then `+Inf`. A histogram made by
 /// [`for_durations`](Self::for_durations) or
 /// [`with_duration_bounds`](Self::with_duration_bounds) records
 /// nanoseconds and is exported in seconds ([`HistogramUnit::Seconds`]),

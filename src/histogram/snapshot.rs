@@ -2,6 +2,7 @@
 
 use super::layout::Layout;
 use std::fmt;
+use std::time::Duration;
 
 /// The `le` bounds the default log-linear buckets are exported with, in
 /// the recorded unit: `2^k - 1` for `k` in `0..54`, each the top of a
@@ -23,6 +24,46 @@ pub const DEFAULT_LE: [u64; 54] = {
     while k < 54 {
         le[k] = (1u64 << k) - 1;
         k += 1;
+    }
+    le
+};
+
+/// The `le` bounds a duration histogram with the default log-linear
+/// buckets ([`Histogram::for_durations`](crate::Histogram::for_durations),
+/// timers) is exported with: 1, 2.5 and 5 per decade from 100 µs to 10 s,
+/// 16 bounds, then `+Inf`. They hold Prometheus's default bounds
+/// (0.005 to 10 s, every SLO query's `le="0.1"` and `le="1"`) and five
+/// more below 5 ms for in-process work; 17 `_bucket` series per label set
+/// instead of 55.
+///
+/// The internal buckets stay log-linear (quantiles within 1/32), so a
+/// round bound usually falls inside one: the count at a bound is every
+/// record in the buckets that end at or below it, never a record above
+/// it, and may leave out records less than 1/32 below it (they count at
+/// the next bound). For exact counts at bounds of your own, use
+/// [`with_duration_bounds`](crate::Histogram::with_duration_bounds).
+///
+/// ```
+/// use shardcount::DEFAULT_DURATION_LE;
+/// use std::time::Duration;
+/// assert_eq!(DEFAULT_DURATION_LE.len(), 16);
+/// assert_eq!(DEFAULT_DURATION_LE[6], Duration::from_millis(10));
+/// assert!(DEFAULT_DURATION_LE.contains(&Duration::from_millis(100)));
+/// ```
+pub const DEFAULT_DURATION_LE: [Duration; 16] = {
+    let mut le = [Duration::ZERO; 16];
+    let mut decade = 100_000u64; // 100 us, in ns
+    let mut i = 0;
+    while i < 16 {
+        le[i] = Duration::from_nanos(match i % 3 {
+            0 => decade,
+            1 => decade * 5 / 2,
+            _ => decade * 5,
+        });
+        if i % 3 == 2 {
+            decade *= 10;
+        }
+        i += 1;
     }
     le
 };
@@ -221,14 +262,18 @@ impl HistogramSnapshot {
     /// The buckets as exporters write them: `(le, count)` with per-bucket
     /// (not yet cumulative) counts, `le` in the exported
     /// [`unit`](Self::unit) and `None` for `+Inf`. The set of `le` bounds
-    /// depends on the layout only, never on the data, so every replica
-    /// exports the same one:
+    /// depends on the layout and unit only, never on the data, so every
+    /// replica exports the same one:
     ///
     /// * user bounds: each bound, then `+Inf`;
-    /// * the default log-linear buckets: [`DEFAULT_LE`], the 54 bounds
-    ///   `2^k - 1` for `k` in `0..54` (0, 1, 3, 7, ..., each the top of a
-    ///   log-linear bucket, so every cumulative count is exact, and each
-    ///   written exactly), then `+Inf`.
+    /// * the default log-linear buckets of a duration histogram
+    ///   ([`HistogramUnit::Seconds`]): [`DEFAULT_DURATION_LE`], 16 round
+    ///   bounds from 100 µs to 10 s, then `+Inf` (see there how a count at
+    ///   a round bound is made);
+    /// * the default log-linear buckets otherwise: [`DEFAULT_LE`], the 54
+    ///   bounds `2^k - 1` for `k` in `0..54` (0, 1, 3, 7, ..., each the top
+    ///   of a log-linear bucket, so every cumulative count is exact, and
+    ///   each written exactly), then `+Inf`.
     ///
     /// ```
     /// let h = shardcount::Histogram::new();
@@ -237,23 +282,68 @@ impl HistogramSnapshot {
     /// assert_eq!(b.len(), 55);
     /// assert_eq!(&b[..4], [(Some(0.0), 0), (Some(1.0), 0), (Some(3.0), 0), (Some(7.0), 1)]);
     /// assert_eq!(b[54], (None, 0));
+    ///
+    /// let d = shardcount::Histogram::for_durations();
+    /// d.record_duration(std::time::Duration::from_millis(7));
+    /// let b: Vec<_> = d.snapshot().export_buckets().collect();
+    /// assert_eq!(b.len(), 17);
+    /// assert_eq!(&b[5..8], [(Some(0.005), 0), (Some(0.01), 1), (Some(0.025), 0)]);
     /// ```
     pub fn export_buckets(&self) -> impl Iterator<Item = (Option<f64>, u64)> + '_ {
+        let round =
+            !matches!(self.layout, Layout::Bounds(_)) && self.unit == HistogramUnit::Seconds;
+        let mut out = Vec::with_capacity(if round {
+            DEFAULT_DURATION_LE.len() + 1
+        } else {
+            55
+        });
+        if round {
+            self.round_buckets(&mut out);
+        } else {
+            self.layout_buckets(&mut out);
+        }
+        out.into_iter()
+    }
+
+    /// `export_buckets` at the layout's own bounds (user bounds, or the
+    /// log-linear tops of [`DEFAULT_LE`]).
+    fn layout_buckets(&self, out: &mut Vec<(Option<f64>, u64)>) {
         let all = matches!(self.layout, Layout::Bounds(_));
         let last = self.counts.len() - 1;
         let mut acc = 0u64;
-        self.buckets().enumerate().filter_map(move |(i, b)| {
+        for (i, b) in self.buckets().enumerate() {
             acc = acc.wrapping_add(b.count);
             // A log-linear bucket ending just below a power of two, up to
             // the last that `f64` writes exactly, closes one exported
             // bucket.
-            let closes =
-                all || (b.high & b.high.wrapping_add(1) == 0 && b.high < F64_EXACT) || i == last;
-            closes.then(|| {
+            if all || (b.high & b.high.wrapping_add(1) == 0 && b.high < F64_EXACT) || i == last {
                 let n = std::mem::take(&mut acc);
-                ((i != last).then(|| self.unit.export(b.high)), n)
-            })
-        })
+                out.push(((i != last).then(|| self.unit.export(b.high)), n));
+            }
+        }
+    }
+
+    /// `export_buckets` at [`DEFAULT_DURATION_LE`]: each bound counts the
+    /// buckets that end at or below it.
+    fn round_buckets(&self, out: &mut Vec<(Option<f64>, u64)>) {
+        let mut bounds = DEFAULT_DURATION_LE.iter().map(|d| {
+            // Up to 10 s: no overflow.
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+        });
+        let mut next = bounds.next();
+        let mut acc = 0u64;
+        for b in self.buckets() {
+            // This bucket does not end at or below the bounds it passes:
+            // they close before it.
+            while let Some(le) = next.filter(|&le| b.high > le) {
+                out.push((Some(self.unit.export(le)), std::mem::take(&mut acc)));
+                next = bounds.next();
+            }
+            acc = acc.wrapping_add(b.count);
+        }
+        // The last log-linear bucket ends at u64::MAX: every bound closed.
+        debug_assert!(next.is_none());
+        out.push((None, acc));
     }
 
     /// The sum in the exported [`unit`](Self::unit), as an `f64`.

@@ -301,8 +301,11 @@ where
     }
 
     /// The family's exported `le` bounds, `+Inf` left out, in its unit:
-    /// the buckets to give the exporter so that every bucket count is
-    /// exact.
+    /// the buckets to give the exporter. Every bucket count is then exact
+    /// for user bounds and [`DEFAULT_LE`](crate::DEFAULT_LE); at the
+    /// round [`DEFAULT_DURATION_LE`](crate::DEFAULT_DURATION_LE) bounds of
+    /// a duration histogram, a replayed record from the internal bucket
+    /// that holds a bound may count on either side of it.
     ///
     /// ```
     /// use shardcount::integrations::metrics::HistogramReplay;

@@ -16,7 +16,8 @@ use std::ops::Deref;
 /// label value, recorded into or not),
 /// with `_bucket{le=...}` (cumulative), `_sum` and `_count`. The `le` set
 /// is every user bound, or for the default buckets the fixed
-/// [`DEFAULT_LE`](crate::DEFAULT_LE) set, then `+Inf`: the same on every
+/// [`DEFAULT_DURATION_LE`](crate::DEFAULT_DURATION_LE) set (durations)
+/// or [`DEFAULT_LE`](crate::DEFAULT_LE) set, then `+Inf`: the same on every
 /// replica whatever the data
 /// ([`HistogramSnapshot::export_buckets`](crate::HistogramSnapshot::export_buckets)).
 /// Values are in the histogram's [`unit`](crate::Histogram::unit): seconds
@@ -39,7 +40,9 @@ use std::ops::Deref;
 ///
 /// let text = TextEncoder::new().encode_to_string(&registry.gather()).unwrap();
 /// assert!(text.contains("latency_seconds_sum 1.5\n"));
-/// assert_eq!(text.matches("latency_seconds_bucket{").count(), 55);
+/// assert_eq!(text.matches("latency_seconds_bucket{").count(), 17); // 16 round bounds, +Inf
+/// assert!(text.contains("latency_seconds_bucket{le=\"1\"} 0\n"));
+/// assert!(text.contains("latency_seconds_bucket{le=\"2.5\"} 1\n"));
 /// ```
 ///
 /// In the unit recorded, with user bounds:

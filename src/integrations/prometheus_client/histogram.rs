@@ -20,8 +20,10 @@ impl TypedMetric for Shared<Histogram> {
 /// `_count` and cumulative `_bucket{le=...}` samples
 /// ([`HistogramSnapshot::export_buckets`](crate::HistogramSnapshot::export_buckets)):
 /// every user bound, or for the default buckets the fixed
-/// [`DEFAULT_LE`](crate::DEFAULT_LE) set, then `+Inf`; the same `le` set
-/// on every replica whatever the data, each cumulative count exact.
+/// [`DEFAULT_DURATION_LE`](crate::DEFAULT_DURATION_LE) set (durations:
+/// round bounds, each count within the internal bucket at its bound) or
+/// [`DEFAULT_LE`](crate::DEFAULT_LE) set (each count exact), then `+Inf`;
+/// the same `le` set on every replica whatever the data.
 ///
 /// Values are in the histogram's [`unit`](crate::Histogram::unit): a
 /// [`for_durations`](crate::Histogram::for_durations) or
