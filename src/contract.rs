@@ -160,6 +160,23 @@ pub trait CountFamily: Send + Sync {
         None => &[],
     };
 
+    /// This family's label names: [`LABEL_NAMES`](Self::LABEL_NAMES),
+    /// unless it was given its own
+    /// ([`CounterMap::with_label_name`](crate::CounterMap::with_label_name),
+    /// [`CounterSet::with_label_name`](crate::CounterSet::with_label_name)).
+    /// Every integration labels members with these.
+    ///
+    /// ```
+    /// use shardcount::contract::CountFamily;
+    /// use shardcount::CounterMap;
+    /// let users: CounterMap<u64> = CounterMap::new().with_label_name("user_id");
+    /// assert_eq!(users.label_names(), ["user_id"]);
+    /// assert_eq!(CounterMap::<u64>::new().label_names(), ["key"]);
+    /// ```
+    fn label_names(&self) -> &[&'static str] {
+        Self::LABEL_NAMES
+    }
+
     /// A member's label, as it is shown (for a family of several labels,
     /// their texts, comma-separated).
     type Label: fmt::Display + ?Sized;

@@ -353,6 +353,8 @@ pub struct CounterMap<K> {
     overflow: CounterSet,
     /// The clock eviction passes read their times from.
     born: Instant,
+    /// The members' label name, for the integrations.
+    label: [&'static str; 1],
 }
 
 /// One counter of a [`CounterMap`]: where its cell is, found once. `Copy`;
@@ -619,7 +621,26 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             max_keys,
             overflow: CounterSet::new(1),
             born: Instant::now(),
+            label: ["key"],
         }
+    }
+
+    /// Names the keys' label `name` in every integration that exports the
+    /// map (prometheus-client, tikv `prometheus`, OpenTelemetry, `metrics`'
+    /// `publish`, serde), instead of `key`.
+    ///
+    /// ```
+    /// use shardcount::contract::CountFamily;
+    /// use shardcount::CounterMap;
+    ///
+    /// let visits: CounterMap<u64> = CounterMap::new().with_label_name("user_id");
+    /// visits.add(&42, 3);
+    /// assert_eq!(visits.label_names(), ["user_id"]); // user_id="42" once exported
+    /// ```
+    #[must_use]
+    pub fn with_label_name(mut self, name: &'static str) -> Self {
+        self.label = [name];
+        self
     }
 
     /// An empty map with no bound on keys: memory grows with every
@@ -1690,6 +1711,10 @@ where
     const MEMBER_KIND: crate::contract::Kind = crate::contract::Kind::Counter;
     const LABEL_NAME: Option<&'static str> = Some("key");
     type Label = K;
+
+    fn label_names(&self) -> &[&'static str] {
+        &self.label
+    }
 
     fn read_each(&self, mut f: impl FnMut(&K, u64)) {
         // A key's entry is made after its chunk exists (`intern`), so

@@ -166,6 +166,8 @@ pub struct CounterSet {
     base: BaseRow,
     len: usize,
     table: ShardTable,
+    /// The members' label name, for the integrations.
+    label: [&'static str; 1],
 }
 
 impl CounterSet {
@@ -219,7 +221,24 @@ impl CounterSet {
                 .unwrap_or_else(|| too_many(n)),
             len: n,
             table,
+            label: ["index"],
         }
+    }
+
+    /// Names the members' label `name` in every integration that exports
+    /// the set (prometheus-client, tikv `prometheus`, OpenTelemetry,
+    /// `metrics`' `publish`, serde), instead of `index`.
+    ///
+    /// ```
+    /// use shardcount::contract::CountFamily;
+    /// let by_status = shardcount::CounterSet::new(600).with_label_name("status");
+    /// by_status.add(404, 1);
+    /// assert_eq!(by_status.label_names(), ["status"]); // status="404" once exported
+    /// ```
+    #[must_use]
+    pub fn with_label_name(mut self, name: &'static str) -> Self {
+        self.label = [name];
+        self
     }
 
     crate::primitive::const_fn! {
@@ -237,6 +256,7 @@ impl CounterSet {
                 }),
                 len: n,
                 table: ShardTable::new(None),
+                label: ["index"],
             }
         }
     }
@@ -1099,6 +1119,10 @@ impl crate::contract::CountFamily for CounterSet {
     const MEMBER_KIND: crate::contract::Kind = crate::contract::Kind::Counter;
     const LABEL_NAME: Option<&'static str> = Some("index");
     type Label = usize;
+
+    fn label_names(&self) -> &[&'static str] {
+        &self.label
+    }
 
     fn read_each(&self, mut f: impl FnMut(&usize, u64)) {
         for i in 0..self.len() {

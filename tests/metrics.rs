@@ -527,6 +527,13 @@ fn publish_renders_both_labels_of_a_labelled_counter() {
         count(&text, r#"requests{method="post",status="failed"}"#),
         40_000
     );
+    // A map publishes its keys under the label name it was given.
+    let users = shardcount::CounterMap::<u64>::new().with_label_name("user_id");
+    users.add(&42, 3);
+    metrics::with_local_recorder(&prometheus, || {
+        shardcount::integrations::metrics::publish("visits", &users)
+    });
+    assert_eq!(count(&render.render(), r#"visits{user_id="42"}"#), 3);
 }
 
 /// A layer folding every millisecond that evicts keys idle for 1 ms.

@@ -93,7 +93,8 @@ fn exact_values_and_attributes_after_concurrent_adds() {
     let peak = Arc::new(MaxCounter::new());
     let fastest = Arc::new(MinCounter::new());
     let stock = Arc::new(Stock::new(1_000_000));
-    let routes: Arc<CounterMap<String>> = Arc::default();
+    // The map's attribute named by the map (the default is `key`).
+    let routes = Arc::new(CounterMap::<String>::new().with_label_name("route"));
     let workers = Arc::new(CounterSet::new(THREADS as usize));
     let _handles = [
         observe(&meter, "requests", &REQUESTS),
@@ -140,9 +141,9 @@ fn exact_values_and_attributes_after_concurrent_adds() {
     want.insert(one("peak"), Point::Gauge(n - 1));
     want.insert(one("fastest"), Point::Gauge(1));
     want.insert(one("stock"), Point::Gauge(1_000_000 - n));
-    want.insert(labelled("routes", "key=/shared"), sum(n));
+    want.insert(labelled("routes", "route=/shared"), sum(n));
     for t in 0..THREADS {
-        want.insert(labelled("routes", &format!("key=/t{t}")), sum(ADDS));
+        want.insert(labelled("routes", &format!("route=/t{t}")), sum(ADDS));
         want.insert(
             labelled("workers", &format!("worker={t}")),
             sum((t + 1) * ADDS),

@@ -45,7 +45,8 @@ fn every_type_after_concurrent_adds() {
     let peak = Arc::new(MaxCounter::new());
     let fastest = Arc::new(MinCounter::new());
     let tickets = Arc::new(Stock::new(100_000));
-    let routes: Arc<CounterMap<String>> = Arc::default();
+    // The map's label named for what its keys are (the default is `key`).
+    let routes = Arc::new(CounterMap::<String>::new().with_label_name("route"));
     let shards = Arc::new(CounterSet::new(3));
     let registry = Registry::new();
     let reg = |c: Box<dyn Collector>| registry.register(c).expect("registers");
@@ -106,8 +107,8 @@ fn every_type_after_concurrent_adds() {
          requests_total {n}\n\
          # HELP routes_total Requests by route\n\
          # TYPE routes_total counter\n\
-         routes_total{{key=\"/0\"}} {}\n\
-         routes_total{{key=\"/1\"}} {}\n\
+         routes_total{{route=\"/0\"}} {}\n\
+         routes_total{{route=\"/1\"}} {}\n\
          # HELP sent_total Messages sent\n\
          # TYPE sent_total counter\n\
          sent_total {}\n\

@@ -165,7 +165,8 @@ fn max_min_and_stock_encode_as_gauges() {
 fn set_and_map_encode_one_sample_per_member() {
     use shardcount::{CounterMap, CounterSet, MaxCounter};
     let set = Shared::new(CounterSet::new(3));
-    let map: Shared<CounterMap<String>> = Shared::default();
+    // Its label named for what the keys are (the default is `key`).
+    let map = Shared::new(CounterMap::<String>::new().with_label_name("path"));
     let peaks: Family<Vec<(String, String)>, Shared<MaxCounter>> = Family::default();
     let mut registry = Registry::default();
     registry.register("status", "by status", set.clone());
@@ -195,9 +196,13 @@ fn set_and_map_encode_one_sample_per_member() {
             "{text}"
         );
     }
-    assert_eq!(s["route_total{key=\"/a\"}"], THREADS * PER_THREAD, "{text}");
     assert_eq!(
-        s["route_total{key=\"/b\\\"q\\\\\"}"],
+        s["route_total{path=\"/a\"}"],
+        THREADS * PER_THREAD,
+        "{text}"
+    );
+    assert_eq!(
+        s["route_total{path=\"/b\\\"q\\\\\"}"],
         THREADS * PER_THREAD,
         "{text}"
     );

@@ -19,7 +19,8 @@ fn every_type_after_concurrent_adds() {
     let rough = RoughCounter::new();
     let (peak, fastest) = (MaxCounter::new(), MinCounter::new());
     let tickets = Stock::new(100_000);
-    let routes: CounterMap<String> = CounterMap::new();
+    // Its label named for what the keys are (the default is `key`).
+    let routes: CounterMap<String> = CounterMap::new().with_label_name("path");
     let shards = CounterSet::new(12);
     std::thread::scope(|s| {
         for t in 0..THREADS {
@@ -62,7 +63,7 @@ fn every_type_after_concurrent_adds() {
     assert_eq!(
         json(&routes),
         format!(
-            r#"{{"kind":"counter","label":"key","values":{{"/a":{},"/b":{},"/c/d":{}}}}}"#,
+            r#"{{"kind":"counter","label":"path","values":{{"/a":{},"/b":{},"/c/d":{}}}}}"#,
             THREADS * 3333,
             THREADS * 3334,
             THREADS * 3333

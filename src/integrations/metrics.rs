@@ -1563,7 +1563,8 @@ pub fn publish<F: crate::contract::CountFamily + ?Sized>(name: &'static str, fam
         Metadata::new(module_path!(), ::metrics::Level::INFO, Some(module_path!()));
     ::metrics::with_recorder(|recorder| {
         family.read_each_labels(|texts, value| {
-            let labels: Vec<::metrics::Label> = F::LABEL_NAMES
+            let labels: Vec<::metrics::Label> = family
+                .label_names()
                 .iter()
                 .zip(texts)
                 .map(|(n, t)| ::metrics::Label::new(*n, t.to_string()))

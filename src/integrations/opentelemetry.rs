@@ -251,14 +251,16 @@ where
     /// assert_eq!(hits.counter().sum(), 1);
     /// ```
     pub fn new(name: impl Into<Cow<'static, str>>, counter: P) -> Self {
+        let labels = counter
+            .label_names()
+            .iter()
+            .map(|n| Key::from_static_str(n))
+            .collect();
         Observe {
             name: name.into(),
             description: None,
             unit: None,
-            labels: P::Target::LABEL_NAMES
-                .iter()
-                .map(|n| Key::from_static_str(n))
-                .collect(),
+            labels,
             counter,
         }
     }

@@ -197,7 +197,7 @@ where
     /// # Ok::<(), prometheus::Error>(())
     /// ```
     pub fn with_opts(mut opts: Opts, counter: P) -> Result<Self> {
-        let defaults = P::Target::LABEL_NAMES;
+        let defaults = counter.label_names();
         let labels: Vec<String> = match opts.variable_labels.as_slice() {
             [] => defaults.iter().map(|n| n.to_string()).collect(),
             own if own.len() == defaults.len() => own.to_vec(),

@@ -320,7 +320,7 @@ impl<C: CountFamily> TypedMetric for Shared<C> {
 impl<C: CountFamily> EncodeMetric for Shared<C> {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
         let mut result = Ok(());
-        match C::LABEL_NAMES {
+        match (**self).label_names() {
             [] => (**self).read_each(|_, value| {
                 result = encode_value::<C>(&mut encoder, value);
             }),
@@ -375,7 +375,7 @@ impl<L: fmt::Display + ?Sized> EncodeLabelValue for Label<'_, L> {
 
 /// A member's labels when there are several: each name with its text.
 struct Pairs<'a> {
-    names: &'static [&'static str],
+    names: &'a [&'static str],
     texts: &'a [&'a str],
 }
 

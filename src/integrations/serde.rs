@@ -110,7 +110,7 @@ pub struct Snapshot {
     /// `None` for a single count.
     label: Option<&'static str>,
     /// Empty for a single count.
-    labels: &'static [&'static str],
+    labels: Vec<&'static str>,
     /// In the documented order; one member labelled `""` for a single
     /// count.
     values: Vec<(String, u64)>,
@@ -145,8 +145,8 @@ impl Snapshot {
         });
         Snapshot {
             kind: F::MEMBER_KIND,
-            label: F::LABEL_NAME,
-            labels: F::LABEL_NAMES,
+            label: counter.label_names().first().copied(),
+            labels: counter.label_names().to_vec(),
             values,
         }
     }
@@ -189,8 +189,8 @@ impl Snapshot {
     /// assert_eq!(Snapshot::of(&shardcount::CounterSet::new(1)).label_names(), ["index"]);
     /// ```
     #[must_use]
-    pub fn label_names(&self) -> &'static [&'static str] {
-        self.labels
+    pub fn label_names(&self) -> &[&'static str] {
+        &self.labels
     }
 
     /// A single count's value; `None` for a family.
@@ -249,7 +249,7 @@ impl Serialize for Snapshot {
                 let mut s = serializer.serialize_struct("Snapshot", 3)?;
                 s.serialize_field("kind", kind)?;
                 if self.labels.len() > 1 {
-                    s.serialize_field("labels", self.labels)?;
+                    s.serialize_field("labels", &self.labels)?;
                 } else {
                     s.serialize_field("label", label)?;
                 }
