@@ -76,7 +76,7 @@ mod hasher;
 mod index;
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use crate::primitive::sync::MutexGuard;
+use crate::primitive::sync::{lock, Mutex, MutexGuard};
 use crate::set::CounterSet;
 use crate::shard::merge_all;
 use crate::thread::grace;
@@ -281,7 +281,9 @@ impl Slots {
 /// [`Merger`](crate::Merger) watching the map).
 ///
 /// Removing a key frees its entry at once; a chunk is freed when its last
-/// key leaves. Once removals leave the chunks in use less than half full,
+/// key leaves. Keys evicted by [`evict_idle`](Self::evict_idle) are kept,
+/// with their final totals, until its next call (the integrations report
+/// them one last time). Once removals leave the chunks in use less than half full,
 /// the next removal moves keys (not held ones) down into free slots so
 /// that whole chunks empty and are freed. Measured: 90,000 of 100,000
 /// keys removed frees 89% to 90% of the memory the keys took
@@ -355,6 +357,10 @@ pub struct CounterMap<K> {
     born: Instant,
     /// The members' label name, for the integrations.
     label: [&'static str; 1],
+    /// The keys the last `evict_idle` call evicted, with their final
+    /// totals: the integrations' reads (`read_each`) report them until the
+    /// next call.
+    departed: Mutex<Vec<(K, u64)>>,
 }
 
 /// One counter of a [`CounterMap`]: where its cell is, found once. `Copy`;
@@ -622,6 +628,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             overflow: CounterSet::new(1),
             born: Instant::now(),
             label: ["key"],
+            departed: Mutex::new(Vec::new()),
         }
     }
 
@@ -1120,8 +1127,13 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
 
     /// Removes every key whose total has stayed the same for at least
     /// `idle`, as seen by calls to this method, and returns each with its
-    /// final total (losslessly, as [`remove`](Self::remove)), for an
-    /// exporter to report one last time. Call it periodically: the first
+    /// final total (losslessly, as [`remove`](Self::remove)). Until the
+    /// next call, the integrations (which read through
+    /// [`CountFamily::read_each`](crate::contract::CountFamily::read_each))
+    /// still report each evicted key at its final total, added to the
+    /// key's new counter if it came back meanwhile: a scrape after the
+    /// eviction reports what the key gained since the scrape before.
+    /// Call it periodically, less often than the map is scraped: the first
     /// call that sees a key (or a new total) notes the time; a later call
     /// `idle` or more after that evicts the key if its total is still the
     /// same. A key held by a handle is never evicted. Adds that sum to zero
@@ -1160,6 +1172,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         }
         let mut out = Vec::with_capacity(victims.len());
         self.unlink(w, victims, |k, t| out.push((k, t)));
+        // Cloned outside the index lock: no code of `K`'s runs under it.
+        *lock(&self.departed) = out.clone();
         out
     }
 
@@ -1717,10 +1731,29 @@ where
     }
 
     fn read_each(&self, mut f: impl FnMut(&K, u64)) {
+        let w = self.index.lock();
+        let departed = lock(&self.departed);
+        // The last eviction's keys, at their final totals (`evict_idle`):
+        // each added to its key's new counter, or on its own.
+        let mut gone: std::collections::HashMap<&K, u64> =
+            std::collections::HashMap::with_capacity(departed.len());
+        for (k, total) in departed.iter() {
+            let t = gone.entry(k).or_insert(0);
+            *t = t.wrapping_add(*total);
+        }
         // A key's entry is made after its chunk exists (`intern`), so
         // every key listed has its counter.
-        for e in self.index.lock().entries() {
-            f(&e.key, self.place(e.place()).sum());
+        for e in w.entries() {
+            // No hashing while nothing was evicted.
+            let before = if gone.is_empty() {
+                0
+            } else {
+                gone.remove(&e.key).unwrap_or(0)
+            };
+            f(&e.key, before.wrapping_add(self.place(e.place()).sum()));
+        }
+        for (k, total) in gone {
+            f(k, total);
         }
     }
 }

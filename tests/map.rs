@@ -171,6 +171,40 @@ fn a_hot_key_through_handles_grows_its_chunk_only_and_stays_exact() {
     assert_eq!(m.get(&199), Some(1));
 }
 
+/// What the integrations read (`CountFamily::read_each`) after an
+/// eviction: each evicted key at its final total until the next
+/// `evict_idle` call, added to its new counter if it came back, so that
+/// the scrape after the eviction reports the increments before it.
+#[test]
+fn evicted_keys_are_read_at_their_final_totals_until_the_next_eviction() {
+    use shardcount::contract::CountFamily;
+    use std::time::Duration;
+    let read = |m: &CounterMap<&'static str>| {
+        let mut v = Vec::new();
+        m.read_each(|k, n| v.push((*k, n)));
+        v.sort_unstable();
+        v
+    };
+    let m = CounterMap::new();
+    m.add(&"a", 1);
+    m.add(&"b", 1);
+    assert_eq!(read(&m), [("a", 1), ("b", 1)]); // a scrape
+    m.add(&"a", 2); // increments after it
+    m.add(&"c", 5);
+    assert!(m.evict_idle(Duration::ZERO).is_empty()); // notes every key
+    m.add(&"c", 1);
+    assert_eq!(m.evict_idle(Duration::ZERO), [("a", 3), ("b", 1)]);
+    // The next scrape still reports a and b, at their final totals.
+    assert_eq!(read(&m), [("a", 3), ("b", 1), ("c", 6)]);
+    assert_eq!((m.get(&"a"), m.len()), (None, 1)); // gone from the map itself
+                                                   // A key that comes back continues from its final total.
+    m.add(&"b", 4);
+    assert_eq!(read(&m), [("a", 3), ("b", 5), ("c", 6)]);
+    // The next eviction pass lets them go.
+    let _ = m.evict_idle(Duration::from_secs(3600));
+    assert_eq!(read(&m), [("b", 4), ("c", 6)]);
+}
+
 #[test]
 fn is_send_and_sync() {
     fn check<T: Send + Sync>() {}

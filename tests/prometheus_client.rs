@@ -385,3 +385,28 @@ latency_bucket{le=\"+Inf\"} 2
 ";
     assert_eq!(text, expected);
 }
+
+/// A key evicted between two scrapes: the second scrape reports it at its
+/// final total (what it gained since the first included), and a third,
+/// after the next eviction pass, no longer lists it.
+#[test]
+fn an_evicted_key_reaches_the_next_scrape_at_its_final_total() {
+    use shardcount::CounterMap;
+    use std::time::Duration;
+    let users = Shared::new(CounterMap::<u64>::new().with_label_name("user_id"));
+    let mut registry = Registry::default();
+    registry.register("visits", "Visits by user", users.clone());
+    users.add(&7, 1);
+    assert_eq!(
+        samples(&encoded(&registry))["visits_total{user_id=\"7\"}"],
+        1
+    );
+    users.add(&7, 2); // after the first scrape
+    assert!(users.evict_idle(Duration::ZERO).is_empty()); // notes it
+    assert_eq!(users.evict_idle(Duration::ZERO), [(7, 3)]); // evicts it
+    let text = encoded(&registry);
+    assert_eq!(samples(&text)["visits_total{user_id=\"7\"}"], 3, "{text}");
+    let _ = users.evict_idle(Duration::ZERO);
+    let text = encoded(&registry);
+    assert!(!text.contains("user_id=\"7\""), "{text}");
+}
