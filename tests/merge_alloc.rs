@@ -158,7 +158,9 @@ fn removing_90_000_of_100_000_keys_frees_their_memory() {
             // The map reports the evicted keys' final totals to the
             // integrations until its next eviction pass, which lets go of
             // them (and evicts nothing here).
-            assert!(m.evict_idle(std::time::Duration::from_secs(3600)).is_empty());
+            assert!(m
+                .evict_idle(std::time::Duration::from_secs(3600))
+                .is_empty());
         }
         let after = live() - idle;
         let freed = (grown - after) as f64 / grown as f64;
