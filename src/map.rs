@@ -1214,6 +1214,31 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         merge_all(&mut parts) == n
     }
 
+    /// Grows the shard rows of every chunk the map has now to at least `n`,
+    /// up to the cap (as [`CounterSet::split`] does for one), instead of waiting for
+    /// contention to show: before a burst on keys that exist. Returns the
+    /// most rows a chunk has after (0 without a chunk). Chunks made later
+    /// start as every chunk does; [`merge`](Self::merge) gives the rows
+    /// back.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// m.add(&"a", 1);
+    /// let rows = m.split(4); // 4, or the cap: the cores, to a power of two
+    /// assert!((1..=4).contains(&rows));
+    /// assert!(m.merge());
+    /// assert_eq!(m.get(&"a"), Some(1));
+    /// ```
+    pub fn split(&self, n: usize) -> usize {
+        // Under the lock: no chunk is freed meanwhile.
+        let w = self.index.lock();
+        (0..w.slots.high.div_ceil(CHUNK))
+            .filter_map(|c| self.chunk(c))
+            .map(|set| set.split(n))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Each row's total of every chunk's table (see
     /// `ShardTable::row_totals`), for a `Merger`.
     #[cfg(not(shardcount_loom))]
