@@ -241,7 +241,19 @@ fn paired_report() {
                     .join()
                     .unwrap()
             })
-        }),
+        })
+        // The same thread's reads inside `shardcount::scrape`, which holds
+        // an owner id for them (an exporter's scrape).
+        .vs(
+            "Counter::sum, 2 rows, a thread that never added, in scrape",
+            |n| {
+                std::thread::scope(|s| {
+                    s.spawn(|| shardcount::scrape(|| time_reads(&split, n, 7, Counter::sum)))
+                        .join()
+                        .unwrap()
+                })
+            },
+        ),
     );
 
     const SPLIT: &str = "Counter after split(2)";

@@ -195,7 +195,7 @@ pub use local::LocalCounter;
 pub use map::{CounterHandle, CounterMap, IntoKey};
 #[cfg(not(shardcount_loom))]
 pub use merger::{Mergeable, Merger};
-pub use quiesce::quiesce;
+pub use quiesce::{quiesce, scrape};
 /// `#[derive(Label)]`: see the [`Label`](trait@Label) trait.
 ///
 /// ```

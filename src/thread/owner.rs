@@ -455,6 +455,13 @@ pub(crate) fn quiesce() {
     drop(lease);
 }
 
+/// Whether the calling thread holds a lease (revoked or not).
+pub(crate) fn leased() -> bool {
+    LEASE
+        .try_with(|l| l.try_borrow().is_ok_and(|l| l.is_some()))
+        .unwrap_or(false)
+}
+
 /// Acknowledges every revocation so far if the calling thread holds a
 /// lease whose id was revoked: for a sampled add on a base whose table is
 /// retiring, which never reads the owner id (a thread adding only to that
