@@ -244,7 +244,7 @@ fn a_quiescing_owner_racing_a_merge() {
             let c = c.clone();
             thread::spawn(move || {
                 c.add(1);
-                crate::quiesce();
+                crate::quiesce::quiesce();
                 c.add(2);
                 owner::hand_back();
             })

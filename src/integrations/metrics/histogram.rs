@@ -183,7 +183,7 @@ impl Folds {
             }
         }
         if !quiet.is_empty() {
-            crate::Histogram::merge_batch(quiet);
+            crate::histogram::Histogram::merge_batch(quiet);
         }
     }
 
