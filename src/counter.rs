@@ -44,7 +44,9 @@
 //! never grow a counter.
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::{merge_all, store_add, Check, Head, Part, Rows, ShardTable, Slot, Table};
+use crate::shard::{
+    merge_all, shared_add, store_add, Check, Head, Part, Route, Rows, ShardTable, Table,
+};
 use crate::thread::grace;
 use crate::thread::sampler;
 use crate::thread::{self, owner, MAX_SHARDS};
@@ -196,22 +198,16 @@ impl Counter {
     /// ```
     #[inline(always)]
     pub fn add(&self, n: u64) {
-        let head = self.table.load();
-        if let Some(row) = self.table.cached(head) {
-            // A row this thread alone writes: a load and a store, no
-            // locked instruction, nothing to detect (`shard/owned.rs`).
+        self.table.route(
             // SAFETY: a row has at least one word.
-            store_add(unsafe { row.word(0) }, n);
-        } else if !head.is_table() {
-            self.add_base(head, n);
-        } else {
-            match self.table.slot(head) {
-                // SAFETY: as above.
-                Slot::Owned(row) => store_add(unsafe { row.word(0) }, n),
-                Slot::Beyond(t) => self.add_beyond(head, t, n),
-                Slot::NoId => self.add_unowned(n),
-            }
-        }
+            |row| store_add(unsafe { row.word(0) }, n),
+            #[inline(always)]
+            |route| match route {
+                Route::Base(head) => self.add_base(head, n),
+                Route::Beyond(head, t) => self.add_beyond(head, t, n),
+                Route::NoId => self.add_unowned(n),
+            },
+        );
     }
 
     /// An add on a sharded counter by a thread whose owner id is beyond
@@ -226,8 +222,7 @@ impl Counter {
     /// (or one a merge retires), sampled for contention.
     #[inline(always)]
     fn add_base(&self, head: Head, n: u64) {
-        // Relaxed: a lone RMW; nothing is published through counts.
-        let prev = self.base.fetch_add(n, Ordering::Relaxed);
+        let prev = shared_add(&self.base, n);
         // A sampled add re-loads the word at once, inline, as nearly every
         // such check is quiet; the cold check runs on a change, or to watch
         // the word a while (`sampler::watch`).
@@ -258,14 +253,12 @@ impl Counter {
     fn add_unowned(&self, n: u64) {
         let id = owner::lease();
         let _pin = (id == 0).then(grace::pin);
-        let head = self.table.load();
-        match self.table.table(head) {
-            None => self.add_base(head, n),
-            // An id, or pinned: the table may be read.
-            Some(t) => match t.owned_shard(id) {
-                Some(at) => store_add(at, n),
-                None => self.add_probed(head, t, n),
-            },
+        match self.table.route_leased(id) {
+            // SAFETY: a row has at least one word.
+            Ok(row) => store_add(unsafe { row.word(0) }, n),
+            Err(Route::Base(head)) => self.add_base(head, n),
+            Err(Route::Beyond(head, t)) => self.add_probed(head, t, n),
+            Err(Route::NoId) => unreachable!("a lease leaves an id or a pin"),
         }
     }
 
@@ -277,12 +270,10 @@ impl Counter {
         // of its own (`sampler::collided` rehashes).
         let Some(at) = t.shared_shard(thread::probe_or_zero()) else {
             // No memory for the shared rows: the base takes it.
-            // Relaxed: as in `add`.
-            self.base.fetch_add(n, Ordering::Relaxed);
+            shared_add(&self.base, n);
             return;
         };
-        // Relaxed: as in `add`.
-        let prev = at.fetch_add(n, Ordering::Relaxed);
+        let prev = shared_add(at, n);
         // As on the base: the cold check only on a change or a watch.
         // Acquire: as in `ShardTable::check_shard`.
         if sampler::sampled(prev, n)
@@ -500,10 +491,7 @@ impl Counter {
         Part {
             table: &self.table,
             words: 1,
-            fold: Box::new(move |_, v| {
-                // Relaxed: an RMW, as an add's.
-                base.fetch_add(v, Ordering::Relaxed);
-            }),
+            fold: Box::new(move |_, n| _ = shared_add(base, n)),
         }
     }
 
@@ -649,10 +637,15 @@ mod tests {
         let c = Counter::with_max_shards(4);
         c.grow_once();
         let t = c.table.table(c.table.load()).expect("grown");
-        assert!(t.owned_shard(0).is_none(), "id 0 means none");
-        assert!(std::ptr::eq(t.owned_shard(1).unwrap(), t.shard(0)));
-        assert!(std::ptr::eq(t.owned_shard(2).unwrap(), t.shard(1)));
-        assert!(t.owned_shard(3).is_none(), "beyond a table of 2");
+        let owned = |id| {
+            let row = c.table.route_leased(id).ok()?;
+            // SAFETY: a row has at least one word.
+            Some(unsafe { row.word(0) } as *const AtomicU64)
+        };
+        assert!(owned(0).is_none(), "id 0 means none");
+        assert!(std::ptr::eq(owned(1).unwrap(), t.shard(0)));
+        assert!(std::ptr::eq(owned(2).unwrap(), t.shard(1)));
+        assert!(owned(3).is_none(), "beyond a table of 2");
     }
 
     #[test]

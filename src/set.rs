@@ -59,8 +59,8 @@
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    flat_word, flat_word_at, lines_for, merge_all, store_add, word, word_unchecked, Check, Head,
-    Line, Part, ShardTable, Slot, Table, LINE_WORDS,
+    flat_word_at, lines_for, merge_all, shared_add, store_add, word, word_unchecked, Check, Head,
+    Line, Part, Route, ShardTable, Table, LINE_WORDS,
 };
 use crate::thread::{self, grace, owner, sampler, MAX_SHARDS};
 use std::fmt;
@@ -373,37 +373,28 @@ impl CounterSet {
         Some(())
     }
 
-    /// Adds `v` to counter `i`, for a caller that knows `i` is in range
-    /// (a map's handle checked it once, when made). `add_pair_unchecked`
-    /// (`set/pair.rs`, a histogram's record) repeats this row choice: a
-    /// change here belongs there too.
+    /// Adds `n` to counter `i`, for a caller that knows `i` is in range
+    /// (a map's handle checked it once, when made). The row is
+    /// `shard::route`'s choice, as for every add.
     ///
     /// # Safety
     ///
     /// `i < len()`.
     #[inline(always)]
-    pub(crate) unsafe fn add_unchecked(&self, i: usize, v: u64) {
+    pub(crate) unsafe fn add_unchecked(&self, i: usize, n: u64) {
         debug_assert!(i < self.len);
-        let head = self.table.load();
-        if let Some(row) = self.table.cached(head) {
+        self.table.route(
             // SAFETY: every row has room for `len + 1` words, and `i < len`.
-            let at = unsafe { row.word(i) };
-            // A row this thread alone writes: a load and a store, nothing
-            // to detect (`shard/owned.rs`).
-            store_add(at, v);
-        } else if !head.is_table() {
+            |row| store_add(unsafe { row.word(i) }, n),
             // SAFETY: the caller's promise, passed on.
-            unsafe { self.add_base(head, i, v) };
-        } else {
-            match self.table.slot(head) {
-                // SAFETY: as above.
-                Slot::Owned(row) => store_add(unsafe { row.word(i) }, v),
-                // SAFETY: the caller's promise, passed on.
-                Slot::Beyond(t) => unsafe { self.add_beyond(head, t, i, v) },
-                // SAFETY: as above.
-                Slot::NoId => unsafe { self.add_unowned(i, v) },
-            }
-        }
+            |route| unsafe {
+                match route {
+                    Route::Base(head) => self.add_base(head, i, n),
+                    Route::Beyond(head, t) => self.add_beyond(head, t, i, n),
+                    Route::NoId => self.add_unowned(i, n),
+                }
+            },
+        );
     }
 
     /// An add by a thread whose owner id is beyond `t`, the table `head`
@@ -413,9 +404,9 @@ impl CounterSet {
     ///
     /// `i < len()`.
     #[inline(never)]
-    unsafe fn add_beyond(&self, head: Head, t: &Table, i: usize, v: u64) {
+    unsafe fn add_beyond(&self, head: Head, t: &Table, i: usize, n: u64) {
         // SAFETY: the caller's promise, passed on.
-        unsafe { self.add_probed(head, t, i, v) }
+        unsafe { self.add_probed(head, t, i, n) }
     }
 
     /// An add by a thread without an owner id (none yet, or revoked by a
@@ -427,21 +418,17 @@ impl CounterSet {
     ///
     /// `i < len()`.
     #[inline(never)]
-    pub(crate) unsafe fn add_unowned(&self, i: usize, v: u64) {
+    pub(crate) unsafe fn add_unowned(&self, i: usize, n: u64) {
         let id = owner::lease();
         let _pin = (id == 0).then(grace::pin);
-        let head = self.table.load();
-        match self.table.table(head) {
-            // SAFETY: the caller's promise. A retired table's adds go to
-            // the base.
-            None => unsafe { self.add_base(head, i, v) },
-            // An id, or pinned: the table may be read.
-            Some(t) => match t.owned_row(id) {
-                // SAFETY: every row has room for `len + 1` words; `i < len`.
-                Some(row) => store_add(unsafe { flat_word(row, i) }, v),
-                // SAFETY: as above.
-                None => unsafe { self.add_probed(head, t, i, v) },
-            },
+        match self.table.route_leased(id) {
+            // SAFETY: every row has room for `len + 1` words, and `i < len`.
+            Ok(row) => store_add(unsafe { row.word(i) }, n),
+            // SAFETY: the caller's promise, passed on.
+            Err(Route::Base(head)) => unsafe { self.add_base(head, i, n) },
+            // SAFETY: as above.
+            Err(Route::Beyond(head, t)) => unsafe { self.add_probed(head, t, i, n) },
+            Err(Route::NoId) => unreachable!("a lease leaves an id or a pin"),
         }
     }
 
@@ -452,13 +439,12 @@ impl CounterSet {
     ///
     /// `i < len()`.
     #[inline(always)]
-    unsafe fn add_base(&self, head: Head, i: usize, v: u64) {
+    unsafe fn add_base(&self, head: Head, i: usize, n: u64) {
         // SAFETY: the base row has room for `len + 1` words; `i < len`.
         let at = unsafe { flat_word_at(self.base_first(), i) };
-        // Relaxed: as in `add_unchecked`.
-        let prev = at.fetch_add(v, Ordering::Relaxed);
-        if sampler::sampled(prev, v) {
-            self.check_base_add(head, at, prev, v, i);
+        let prev = shared_add(at, n);
+        if sampler::sampled(prev, n) {
+            self.check_base_add(head, at, prev, n, i);
         }
     }
 
@@ -466,19 +452,19 @@ impl CounterSet {
     /// inlined path loads nothing the check alone needs (the row's width).
     #[cold]
     #[inline(never)]
-    fn check_base_add(&self, head: Head, at: &AtomicU64, prev: u64, v: u64, i: usize) {
-        self.check_add(head, at, prev, v, self.base(), i);
+    fn check_base_add(&self, head: Head, at: &AtomicU64, prev: u64, n: u64, i: usize) {
+        self.check_add(head, at, prev, n, self.base(), i);
     }
 
-    /// `check` for a sampled add of `v` to word `at` (counter `i` of `row`),
+    /// `check` for a sampled add of `n` to word `at` (counter `i` of `row`),
     /// which held `prev`.
     #[inline(always)]
-    fn check_add(&self, head: Head, at: &AtomicU64, prev: u64, v: u64, row: &[Line], i: usize) {
+    fn check_add(&self, head: Head, at: &AtomicU64, prev: u64, n: u64, row: &[Line], i: usize) {
         let c = Check {
             head,
             word: at,
             prev,
-            n: v,
+            n,
             row_lines: self.row_lines(),
         };
         self.check(c, row, i);
@@ -491,19 +477,18 @@ impl CounterSet {
     ///
     /// `i < len()`.
     #[inline]
-    unsafe fn add_probed(&self, head: Head, t: &Table, i: usize, v: u64) {
+    unsafe fn add_probed(&self, head: Head, t: &Table, i: usize, n: u64) {
         let Some(row) = t.shared_row(thread::probe()) else {
             // No memory for the shared rows: the base row takes it.
-            // SAFETY: as above. Relaxed: as in `add_unchecked`.
-            unsafe { word_unchecked(self.base(), i) }.fetch_add(v, Ordering::Relaxed);
+            // SAFETY: as above.
+            shared_add(unsafe { word_unchecked(self.base(), i) }, n);
             return;
         };
         // SAFETY: as above.
         let at = unsafe { word_unchecked(row, i) };
-        // Relaxed: as in `add_unchecked`.
-        let prev = at.fetch_add(v, Ordering::Relaxed);
-        if sampler::sampled(prev, v) {
-            self.check_add(head, at, prev, v, row, i);
+        let prev = shared_add(at, n);
+        if sampler::sampled(prev, n) {
+            self.check_add(head, at, prev, n, row, i);
         }
     }
 
@@ -884,11 +869,9 @@ impl CounterSet {
         Some(Part {
             table: &self.table,
             words: self.len,
-            fold: Box::new(move |i, v| {
-                // Made, so the fold never allocates: a panic here would
-                // leave the head folding. Relaxed: an RMW, as an add's.
-                word(base, i).fetch_add(v, Ordering::Relaxed);
-            }),
+            // Made, so the fold never allocates: a panic here would leave
+            // the head folding.
+            fold: Box::new(move |i, n| _ = shared_add(word(base, i), n)),
         })
     }
 

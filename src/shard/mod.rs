@@ -75,17 +75,19 @@
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::primitive::sync::Mutex;
 use crate::thread::sampler::{self, Readings, Seen};
-use crate::thread::{grace, owner, MAX_SHARDS};
+use crate::thread::{grace, owner};
 use crossbeam_utils::CachePadded;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 mod merge;
 mod owned;
+mod route;
 mod take;
 
 pub(crate) use merge::{merge_all, Part, Rows};
 pub(crate) use owned::store_add;
+pub(crate) use route::{shared_add, Route};
 
 /// Words per [`Line`].
 pub(crate) const LINE_WORDS: usize = 16;
@@ -162,22 +164,11 @@ pub(crate) unsafe fn word_unchecked(lines: &[Line], i: usize) -> &AtomicU64 {
     }
 }
 
-/// Word `i` of `row`, addressed as one flat array where a line is exactly
-/// its words (128-byte alignment: `x86_64`, `aarch64`, ...), so the
-/// compiler need not split `i` into a line and a word; elsewhere (and
-/// under loom, whose atomics are larger) as `word_unchecked`.
-///
-/// # Safety
-///
-/// `i < row.len() * LINE_WORDS`.
-#[inline(always)]
-pub(crate) unsafe fn flat_word(row: &[Line], i: usize) -> &AtomicU64 {
-    debug_assert!(i < row.len() * LINE_WORDS);
-    // SAFETY: the caller's promise.
-    unsafe { flat_word_at(row.as_ptr(), i) }
-}
-
-/// [`flat_word`] for a row given by its first line.
+/// Word `i` of the row whose first line is at `first`, addressed as one
+/// flat array where a line is exactly its words (128-byte alignment:
+/// `x86_64`, `aarch64`, ...), so the compiler need not split `i` into a
+/// line and a word; elsewhere (and under loom, whose atomics are larger)
+/// as `word_unchecked`.
 ///
 /// # Safety
 ///
@@ -301,56 +292,10 @@ impl Table {
         &line[0]
     }
 
-    /// The shard the thread with owner id `index` (see `thread::owner`)
-    /// owns in a table of one-line rows: row `index - 1`, while the table
-    /// has it. Ids are unique among live threads, so no other thread
-    /// writes it (`owned.rs`); `None` for id 0 (none) and for ids beyond
-    /// the table.
-    #[inline(always)]
-    pub(crate) fn owned_shard(&self, index: usize) -> Option<&AtomicU64> {
-        self.shard_at(index.wrapping_sub(1))
-    }
-
-    /// Shard `i` of a table of one-line rows, if the table has it: the
-    /// one owner id `i + 1` owns.
-    #[inline(always)]
-    pub(crate) fn shard_at(&self, i: usize) -> Option<&AtomicU64> {
-        debug_assert_eq!(self.row_lines, 1);
-        if i > self.mask {
-            return None;
-        }
-        debug_assert!(i < self.lines.len());
-        // SAFETY: there are `mask + 1` rows of at least one line each, and
-        // `i <= mask` was just checked.
-        let line = unsafe { self.lines.get_unchecked(i) };
-        Some(&line[0])
-    }
-
-    /// The row the thread with owner id `index` owns: row `index - 1`, while
-    /// the table has it (as [`owned_shard`](Self::owned_shard), for rows of
-    /// any width).
-    #[inline(always)]
-    pub(crate) fn owned_row(&self, index: usize) -> Option<&[Line]> {
-        self.row_at(index.wrapping_sub(1))
-    }
-
-    /// Row `i`, if the table has it: the one owner id `i + 1` owns.
-    #[inline(always)]
-    pub(crate) fn row_at(&self, i: usize) -> Option<&[Line]> {
-        if i > self.mask {
-            return None;
-        }
-        let start = i * self.row_lines;
-        debug_assert!(start + self.row_lines <= self.lines.len());
-        // SAFETY: there are `mask + 1` rows of `row_lines` lines each, and
-        // `i <= mask` was just checked.
-        Some(unsafe { self.lines.get_unchecked(start..start + self.row_lines) })
-    }
-
     /// The first line of row `i`, if the table has it (the row owner id
     /// `i + 1` owns), with the provenance of the whole table's lines.
     #[inline]
-    fn first_line_of(&self, i: usize) -> Option<NonNull<Line>> {
+    pub(super) fn first_line_of(&self, i: usize) -> Option<NonNull<Line>> {
         if i > self.mask {
             return None;
         }
@@ -376,16 +321,6 @@ impl Table {
     pub(crate) fn rows(&self) -> usize {
         self.mask + 1
     }
-}
-
-/// Where an add to a plain table goes: see [`ShardTable::slot`].
-pub(crate) enum Slot<'a> {
-    /// The row this thread owns.
-    Owned(Row<'a>),
-    /// A table this thread, holding an id, owns no row of.
-    Beyond(&'a Table),
-    /// A table, but this thread holds no id: it must not read the table.
-    NoId,
 }
 
 /// The row a thread owns in a table: its first line, as the row cache
@@ -468,8 +403,7 @@ impl ShardTable {
     ///
     /// The caller is either pinned (`thread::grace`) or an add that loaded
     /// `head` itself and reads the table only after finding that its thread
-    /// holds an owner id ([`owned_shard`](Table::owned_shard) and
-    /// [`owned_row`](Table::owned_row) refuse id 0 first): a merge frees a
+    /// holds an owner id (as [`route`](Self::route) checks first): a merge frees a
     /// table only after a grace period and after every holder acknowledged
     /// its retirement (`merge.rs`). A thread with no id (never leased, or
     /// exiting) is neither, and must not read the table it names.
@@ -492,41 +426,11 @@ impl ShardTable {
     pub(crate) fn cached(&self, head: Head) -> Option<Row<'_>> {
         // The cache names a plain table this thread loaded as a head while
         // holding its id, and `first` is its row there, alive while `head`
-        // (just loaded) still names it, as in `slot`.
+        // (just loaded) still names it, as in `route_by_id`.
         owner::cached(head.0.addr()).map(|first| Row {
             first: first.cast(),
             table: PhantomData,
         })
-    }
-
-    /// Where an add by the calling thread goes, given `head` as it loaded
-    /// it, a plain table ([`Head::is_table`]) the row cache did not hold:
-    /// its own row (cached if the thread's last miss was here too), a table it owns no row of, or nowhere it
-    /// may look. A thread with no id (never leased, or exiting) is told so
-    /// before the table is read or borrowed: it is neither pinned nor
-    /// counted by a merge's acknowledgements, so the table it loaded may be
-    /// gone (`merge.rs`).
-    #[inline(always)]
-    pub(crate) fn slot(&self, head: Head) -> Slot<'_> {
-        debug_assert!(is_table(head.0));
-        let i = owner::row();
-        if i >= MAX_SHARDS {
-            return Slot::NoId;
-        }
-        // SAFETY: a plain table's address, loaded by this thread, which
-        // holds an owner id: a merge frees the table only after this thread
-        // acknowledged its retirement, which it does on a later slow path.
-        let t = unsafe { &*head.0 };
-        match t.first_line_of(i) {
-            Some(first) => {
-                owner::missed(head.0.addr(), first.cast(), i);
-                Slot::Owned(Row {
-                    first,
-                    table: PhantomData,
-                })
-            }
-            None => Slot::Beyond(t),
-        }
     }
 
     /// The address the head holds now.
