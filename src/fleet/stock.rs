@@ -41,8 +41,8 @@
 //! for reporting only); `local` has its own protocol; the mutex orders
 //! everything else.
 
-use super::redis::answered;
-use super::WriterId;
+use crate::export::redis::answered;
+use crate::export::WriterId;
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex};
 use crate::stock::{Insufficient, Stock};
@@ -66,7 +66,7 @@ use std::time::{Duration, Instant};
 /// reached the disk).
 ///
 /// ```
-/// assert!(shardcount::export::LEASE_SCRIPT.contains("DECRBY"));
+/// assert!(shardcount::fleet::LEASE_SCRIPT.contains("DECRBY"));
 /// ```
 pub const LEASE_SCRIPT: &str = r"
 local st = redis.call('TYPE', KEYS[1])['ok']
@@ -133,7 +133,7 @@ const MAX_AMOUNT: u64 = 1 << 53;
 /// How a [`FleetStock`] leases.
 ///
 /// ```
-/// let c = shardcount::export::FleetStockConfig::default();
+/// let c = shardcount::fleet::FleetStockConfig::default();
 /// assert_eq!(c.chunk, 100);
 /// ```
 #[derive(Clone, Debug)]
@@ -166,7 +166,7 @@ impl Default for FleetStockConfig {
 /// Why a [`FleetStock`] call failed.
 ///
 /// ```
-/// use shardcount::export::FleetError;
+/// use shardcount::fleet::FleetError;
 /// let e = FleetError::Redis("connection refused".into());
 /// assert_eq!(e.to_string(), "fleet stock: redis: connection refused");
 /// ```
@@ -211,7 +211,7 @@ impl std::error::Error for FleetError {}
 /// What a [`FleetStock`] has done so far (counts since it was built).
 ///
 /// ```
-/// let s = shardcount::export::FleetStockStats::default();
+/// let s = shardcount::fleet::FleetStockStats::default();
 /// assert_eq!((s.round_trips, s.granted, s.lost_ops), (0, 0, 0));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -346,7 +346,7 @@ struct Inner {
 /// # Example
 ///
 /// ```no_run
-/// use shardcount::export::{FleetError, FleetStock, FleetStockConfig};
+/// use shardcount::fleet::{FleetError, FleetStock, FleetStockConfig};
 ///
 /// let stock = FleetStock::new(
 ///     "redis://127.0.0.1:6379",
@@ -383,7 +383,7 @@ impl FleetStock {
     /// thread cannot be spawned.
     ///
     /// ```
-    /// use shardcount::export::{FleetStock, FleetStockConfig};
+    /// use shardcount::fleet::{FleetStock, FleetStockConfig};
     /// let s = FleetStock::new("redis://127.0.0.1:1", "p:", "n", FleetStockConfig::default()).unwrap();
     /// assert_eq!(s.lease(), 0);
     /// let zero = FleetStockConfig { timeout: std::time::Duration::ZERO, ..FleetStockConfig::default() };
@@ -456,7 +456,7 @@ impl FleetStock {
     /// If `n` is 2<sup>53</sup> or more and the lease cannot cover it.
     ///
     /// ```no_run
-    /// # use shardcount::export::{FleetStock, FleetStockConfig};
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
     /// let s = FleetStock::new("redis://127.0.0.1:6379", "p:", "n", FleetStockConfig::default()).unwrap();
     /// let sold = (0..10).filter(|_| s.try_sub(1).is_ok()).count();
     /// # drop(sold);
@@ -482,7 +482,7 @@ impl FleetStock {
     /// If `n` is 2<sup>53</sup> or more.
     ///
     /// ```no_run
-    /// # use shardcount::export::{FleetStock, FleetStockConfig};
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
     /// let s = FleetStock::new("redis://127.0.0.1:6379", "p:", "n", FleetStockConfig::default()).unwrap();
     /// let total = s.add(500).unwrap();
     /// # drop(total);
@@ -503,7 +503,7 @@ impl FleetStock {
     /// in flight and the next call sends the same return again.
     ///
     /// ```no_run
-    /// # use shardcount::export::{FleetStock, FleetStockConfig};
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
     /// let s = FleetStock::new("redis://127.0.0.1:6379", "p:", "n", FleetStockConfig::default()).unwrap();
     /// s.try_sub(1).ok();
     /// let back = s.flush().unwrap();
@@ -533,7 +533,7 @@ impl FleetStock {
     /// If `n` is 2<sup>53</sup> or more.
     ///
     /// ```no_run
-    /// # use shardcount::export::{FleetStock, FleetStockConfig};
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
     /// let s = FleetStock::new("redis://127.0.0.1:6379", "shop:", "tickets", FleetStockConfig::default()).unwrap();
     /// s.init(10_000).unwrap(); // every process may call it: the stock is 10,000, once
     /// s.try_sub(1).ok();
@@ -560,7 +560,7 @@ impl FleetStock {
     /// Units in this process's lease now (a [`Stock::sum`]).
     ///
     /// ```
-    /// # use shardcount::export::{FleetStock, FleetStockConfig};
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
     /// let s = FleetStock::new("redis://127.0.0.1:1", "p:", "n", FleetStockConfig::default()).unwrap();
     /// assert_eq!(s.lease(), 0);
     /// ```
@@ -577,7 +577,7 @@ impl FleetStock {
     /// [`FleetError::Corrupt`] if the key is not an integer.
     ///
     /// ```no_run
-    /// # use shardcount::export::{FleetStock, FleetStockConfig};
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
     /// let s = FleetStock::new("redis://127.0.0.1:6379", "p:", "n", FleetStockConfig::default()).unwrap();
     /// println!("{} left in Redis", s.remaining().unwrap());
     /// ```
@@ -602,7 +602,7 @@ impl FleetStock {
     /// This process's token in the leases hash (`<prefix>__leases:<name>`).
     ///
     /// ```
-    /// # use shardcount::export::{FleetStock, FleetStockConfig};
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
     /// let s = FleetStock::new("redis://127.0.0.1:1", "p:", "n", FleetStockConfig::default()).unwrap();
     /// assert_eq!(s.token().len(), 32);
     /// ```
@@ -614,7 +614,7 @@ impl FleetStock {
     /// Counts so far (see [`FleetStockStats`]).
     ///
     /// ```
-    /// # use shardcount::export::{FleetStock, FleetStockConfig};
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
     /// let s = FleetStock::new("redis://127.0.0.1:1", "p:", "n", FleetStockConfig::default()).unwrap();
     /// assert_eq!(s.stats().round_trips, 0);
     /// ```

@@ -48,7 +48,7 @@ return out
 ";
 
 /// Reads fleet-wide totals from Redis, under the keys a
-/// [`RedisSink`](super::redis::RedisSink) with the same prefix writes,
+/// [`RedisSink`](crate::export::redis::RedisSink) with the same prefix writes,
 /// through a cache: any number of reads within the TTL cost at most one
 /// round trip per key set.
 ///
@@ -60,11 +60,11 @@ return out
 /// counter or an add.
 ///
 /// The totals are what Redis holds: this process's counts not yet
-/// exported (see [`Exporter::pending`](super::Exporter::pending)) are not
+/// exported (see [`Exporter::pending`](crate::export::Exporter::pending)) are not
 /// in them.
 ///
 /// ```no_run
-/// use shardcount::export::FleetReader;
+/// use shardcount::fleet::FleetReader;
 /// use std::time::Duration;
 ///
 /// let reader = FleetReader::new("redis://127.0.0.1:6379", "fleet:", Duration::from_secs(1)).unwrap();
@@ -91,7 +91,7 @@ struct Shared {
 /// A value read through the cache.
 ///
 /// ```
-/// let r = shardcount::export::Reading { value: 3, age: std::time::Duration::ZERO };
+/// let r = shardcount::fleet::Reading { value: 3, age: std::time::Duration::ZERO };
 /// assert_eq!(r.value, 3);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,7 +107,7 @@ pub struct Reading {
 /// the read. Holds the cause.
 ///
 /// ```
-/// let e = shardcount::export::FleetReadError("connection refused".into());
+/// let e = shardcount::fleet::FleetReadError("connection refused".into());
 /// assert_eq!(e.to_string(), "fleet read: never read: connection refused");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,7 +130,7 @@ impl FleetReader {
     /// [`FleetReadError`] if `url` cannot be parsed.
     ///
     /// ```
-    /// use shardcount::export::FleetReader;
+    /// use shardcount::fleet::FleetReader;
     /// let r = FleetReader::new("redis://127.0.0.1:1", "app:", std::time::Duration::from_secs(2)).unwrap();
     /// assert_eq!(r.round_trips(), 0);
     /// ```
@@ -156,7 +156,7 @@ impl FleetReader {
     /// would fail).
     ///
     /// ```
-    /// use shardcount::export::FleetReader;
+    /// use shardcount::fleet::FleetReader;
     /// use std::time::Duration;
     /// let r = FleetReader::new("redis://127.0.0.1:1", "", Duration::from_secs(1))
     ///     .unwrap()
@@ -185,7 +185,7 @@ impl FleetReader {
     /// One key (`<prefix><key>`).
     ///
     /// ```
-    /// # use shardcount::export::FleetReader;
+    /// # use shardcount::fleet::FleetReader;
     /// # let reader = FleetReader::new("redis://127.0.0.1:1", "app:", std::time::Duration::from_secs(1)).unwrap();
     /// let hits = reader.key("hits");
     /// assert_eq!(hits.keys(), ["hits"]);
@@ -199,7 +199,7 @@ impl FleetReader {
     /// read 0, and no key at all reads a total of 0 with no round trip.
     ///
     /// ```
-    /// # use shardcount::export::FleetReader;
+    /// # use shardcount::fleet::FleetReader;
     /// # let reader = FleetReader::new("redis://127.0.0.1:1", "app:", std::time::Duration::from_secs(1)).unwrap();
     /// let codes = reader.keys(["status_200", "status_500"]);
     /// assert_eq!(codes.keys().len(), 2);
@@ -215,14 +215,14 @@ impl FleetReader {
     }
 
     /// Every integer key under the prefix (keys starting with
-    /// [`RESERVED_PREFIX`](super::RESERVED_PREFIX) after it excluded),
+    /// [`RESERVED_PREFIX`](crate::export::RESERVED_PREFIX) after it excluded),
     /// found by a `SCAN` inside one script run: one round trip per refresh,
     /// but the server walks its whole keyspace meanwhile, so prefer
     /// [`keys`](Self::keys) on a large database. Read per key with
     /// [`FleetKeys::values`].
     ///
     /// ```
-    /// # use shardcount::export::FleetReader;
+    /// # use shardcount::fleet::FleetReader;
     /// # let reader = FleetReader::new("redis://127.0.0.1:1", "app:", std::time::Duration::from_secs(1)).unwrap();
     /// let everything = reader.all();
     /// assert!(everything.keys().is_empty()); // known after a read
@@ -236,7 +236,7 @@ impl FleetReader {
     /// a failed connect counts too).
     ///
     /// ```
-    /// # use shardcount::export::FleetReader;
+    /// # use shardcount::fleet::FleetReader;
     /// let reader = FleetReader::new("redis://127.0.0.1:1", "", std::time::Duration::from_secs(1)).unwrap();
     /// assert_eq!(reader.round_trips(), 0);
     /// ```
@@ -265,7 +265,7 @@ struct Refresh {
 /// reference or in an `Arc`) among the threads that read it.
 ///
 /// ```no_run
-/// use shardcount::export::FleetReader;
+/// use shardcount::fleet::FleetReader;
 /// use std::time::Duration;
 /// let reader = FleetReader::new("redis://127.0.0.1:6379", "fleet:", Duration::from_secs(1)).unwrap();
 /// let set = reader.keys(["a", "b"]);
@@ -308,7 +308,7 @@ impl FleetKeys {
     /// set, those of the last refresh.
     ///
     /// ```
-    /// # use shardcount::export::FleetReader;
+    /// # use shardcount::fleet::FleetReader;
     /// # let reader = FleetReader::new("redis://127.0.0.1:1", "app:", std::time::Duration::from_secs(1)).unwrap();
     /// assert_eq!(reader.keys(["x", "y"]).keys(), ["x", "y"]);
     /// ```
@@ -327,7 +327,7 @@ impl FleetKeys {
     /// [`FleetReadError`] only if the set was never read successfully.
     ///
     /// ```no_run
-    /// # use shardcount::export::FleetReader;
+    /// # use shardcount::fleet::FleetReader;
     /// # let reader = FleetReader::new("redis://127.0.0.1:6379", "app:", std::time::Duration::from_secs(1)).unwrap();
     /// let sold = reader.all().total().unwrap().value;
     /// # drop(sold);
@@ -350,7 +350,7 @@ impl FleetKeys {
     /// [`FleetReadError`] only if the set was never read successfully.
     ///
     /// ```no_run
-    /// # use shardcount::export::FleetReader;
+    /// # use shardcount::fleet::FleetReader;
     /// # let reader = FleetReader::new("redis://127.0.0.1:6379", "app:", std::time::Duration::from_secs(1)).unwrap();
     /// let hits = reader.key("hits");
     /// let n = hits.get(0).unwrap().map_or(0, |r| r.value);
@@ -374,7 +374,7 @@ impl FleetKeys {
     /// [`FleetReadError`] only if the set was never read successfully.
     ///
     /// ```no_run
-    /// # use shardcount::export::FleetReader;
+    /// # use shardcount::fleet::FleetReader;
     /// # let reader = FleetReader::new("redis://127.0.0.1:6379", "app:", std::time::Duration::from_secs(1)).unwrap();
     /// let (values, age) = reader.all().values().unwrap();
     /// for (key, v) in values {
@@ -519,7 +519,7 @@ impl FleetKeys {
             }
             None => {
                 let pattern = format!("{}*", glob_escape(&s.prefix));
-                let reserved = format!("{}{}", s.prefix, super::RESERVED_PREFIX);
+                let reserved = format!("{}{}", s.prefix, crate::export::RESERVED_PREFIX);
                 let flat: Vec<String> = redis::cmd("EVAL")
                     .arg(ALL_SCRIPT)
                     .arg(0)
@@ -550,7 +550,7 @@ struct Failure {
 impl From<redis::RedisError> for Failure {
     fn from(e: redis::RedisError) -> Failure {
         Failure {
-            answered: super::redis::answered(&e),
+            answered: crate::export::redis::answered(&e),
             message: e.to_string(),
         }
     }
