@@ -51,80 +51,29 @@ use redis::{Client, Connection, Value};
 use std::fmt;
 use std::time::{Duration, Instant};
 
-/// The lease script. `KEYS[1]` is the stock key, `KEYS[2]` the leases
-/// hash; `ARGV` = token, sequence number, kind (`t` take, `r` return, `a`
-/// add), amount. Replies `{1, amount, stock_after, lost_ops}` when applied
-/// (for a take, `amount` is the grant: `min(asked, stock)`, never below
-/// zero); `{0, amount, stock_now, 0}` when the number is the token's last
-/// one (a retry: nothing changes, the recorded amount is repeated);
-/// `{-2, last}` for an older number; `{-3, stock}` for an add that would
-/// take the stock to 2<sup>53</sup> or more (nothing changes, the number
-/// is not used); `{-1}` if a key holds something else
-/// than this layout (a stock that is not an integer below ±2<sup>53</sup>,
-/// a leases key that is not a hash of records). `lost_ops` counts numbers skipped since the token's
+/// The lease script (`src/fleet/scripts/lease.lua`). `KEYS[1]` is the
+/// stock key, `KEYS[2]` the leases hash; `ARGV` = token, sequence number,
+/// kind (`t` take, `r` return, `a` add), amount. Replies
+/// `{1, amount, stock_after, lost_ops}` when applied (for a take, `amount`
+/// is the grant: `min(asked, stock)`, never below zero);
+/// `{0, amount, stock_now, 0}` when the number is the token's last one (a
+/// retry: nothing changes, the recorded amount is repeated); `{-2, last}`
+/// for an older number; `{-3, stock}` for an add that would take the stock
+/// to 2<sup>53</sup> or more (nothing changes, the number is not used);
+/// `{-1}` if a key holds something else than this layout (a stock that is
+/// not an integer below ±2<sup>53</sup>, a leases key that is not a hash
+/// of records). `lost_ops` counts numbers skipped since the token's
 /// record: operations Redis confirmed and then lost (an AOF that had not
 /// reached the disk).
 ///
 /// ```
 /// assert!(shardcount::fleet::LEASE_SCRIPT.contains("DECRBY"));
 /// ```
-pub const LEASE_SCRIPT: &str = r"
-local st = redis.call('TYPE', KEYS[1])['ok']
-if st ~= 'string' and st ~= 'none' then return {-1} end
-local ht = redis.call('TYPE', KEYS[2])['ok']
-if ht ~= 'hash' and ht ~= 'none' then return {-1} end
-local cur = 0
-if st == 'string' then
-  local s = redis.call('GET', KEYS[1])
-  if not (s == '0' or string.match(s, '^%-?[1-9]%d*$')) or #s > 17 then return {-1} end
-  cur = tonumber(s)
-  if math.abs(cur) >= 9007199254740992 then return {-1} end
-end
-local seq = tonumber(ARGV[2])
-local last, net = 0, 0
-local rec = redis.call('HGET', KEYS[2], ARGV[1])
-if rec then
-  local s, g, h = string.match(rec, '^(%d+) (%d+) (%-?%d+)$')
-  if not s or #rec > 52 then return {-1} end
-  last, net, g = tonumber(s), tonumber(h), tonumber(g)
-  if last >= 9007199254740992 or g >= 9007199254740992 or math.abs(net) >= 9007199254740992 then
-    return {-1}
-  end
-  if seq == last then
-    -- A write (the same record), so that a WAITAOF on this connection,
-    -- which waits for this connection's own writes only, covers the
-    -- original run too (it may have been on a connection now dropped).
-    redis.call('HSET', KEYS[2], ARGV[1], rec)
-    return {0, g, cur, 0}
-  end
-  if seq < last then return {-2, last} end
-end
-local lost = seq - last - 1
-local n = tonumber(ARGV[4])
-local g = n
-if ARGV[3] == 't' then
-  g = math.min(n, math.max(cur, 0))
-  if g > 0 then redis.call('DECRBY', KEYS[1], g) end
-  net = net + g
-  cur = cur - g
-else
-  if ARGV[3] == 'a' and cur + n >= 9007199254740992 then return {-3, cur} end
-  if n > 0 then redis.call('INCRBY', KEYS[1], n) end
-  if ARGV[3] == 'r' then net = net - n end
-  cur = cur + n
-end
-redis.call('HSET', KEYS[2], ARGV[1], string.format('%d %d %d', seq, g, net))
-return {1, g, cur, lost}
-";
+pub const LEASE_SCRIPT: &str = include_str!("scripts/lease.lua");
 
 /// `init`'s script: sets `KEYS[1]` to `ARGV[1]` only if it does not exist
 /// (1), leaves a string as it is (0), refuses another type (-1).
-const INIT_SCRIPT: &str = r"
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t == 'none' then redis.call('SET', KEYS[1], ARGV[1]) return 1 end
-if t == 'string' then return 0 end
-return -1
-";
+const INIT_SCRIPT: &str = include_str!("scripts/init.lua");
 
 /// Every amount and the stock stay below this: Redis runs the script's
 /// arithmetic in doubles, exact below 2<sup>53</sup>.
