@@ -56,13 +56,17 @@ impl Inner {
         r
     }
 
+    /// One try of `op`'s script call.
     fn call_once(&self, link: &mut Link, op: Op) -> Result<Reply, FleetError> {
-        // Only after a request went out: it may still be queued in Redis.
-        let fail = |link: &mut Link, e: String| {
-            link.conn = None;
-            link.stale_possible = true;
-            FleetError::Redis(e)
-        };
+        let (values, waited) = self.send(link, op)?;
+        let ints = read_reply(link, &values, waited)?;
+        self.classify(link, op, ints.as_deref(), &values)
+    }
+
+    /// Connects if needed and sends `op`'s EVALSHA, and for a take the
+    /// WAITAOF behind it when the server has one, in one pipeline. Returns
+    /// the replies and whether the WAITAOF was sent.
+    fn send(&self, link: &mut Link, op: Op) -> Result<(Vec<Value>, bool), FleetError> {
         let timeout = self.config.timeout;
         let reused = link.conn.is_some();
         link.closed = false;
@@ -70,11 +74,6 @@ impl Inner {
             link.closed = reused && e.is_connection_dropped() && !e.is_timeout();
             return Err(link.failed(&e, &self.stock_key));
         }
-        let kind = match op.kind {
-            Kind::Take => "t",
-            Kind::Return => "r",
-            Kind::Add => "a",
-        };
         let mut pipe = redis::pipe();
         pipe.cmd("EVALSHA")
             .arg(link.sha.as_deref().unwrap_or_default())
@@ -83,7 +82,7 @@ impl Inner {
             .arg(&self.leases_key)
             .arg(&link.token)
             .arg(op.seq)
-            .arg(kind)
+            .arg(op.kind.arg())
             .arg(op.amount);
         // Only a lost take can oversell: it alone waits for the fsync.
         let wait = link.waitaof && matches!(op.kind, Kind::Take);
@@ -95,40 +94,26 @@ impl Inner {
         // Relaxed: a reporting tally.
         self.round_trips.fetch_add(1, Ordering::Relaxed);
         let conn = link.conn.as_mut().expect("connected above");
-        let values: Vec<Value> = match pipe.query(conn) {
-            Ok(v) => v,
-            Err(e) if answered(&e) => return Err(link.failed(&e, &self.stock_key)),
+        match pipe.query(conn) {
+            Ok(values) => Ok((values, wait)),
+            Err(e) if answered(&e) => Err(link.failed(&e, &self.stock_key)),
             Err(e) => {
                 link.closed = reused && e.is_connection_dropped() && !e.is_timeout();
-                return Err(fail(link, e.to_string()));
-            }
-        };
-        if wait {
-            let fsynced = match values.get(1) {
-                Some(Value::Array(a)) => matches!(a.first(), Some(Value::Int(n)) if *n >= 1),
-                _ => false,
-            };
-            if !fsynced {
-                return Err(fail(link, "WAITAOF: the take is not on disk yet".into()));
+                Err(link.lost(e.to_string()))
             }
         }
-        let ints: Option<Vec<i64>> = match values.first() {
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|x| match x {
-                    Value::Int(i) => Some(*i),
-                    _ => None,
-                })
-                .collect(),
-            Some(Value::ServerError(e)) => {
-                if e.code() == "NOSCRIPT" {
-                    link.sha = None;
-                }
-                return Err(FleetError::Redis(format!("{e:?}")));
-            }
-            _ => None,
-        };
-        match ints.as_deref() {
+    }
+
+    /// What the script's reply means: the amount and stock when it applied
+    /// or repeated `op`, otherwise the error its code stands for.
+    fn classify(
+        &self,
+        link: &mut Link,
+        op: Op,
+        ints: Option<&[i64]>,
+        values: &[Value],
+    ) -> Result<Reply, FleetError> {
+        match ints {
             // A grant is never negative nor 2^53 or more (the script's
             // bound); anything else came from a record edited by hand.
             Some([0 | 1, amount, ..]) if !(0..MAX_AMOUNT as i64).contains(amount) => {
@@ -160,7 +145,41 @@ impl Inner {
                 "{} or {} does not hold a stock's layout",
                 self.stock_key, self.leases_key
             ))),
-            _ => Err(fail(link, format!("unexpected script reply {values:?}"))),
+            _ => Err(link.lost(format!("unexpected script reply {values:?}"))),
         }
+    }
+}
+
+/// The script's reply as integers (`None` for another shape), once a
+/// WAITAOF sent with it confirms the take is on disk.
+fn read_reply(
+    link: &mut Link,
+    values: &[Value],
+    waited: bool,
+) -> Result<Option<Vec<i64>>, FleetError> {
+    if waited {
+        let fsynced = match values.get(1) {
+            Some(Value::Array(a)) => matches!(a.first(), Some(Value::Int(n)) if *n >= 1),
+            _ => false,
+        };
+        if !fsynced {
+            return Err(link.lost("WAITAOF: the take is not on disk yet".into()));
+        }
+    }
+    match values.first() {
+        Some(Value::Array(items)) => Ok(items
+            .iter()
+            .map(|x| match x {
+                Value::Int(i) => Some(*i),
+                _ => None,
+            })
+            .collect()),
+        Some(Value::ServerError(e)) => {
+            if e.code() == "NOSCRIPT" {
+                link.sha = None;
+            }
+            Err(FleetError::Redis(format!("{e:?}")))
+        }
+        _ => Ok(None),
     }
 }

@@ -16,6 +16,17 @@ pub(super) enum Kind {
     Add,
 }
 
+impl Kind {
+    /// The script's `ARGV[3]` for it.
+    pub(super) fn arg(self) -> &'static str {
+        match self {
+            Kind::Take => "t",
+            Kind::Return => "r",
+            Kind::Add => "a",
+        }
+    }
+}
+
 /// One numbered operation of this process's token.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Op {

@@ -45,6 +45,14 @@ impl Link {
         }
     }
 
+    /// The error for a request that went out and got no usable reply: the
+    /// connection is dropped, and a copy may still be queued in Redis.
+    pub(super) fn lost(&mut self, e: String) -> FleetError {
+        self.conn = None;
+        self.stale_possible = true;
+        FleetError::Redis(e)
+    }
+
     /// One idempotent command; resent once on a fresh connection if the
     /// reused one was found closed (a Redis restart).
     pub(super) fn query<T: redis::FromRedisValue>(
