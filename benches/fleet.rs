@@ -14,7 +14,7 @@
 //! repetitions; subject and reference run back to back, alternating which
 //! goes first, and each ratio is the median of the per-repetition ratios.
 
-use shardcount::export::{FleetError, FleetReader, FleetStock, FleetStockConfig};
+use shardcount::fleet::{FleetError, FleetReader, FleetStock, FleetStockConfig};
 use shardcount::Stock;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};

@@ -22,7 +22,8 @@
 
 use clap::Parser;
 use shardcount::export::redis::RedisSink;
-use shardcount::export::{ExportConfig, Exporter, FleetError, FleetStock, FleetStockConfig};
+use shardcount::export::{ExportConfig, Exporter};
+use shardcount::fleet::{FleetError, FleetStock, FleetStockConfig};
 use shardcount::RoughCounter;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

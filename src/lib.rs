@@ -32,9 +32,10 @@
 //!   over; [`MaxCounter`], [`MinCounter`] and [`Stock`] are gauges.
 //! * [`export`]: an [`Exporter`](export::Exporter) thread ships counters'
 //!   deltas to a [`Sink`](export::Sink); `export::redis` (feature `redis`)
-//!   folds them into Redis exactly once, for fleet-wide counts; a
-//!   `FleetReader` reads those totals through a TTL cache, and a
-//!   `FleetStock` sells one Redis inventory from many processes.
+//!   folds them into Redis exactly once, for fleet-wide counts.
+//! * `fleet` (feature `redis`): a `FleetReader` reads those totals through
+//!   a TTL cache, and a `FleetStock` sells one Redis inventory from many
+//!   processes.
 //! * `integrations` (features `metrics`, `prometheus-client`, `prometheus`,
 //!   `opentelemetry`, `serde`): the counters behind the `metrics` facade,
 //!   in a `prometheus_client` or `prometheus` registry, as OpenTelemetry
@@ -141,6 +142,10 @@ mod histogram;
 // an atomic protocol for loom (it reads counters with `sum`).
 #[cfg(not(shardcount_loom))]
 pub mod export;
+// Reads and sells through Redis on a real clock, as export does.
+#[cfg(all(feature = "redis", not(shardcount_loom)))]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod fleet;
 // Optional integrations; loom never builds them (the folding thread and the
 // `absolute` locks are real threads and std locks).
 #[cfg(all(

@@ -8,9 +8,8 @@ mod common;
 
 use common::Server;
 use shardcount::export::redis::RedisSink;
-use shardcount::export::{
-    Exporter, FleetError, FleetReader, FleetStock, FleetStockConfig, LEASE_SCRIPT,
-};
+use shardcount::export::Exporter;
+use shardcount::fleet::{FleetError, FleetReader, FleetStock, FleetStockConfig, LEASE_SCRIPT};
 use shardcount::{Counter, RoughCounter};
 use std::collections::HashMap;
 use std::io::{Read, Write};

@@ -99,10 +99,6 @@
 //! ```
 
 mod exporter;
-#[cfg(feature = "redis")]
-mod fleet_read;
-#[cfg(feature = "redis")]
-mod fleet_stock;
 mod histogram;
 mod memory;
 #[cfg(feature = "redis")]
@@ -111,12 +107,6 @@ pub mod redis;
 mod register;
 
 pub use exporter::{ExportConfig, ExportStats, Exporter, FlushError, FlushReport};
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use fleet_read::{FleetKeys, FleetReadError, FleetReader, Reading};
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use fleet_stock::{FleetError, FleetStock, FleetStockConfig, FleetStockStats, LEASE_SCRIPT};
 pub use histogram::HistogramSource;
 pub use memory::MemorySink;
 pub use register::CountRef;

@@ -1,0 +1,185 @@
+//! One call of the lease script: sent (a take with its WAITAOF), its
+//! reply read, and classified; `call` resends it when that can help.
+
+use super::lease::{Inner, Kind, Op, Reply};
+use super::link::Link;
+use super::{FleetError, MAX_AMOUNT};
+use crate::export::redis::answered;
+use crate::primitive::sync::atomic::Ordering;
+use redis::Value;
+
+/// The lease script (`src/fleet/scripts/lease.lua`). `KEYS[1]` is the
+/// stock key, `KEYS[2]` the leases hash; `ARGV` = token, sequence number,
+/// kind (`t` take, `r` return, `a` add), amount. Replies
+/// `{1, amount, stock_after, lost_ops}` when applied (for a take, `amount`
+/// is the grant: `min(asked, stock)`, never below zero);
+/// `{0, amount, stock_now, 0}` when the number is the token's last one (a
+/// retry: nothing changes, the recorded amount is repeated); `{-2, last}`
+/// for an older number; `{-3, stock}` for an add that would take the stock
+/// to 2<sup>53</sup> or more (nothing changes, the number is not used);
+/// `{-1}` if a key holds something else than this layout (a stock that is
+/// not an integer below ±2<sup>53</sup>, a leases key that is not a hash
+/// of records). `lost_ops` counts numbers skipped since the token's
+/// record: operations Redis confirmed and then lost (an AOF that had not
+/// reached the disk).
+///
+/// ```
+/// assert!(shardcount::fleet::LEASE_SCRIPT.contains("DECRBY"));
+/// ```
+pub const LEASE_SCRIPT: &str = include_str!("../scripts/lease.lua");
+
+impl Inner {
+    /// One script call for `op` (reconnecting and reloading the script as
+    /// needed); a NOSCRIPT reply reloads and resends once.
+    pub(super) fn call(&self, link: &mut Link, op: Op) -> Result<Reply, FleetError> {
+        let mut r = self.call_once(link, op);
+        if link.closed {
+            // A connection from before a Redis restart fails on first use
+            // though Redis may be up again: resend once, on a fresh one
+            // (the same number: applied at most once).
+            r = self.call_once(link, op);
+        }
+        let r = match r {
+            Err(FleetError::Redis(e)) if e.contains("NOSCRIPT") => {
+                link.sha = None;
+                self.call_once(link, op)
+            }
+            r => r,
+        };
+        if let Err(FleetError::Invalid(_)) = r {
+            // An add refused as too large used no number: drop it, so it
+            // is neither resent nor seen as a lost operation.
+            debug_assert_eq!(op.seq, link.seq);
+            link.unresolved = None;
+            link.seq -= 1;
+        }
+        r
+    }
+
+    /// One try of `op`'s script call.
+    fn call_once(&self, link: &mut Link, op: Op) -> Result<Reply, FleetError> {
+        let (values, waited) = self.send(link, op)?;
+        let ints = read_reply(link, &values, waited)?;
+        self.classify(link, op, ints.as_deref(), &values)
+    }
+
+    /// Connects if needed and sends `op`'s EVALSHA, and for a take the
+    /// WAITAOF behind it when the server has one, in one pipeline. Returns
+    /// the replies and whether the WAITAOF was sent.
+    fn send(&self, link: &mut Link, op: Op) -> Result<(Vec<Value>, bool), FleetError> {
+        let timeout = self.config.timeout;
+        let reused = link.conn.is_some();
+        link.closed = false;
+        if let Err(e) = link.connect(timeout) {
+            link.closed = reused && e.is_connection_dropped() && !e.is_timeout();
+            return Err(link.failed(&e, &self.stock_key));
+        }
+        let mut pipe = redis::pipe();
+        pipe.cmd("EVALSHA")
+            .arg(link.sha.as_deref().unwrap_or_default())
+            .arg(2)
+            .arg(&self.stock_key)
+            .arg(&self.leases_key)
+            .arg(&link.token)
+            .arg(op.seq)
+            .arg(op.kind.arg())
+            .arg(op.amount);
+        // Only a lost take can oversell: it alone waits for the fsync.
+        let wait = link.waitaof && matches!(op.kind, Kind::Take);
+        if wait {
+            // At least 1 ms: WAITAOF's 0 means "block for ever".
+            let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+            pipe.cmd("WAITAOF").arg(1).arg(0).arg(ms.max(1));
+        }
+        // Relaxed: a reporting tally.
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let conn = link.conn.as_mut().expect("connected above");
+        match pipe.query(conn) {
+            Ok(values) => Ok((values, wait)),
+            Err(e) if answered(&e) => Err(link.failed(&e, &self.stock_key)),
+            Err(e) => {
+                link.closed = reused && e.is_connection_dropped() && !e.is_timeout();
+                Err(link.lost(e.to_string()))
+            }
+        }
+    }
+
+    /// What the script's reply means: the amount and stock when it applied
+    /// or repeated `op`, otherwise the error its code stands for.
+    fn classify(
+        &self,
+        link: &mut Link,
+        op: Op,
+        ints: Option<&[i64]>,
+        values: &[Value],
+    ) -> Result<Reply, FleetError> {
+        match ints {
+            // A grant is never negative nor 2^53 or more (the script's
+            // bound); anything else came from a record edited by hand.
+            Some([0 | 1, amount, ..]) if !(0..MAX_AMOUNT as i64).contains(amount) => {
+                Err(FleetError::Corrupt(format!(
+                    "{}: this token's record holds an amount out of range: {amount}",
+                    self.leases_key
+                )))
+            }
+            Some([code @ (0 | 1), amount, stock, lost]) => {
+                if *code == 1 && *lost > 0 {
+                    // Relaxed: a reporting tally.
+                    self.lost_ops.fetch_add(*lost as u64, Ordering::Relaxed);
+                }
+                Ok(Reply {
+                    amount: *amount as u64,
+                    stock: *stock,
+                })
+            }
+            Some([-2, last]) => Err(FleetError::Corrupt(format!(
+                "{}: this token's record is at operation {last}, past {}: \
+                 another writer changed it; nothing was applied",
+                self.leases_key, op.seq
+            ))),
+            Some([-3, stock]) => Err(FleetError::Invalid(format!(
+                "adding {} to {} would take the stock to 2^53 or more",
+                op.amount, stock
+            ))),
+            Some([-1]) => Err(FleetError::Corrupt(format!(
+                "{} or {} does not hold a stock's layout",
+                self.stock_key, self.leases_key
+            ))),
+            _ => Err(link.lost(format!("unexpected script reply {values:?}"))),
+        }
+    }
+}
+
+/// The script's reply as integers (`None` for another shape), once a
+/// WAITAOF sent with it confirms the take is on disk.
+fn read_reply(
+    link: &mut Link,
+    values: &[Value],
+    waited: bool,
+) -> Result<Option<Vec<i64>>, FleetError> {
+    if waited {
+        let fsynced = match values.get(1) {
+            Some(Value::Array(a)) => matches!(a.first(), Some(Value::Int(n)) if *n >= 1),
+            _ => false,
+        };
+        if !fsynced {
+            return Err(link.lost("WAITAOF: the take is not on disk yet".into()));
+        }
+    }
+    match values.first() {
+        Some(Value::Array(items)) => Ok(items
+            .iter()
+            .map(|x| match x {
+                Value::Int(i) => Some(*i),
+                _ => None,
+            })
+            .collect()),
+        Some(Value::ServerError(e)) => {
+            if e.code() == "NOSCRIPT" {
+                link.sha = None;
+            }
+            Err(FleetError::Redis(format!("{e:?}")))
+        }
+        _ => Ok(None),
+    }
+}
