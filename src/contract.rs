@@ -293,6 +293,72 @@ impl Count for crate::Stock {
     }
 }
 
+/// A distribution of recorded values, read whole: what the integrations
+/// encode as a histogram (cumulative `le` buckets, a count and a sum) and
+/// the [`Exporter`](crate::export::Exporter) ships as `{key}_count` and
+/// `{key}_sum`. Implemented by [`Histogram`](crate::Histogram).
+///
+/// ```
+/// use shardcount::contract::Distribution;
+/// let h = shardcount::Histogram::new();
+/// h.record(4);
+/// let s = h.read_distribution();
+/// assert_eq!((s.count(), s.sum()), (1, 4));
+/// ```
+pub trait Distribution: Send + Sync {
+    /// The bucket counts and the sum, read together: exact at quiescence,
+    /// as [`Histogram::snapshot`](crate::Histogram::snapshot).
+    ///
+    /// ```
+    /// use shardcount::contract::Distribution;
+    /// fn p50(d: &impl Distribution) -> Option<u64> {
+    ///     d.read_distribution().quantile(0.5)
+    /// }
+    /// let h = shardcount::Histogram::new();
+    /// h.record(9);
+    /// assert_eq!(p50(&h), Some(9));
+    /// ```
+    fn read_distribution(&self) -> crate::HistogramSnapshot;
+}
+
+impl Distribution for crate::Histogram {
+    fn read_distribution(&self) -> crate::HistogramSnapshot {
+        self.snapshot()
+    }
+}
+
+/// A family of labelled distributions exported together: a
+/// [`LabelledHistogram`](crate::LabelledHistogram), and every
+/// [`Distribution`] as a family of one unlabelled member. The integrations
+/// export histograms over this trait, so one code path writes both.
+///
+/// ```
+/// use shardcount::contract::DistributionFamily;
+/// let h = shardcount::Histogram::new();
+/// h.record(2);
+/// h.read_each_distribution(|texts, s| assert_eq!((texts.len(), s.count()), (0, 1)));
+/// assert!(shardcount::Histogram::LABEL_NAMES.is_empty());
+/// ```
+pub trait DistributionFamily: Send + Sync {
+    /// The names of the labels that tell members apart: empty for a
+    /// single [`Distribution`].
+    const LABEL_NAMES: &'static [&'static str];
+
+    /// Calls `f` with each member's label texts (one per name in
+    /// [`LABEL_NAMES`](Self::LABEL_NAMES), in that order) and its read,
+    /// each as [`Distribution::read_distribution`]; the members are read
+    /// one after another.
+    fn read_each_distribution(&self, f: impl FnMut(&[&str], crate::HistogramSnapshot));
+}
+
+impl<D: Distribution> DistributionFamily for D {
+    const LABEL_NAMES: &'static [&'static str] = &[];
+
+    fn read_each_distribution(&self, mut f: impl FnMut(&[&str], crate::HistogramSnapshot)) {
+        f(&[], self.read_distribution());
+    }
+}
+
 #[cfg(all(test, not(shardcount_loom)))]
 // The macro's key type takes the static's name; inside this crate clippy
 // sees it as an acronym.
@@ -363,71 +429,5 @@ mod tests {
             (CounterSet::MEMBER_KIND, CounterSet::LABEL_NAME),
             (Kind::Counter, Some("index"))
         );
-    }
-}
-
-/// A distribution of recorded values, read whole: what the integrations
-/// encode as a histogram (cumulative `le` buckets, a count and a sum) and
-/// the [`Exporter`](crate::export::Exporter) ships as `{key}_count` and
-/// `{key}_sum`. Implemented by [`Histogram`](crate::Histogram).
-///
-/// ```
-/// use shardcount::contract::Distribution;
-/// let h = shardcount::Histogram::new();
-/// h.record(4);
-/// let s = h.read_distribution();
-/// assert_eq!((s.count(), s.sum()), (1, 4));
-/// ```
-pub trait Distribution: Send + Sync {
-    /// The bucket counts and the sum, read together: exact at quiescence,
-    /// as [`Histogram::snapshot`](crate::Histogram::snapshot).
-    ///
-    /// ```
-    /// use shardcount::contract::Distribution;
-    /// fn p50(d: &impl Distribution) -> Option<u64> {
-    ///     d.read_distribution().quantile(0.5)
-    /// }
-    /// let h = shardcount::Histogram::new();
-    /// h.record(9);
-    /// assert_eq!(p50(&h), Some(9));
-    /// ```
-    fn read_distribution(&self) -> crate::HistogramSnapshot;
-}
-
-impl Distribution for crate::Histogram {
-    fn read_distribution(&self) -> crate::HistogramSnapshot {
-        self.snapshot()
-    }
-}
-
-/// A family of labelled distributions exported together: a
-/// [`LabelledHistogram`](crate::LabelledHistogram), and every
-/// [`Distribution`] as a family of one unlabelled member. The integrations
-/// export histograms over this trait, so one code path writes both.
-///
-/// ```
-/// use shardcount::contract::DistributionFamily;
-/// let h = shardcount::Histogram::new();
-/// h.record(2);
-/// h.read_each_distribution(|texts, s| assert_eq!((texts.len(), s.count()), (0, 1)));
-/// assert!(shardcount::Histogram::LABEL_NAMES.is_empty());
-/// ```
-pub trait DistributionFamily: Send + Sync {
-    /// The names of the labels that tell members apart: empty for a
-    /// single [`Distribution`].
-    const LABEL_NAMES: &'static [&'static str];
-
-    /// Calls `f` with each member's label texts (one per name in
-    /// [`LABEL_NAMES`](Self::LABEL_NAMES), in that order) and its read,
-    /// each as [`Distribution::read_distribution`]; the members are read
-    /// one after another.
-    fn read_each_distribution(&self, f: impl FnMut(&[&str], crate::HistogramSnapshot));
-}
-
-impl<D: Distribution> DistributionFamily for D {
-    const LABEL_NAMES: &'static [&'static str] = &[];
-
-    fn read_each_distribution(&self, mut f: impl FnMut(&[&str], crate::HistogramSnapshot)) {
-        f(&[], self.read_distribution());
     }
 }

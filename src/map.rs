@@ -1698,35 +1698,6 @@ unsafe fn free_segment(p: *mut AtomicPtr<Chunk>, b: usize) {
     drop(unsafe { Box::from_raw(seg) });
 }
 
-/// Unit tests that need to act between two steps of `handle`.
-#[cfg(all(test, not(shardcount_loom)))]
-mod tests {
-    use super::CounterMap;
-    use std::cell::RefCell;
-
-    thread_local! {
-        /// Run once, right after the next lookup miss on this thread.
-        static AFTER_MISS: RefCell<Option<Box<dyn FnOnce()>>> = const { RefCell::new(None) };
-    }
-
-    pub(super) fn after_miss() {
-        if let Some(f) = AFTER_MISS.with(|h| h.borrow_mut().take()) {
-            f();
-        }
-    }
-
-    /// The key takes the map's last index between this thread's lookup
-    /// miss and its "map full" check: the add must still reach the key's
-    /// counter, not the overflow.
-    #[test]
-    fn a_key_interned_between_the_miss_and_the_full_check_keeps_its_add() {
-        let m: &'static CounterMap<u32> = Box::leak(Box::new(CounterMap::with_max_keys(1)));
-        AFTER_MISS.with(|h| *h.borrow_mut() = Some(Box::new(move || m.add(&7, 1))));
-        m.add(&7, 2);
-        assert_eq!((m.get(&7), m.overflow()), (Some(3), 0));
-    }
-}
-
 /// A family labelled by key (`K: Display` shows it), each member read as
 /// [`get`](CounterMap::get) reads it. Keys are visited in the order of
 /// first use under the lock that new keys take (new keys wait; adds and
@@ -1780,5 +1751,34 @@ where
         for (k, total) in gone {
             f(k, total);
         }
+    }
+}
+
+/// Unit tests that need to act between two steps of `handle`.
+#[cfg(all(test, not(shardcount_loom)))]
+mod tests {
+    use super::CounterMap;
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// Run once, right after the next lookup miss on this thread.
+        static AFTER_MISS: RefCell<Option<Box<dyn FnOnce()>>> = const { RefCell::new(None) };
+    }
+
+    pub(super) fn after_miss() {
+        if let Some(f) = AFTER_MISS.with(|h| h.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    /// The key takes the map's last index between this thread's lookup
+    /// miss and its "map full" check: the add must still reach the key's
+    /// counter, not the overflow.
+    #[test]
+    fn a_key_interned_between_the_miss_and_the_full_check_keeps_its_add() {
+        let m: &'static CounterMap<u32> = Box::leak(Box::new(CounterMap::with_max_keys(1)));
+        AFTER_MISS.with(|h| *h.borrow_mut() = Some(Box::new(move || m.add(&7, 1))));
+        m.add(&7, 2);
+        assert_eq!((m.get(&7), m.overflow()), (Some(3), 0));
     }
 }

@@ -979,6 +979,33 @@ impl fmt::Debug for CounterSet {
     }
 }
 
+/// A family of [`len`](CounterSet::len) counters labelled by index
+/// (`0`, `1`, ...), each read with [`get`](CounterSet::get).
+///
+/// ```
+/// use shardcount::{CountFamily, CounterSet};
+/// let s = CounterSet::new(2);
+/// s.add(1, 4);
+/// let mut v = Vec::new();
+/// s.read_each(|i, n| v.push((*i, n)));
+/// assert_eq!(v, [(0, 0), (1, 4)]);
+/// ```
+impl crate::contract::CountFamily for CounterSet {
+    const MEMBER_KIND: crate::contract::Kind = crate::contract::Kind::Counter;
+    const LABEL_NAME: Option<&'static str> = Some("index");
+    type Label = usize;
+
+    fn label_names(&self) -> &[&'static str] {
+        &self.label
+    }
+
+    fn read_each(&self, mut f: impl FnMut(&usize, u64)) {
+        for i in 0..self.len() {
+            f(&i, self.total(i));
+        }
+    }
+}
+
 #[cfg(all(test, not(shardcount_loom)))]
 mod tests {
     use super::*;
@@ -1101,32 +1128,5 @@ mod tests {
         assert!(id > 2, "the lone thread owned a row (id {id})");
         assert_eq!(s.get(5), Some(1_000_000));
         assert_eq!(s.shards(), 2, "a lone writer grew the set");
-    }
-}
-
-/// A family of [`len`](CounterSet::len) counters labelled by index
-/// (`0`, `1`, ...), each read with [`get`](CounterSet::get).
-///
-/// ```
-/// use shardcount::{CountFamily, CounterSet};
-/// let s = CounterSet::new(2);
-/// s.add(1, 4);
-/// let mut v = Vec::new();
-/// s.read_each(|i, n| v.push((*i, n)));
-/// assert_eq!(v, [(0, 0), (1, 4)]);
-/// ```
-impl crate::contract::CountFamily for CounterSet {
-    const MEMBER_KIND: crate::contract::Kind = crate::contract::Kind::Counter;
-    const LABEL_NAME: Option<&'static str> = Some("index");
-    type Label = usize;
-
-    fn label_names(&self) -> &[&'static str] {
-        &self.label
-    }
-
-    fn read_each(&self, mut f: impl FnMut(&usize, u64)) {
-        for i in 0..self.len() {
-            f(&i, self.total(i));
-        }
     }
 }
