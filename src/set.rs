@@ -927,14 +927,6 @@ impl CounterSet {
         self.table.max_shards()
     }
 
-    /// Forces one growth step: for models and tests racing adds against a
-    /// row allocation.
-    #[cfg(test)]
-    pub(crate) fn grow_once(&self) {
-        self.base(); // as in `split`
-        self.table.grow(self.table.load(), self.row_lines());
-    }
-
     /// What counter `i` holds in the base row and in each row of the
     /// newest table (none without a table): for tests of which row an add
     /// landed in.
@@ -954,6 +946,14 @@ impl CounterSet {
             .get()
             .map_or(0, |b| word(b, i).load(Ordering::Relaxed));
         (base, rows)
+    }
+}
+
+#[cfg(test)]
+impl crate::shard::GrowOnce for CounterSet {
+    fn table_to_grow(&self) -> (&ShardTable, usize) {
+        self.base(); // as in `split`
+        (&self.table, self.row_lines())
     }
 }
 
@@ -1009,6 +1009,7 @@ impl crate::contract::CountFamily for CounterSet {
 #[cfg(all(test, not(shardcount_loom)))]
 mod tests {
     use super::*;
+    use crate::shard::GrowOnce;
     use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
 

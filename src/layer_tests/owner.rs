@@ -51,6 +51,7 @@ fn a_table_at_a_dropped_tables_address_counts_every_add() {
 /// test running alongside holds an owner id).
 #[cfg(not(miri))]
 mod busy_threads_own_the_shards {
+    use crate::shard::GrowOnce;
     use crate::thread::owner;
     use crate::{Counter, CounterSet, RoughCounter};
     use std::process::Command;
