@@ -116,11 +116,6 @@ impl Extremum {
     fn shards(&self) -> usize {
         self.table.shards()
     }
-
-    #[cfg(test)]
-    fn grow_once(&self) {
-        self.table.grow(self.table.load(), 1);
-    }
 }
 
 /// The largest `u64` recorded, from any number of threads.
@@ -227,10 +222,12 @@ impl MaxCounter {
     pub fn shards(&self) -> usize {
         self.0.shards()
     }
+}
 
-    #[cfg(test)]
-    pub(crate) fn grow_once(&self) {
-        self.0.grow_once();
+#[cfg(test)]
+impl crate::shard::GrowOnce for MaxCounter {
+    fn table_to_grow(&self) -> (&ShardTable, usize) {
+        (&self.0.table, 1)
     }
 }
 

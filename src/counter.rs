@@ -559,13 +559,6 @@ impl Counter {
         })
     }
 
-    /// Forces one growth step, as a repeated collision would: for models
-    /// and tests that must race an add against a growth.
-    #[cfg(test)]
-    pub(crate) fn grow_once(&self) {
-        self.table.grow(self.table.load(), 1);
-    }
-
     /// Whether either entry of the calling thread's row cache holds this
     /// counter's newest table: its next add would be a hit.
     #[cfg(all(test, shardcount_loom))]
@@ -593,6 +586,13 @@ impl Counter {
                     .collect()
             });
         (self.base.load(Ordering::Relaxed), shards)
+    }
+}
+
+#[cfg(test)]
+impl crate::shard::GrowOnce for Counter {
+    fn table_to_grow(&self) -> (&ShardTable, usize) {
+        (&self.table, 1)
     }
 }
 
@@ -631,6 +631,7 @@ impl fmt::Debug for Counter {
 #[cfg(all(test, not(shardcount_loom)))]
 mod tests {
     use super::*;
+    use crate::shard::GrowOnce;
 
     #[test]
     fn owner_id_i_owns_shard_i_minus_one_while_the_table_has_it() {

@@ -181,6 +181,8 @@ mod rough;
 mod set;
 mod stock;
 
+#[cfg(all(test, not(shardcount_loom)))]
+mod layer_tests;
 #[cfg(all(test, shardcount_loom))]
 mod loom_models;
 #[cfg(all(test, not(shardcount_loom)))]

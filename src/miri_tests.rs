@@ -3,6 +3,7 @@
 //! They run as ordinary unit tests too. In-crate so they can force a growth
 //! without a public test hook.
 
+use crate::shard::GrowOnce;
 use crate::{Counter, CounterMap, CounterSet, Folder, MaxCounter, RoughCounter};
 use std::sync::{mpsc, Arc};
 use std::thread;

@@ -910,14 +910,6 @@ impl CounterSet {
         self.table.max_shards()
     }
 
-    /// Forces one growth step: for models and tests racing adds against a
-    /// row allocation.
-    #[cfg(test)]
-    pub(crate) fn grow_once(&self) {
-        self.base(); // as in `split`
-        self.table.grow(self.table.load(), self.row_lines());
-    }
-
     /// What counter `i` holds in the base row and in each row of the
     /// newest table (none without a table): for tests of which row an add
     /// landed in.
@@ -937,6 +929,14 @@ impl CounterSet {
             .get()
             .map_or(0, |b| word(b, i).load(Ordering::Relaxed));
         (base, rows)
+    }
+}
+
+#[cfg(test)]
+impl crate::shard::GrowOnce for CounterSet {
+    fn table_to_grow(&self) -> (&ShardTable, usize) {
+        self.base(); // as in `split`
+        (&self.table, self.row_lines())
     }
 }
 
@@ -962,9 +962,37 @@ impl fmt::Debug for CounterSet {
     }
 }
 
+/// A family of [`len`](CounterSet::len) counters labelled by index
+/// (`0`, `1`, ...), each read with [`get`](CounterSet::get).
+///
+/// ```
+/// use shardcount::{CountFamily, CounterSet};
+/// let s = CounterSet::new(2);
+/// s.add(1, 4);
+/// let mut v = Vec::new();
+/// s.read_each(|i, n| v.push((*i, n)));
+/// assert_eq!(v, [(0, 0), (1, 4)]);
+/// ```
+impl crate::contract::CountFamily for CounterSet {
+    const MEMBER_KIND: crate::contract::Kind = crate::contract::Kind::Counter;
+    const LABEL_NAME: Option<&'static str> = Some("index");
+    type Label = usize;
+
+    fn label_names(&self) -> &[&'static str] {
+        &self.label
+    }
+
+    fn read_each(&self, mut f: impl FnMut(&usize, u64)) {
+        for i in 0..self.len() {
+            f(&i, self.total(i));
+        }
+    }
+}
+
 #[cfg(all(test, not(shardcount_loom)))]
 mod tests {
     use super::*;
+    use crate::shard::GrowOnce;
     use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
 
@@ -1084,32 +1112,5 @@ mod tests {
         assert!(id > 2, "the lone thread owned a row (id {id})");
         assert_eq!(s.get(5), Some(1_000_000));
         assert_eq!(s.shards(), 2, "a lone writer grew the set");
-    }
-}
-
-/// A family of [`len`](CounterSet::len) counters labelled by index
-/// (`0`, `1`, ...), each read with [`get`](CounterSet::get).
-///
-/// ```
-/// use shardcount::{CountFamily, CounterSet};
-/// let s = CounterSet::new(2);
-/// s.add(1, 4);
-/// let mut v = Vec::new();
-/// s.read_each(|i, n| v.push((*i, n)));
-/// assert_eq!(v, [(0, 0), (1, 4)]);
-/// ```
-impl crate::contract::CountFamily for CounterSet {
-    const MEMBER_KIND: crate::contract::Kind = crate::contract::Kind::Counter;
-    const LABEL_NAME: Option<&'static str> = Some("index");
-    type Label = usize;
-
-    fn label_names(&self) -> &[&'static str] {
-        &self.label
-    }
-
-    fn read_each(&self, mut f: impl FnMut(&usize, u64)) {
-        for i in 0..self.len() {
-            f(&i, self.total(i));
-        }
     }
 }

@@ -1,6 +1,7 @@
 //! Takes racing adds and growth on real threads, for every owner of a take:
 //! the takes and what stays must add up to what was added, exactly.
 
+use crate::shard::GrowOnce;
 use crate::{Counter, CounterMap, CounterSet, MaxCounter, MinCounter};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;

@@ -485,12 +485,10 @@ impl Histogram {
     }
 }
 
-impl Histogram {
-    /// Forces one growth of the rows: for models racing records against a
-    /// row allocation.
-    #[cfg(test)]
-    pub(crate) fn grow_once(&self) {
-        self.set.grow_once();
+#[cfg(test)]
+impl crate::shard::GrowOnce for Histogram {
+    fn table_to_grow(&self) -> (&crate::shard::ShardTable, usize) {
+        crate::shard::GrowOnce::table_to_grow(&self.set)
     }
 }
 
@@ -554,6 +552,7 @@ impl fmt::Debug for Histogram {
 #[cfg(all(test, not(shardcount_loom)))]
 mod tests {
     use super::*;
+    use crate::shard::GrowOnce;
 
     /// `new` makes no row; reads before the first record see an empty
     /// histogram of the default layout, and the first record makes it.

@@ -3,6 +3,7 @@
 //! Under loom every add is checked (the sampler's loom constants), so an
 //! interleaving with another writer really grows the table inside the model.
 
+use crate::shard::GrowOnce;
 use crate::Counter;
 use loom::sync::Arc;
 use loom::thread;

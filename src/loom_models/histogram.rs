@@ -4,6 +4,7 @@
 //! set's own add does: nothing lost or doubled across takes and a growth.
 
 use crate::primitive::sync::Arc;
+use crate::shard::GrowOnce;
 use crate::Histogram;
 use loom::thread;
 

@@ -2,6 +2,7 @@
 //! `MinCounter` (`src/accumulator.rs`). Under loom every add is sampled, so
 //! interleavings with another writer grow rows inside the model.
 
+use crate::shard::GrowOnce;
 use crate::{CounterSet, MaxCounter, MinCounter};
 use loom::sync::Arc;
 use loom::thread;

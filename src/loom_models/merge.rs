@@ -9,6 +9,7 @@
 use crate::counter::Counter;
 use crate::histogram::Histogram;
 use crate::set::CounterSet;
+use crate::shard::GrowOnce;
 use crate::thread::owner;
 use loom::sync::Arc;
 use loom::thread;

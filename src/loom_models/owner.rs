@@ -1,6 +1,7 @@
 //! Loom models of owner ids (the module docs of `src/thread/owner.rs`):
 //! leases, hand-backs and reuse racing adds and sums.
 
+use crate::shard::GrowOnce;
 use crate::thread::owner;
 use crate::Counter;
 use loom::sync::atomic::{AtomicBool, Ordering};

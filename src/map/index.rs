@@ -35,11 +35,12 @@
 //! * A lookup is one probe of the table it loaded. A key inserted after
 //!   that load may be missed: a miss is not final until the caller looks
 //!   again under the lock (`CounterMap` does, or relies on its own
-//!   published count, see `map.rs`).
+//!   published count, see `intern.rs`).
 //! * Whole-index reads (`entries`) and lookups under the lock see a fixed
 //!   set of entries: nothing is inserted or freed meanwhile.
 
-use super::{Chunk, Place, Slots as SlotBook};
+use super::slots::Slots as SlotBook;
+use super::store::{Chunk, Place};
 use crate::primitive::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::primitive::sync::{lock, Mutex, MutexGuard};
 use crate::thread::grace::{self, Pin};
@@ -245,7 +246,7 @@ pub(super) struct Writer<K> {
     live: usize,
     /// Tombstones in the current table.
     tombstones: usize,
-    /// The map's counter slots (`map.rs`): guarded by the same lock.
+    /// The map's counter slots (`slots.rs`): guarded by the same lock.
     pub(super) slots: SlotBook,
 }
 

@@ -80,11 +80,15 @@ use crossbeam_utils::CachePadded;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
+#[cfg(test)]
+mod grow_once;
 mod merge;
 mod owned;
 mod route;
 mod take;
 
+#[cfg(test)]
+pub(crate) use grow_once::GrowOnce;
 pub(crate) use merge::{merge_all, Part, Rows};
 pub(crate) use owned::store_add;
 pub(crate) use route::{shared_add, Route};

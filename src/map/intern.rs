@@ -1,0 +1,270 @@
+//! Adds by key and `handle`: a lock-free lookup, else the key interned
+//! under the index's lock.
+
+use super::index::{Entry, Writer};
+use super::store::{Place, CHUNK};
+use super::{CounterHandle, CounterMap, IntoKey};
+use crate::primitive::sync::atomic::Ordering;
+use crate::thread::grace;
+use std::borrow::Borrow;
+use std::hash::Hash;
+
+impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
+    fn overflow_handle(&self) -> CounterHandle<'_> {
+        CounterHandle {
+            set: &self.overflow,
+            i: 0,
+        }
+    }
+
+    /// The counter for `key` (or any borrowed form of it, `&str` for a
+    /// `String` key), created (at zero) if the key is new: only then is the
+    /// key made owned. For a key beyond [`max_keys`](Self::max_keys), the
+    /// overflow counter. Keep it to add without hashing.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::<String>::new();
+    /// let h = m.handle("jobs"); // no `String` unless "jobs" is new
+    /// h.inc();
+    /// assert_eq!(m.len(), 1);
+    /// assert_eq!(m.get("jobs"), Some(1));
+    /// ```
+    ///
+    /// A handle *holds* its key: the key keeps its counter until the map
+    /// drops, whatever [`remove`](Self::remove), [`retain`](Self::retain)
+    /// or [`evict_idle`](Self::evict_idle) are asked, so every add through
+    /// a handle is counted under its key (those calls take its total
+    /// instead; see [`remove`](Self::remove)). For keys that come and go,
+    /// add by key. A handle made while the map was full is the overflow
+    /// counter's, and stays so after removals make room (adds by key then
+    /// give the key a counter of its own).
+    #[inline]
+    pub fn handle<'q, Q>(&self, key: &'q Q) -> CounterHandle<'_>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
+    {
+        let hash = self.hash(key);
+        {
+            let pin = grace::pin();
+            if let Some(e) = self.index.find(&pin, hash, key) {
+                if e.is_pinned() {
+                    // A pinned entry is never freed before the map.
+                    return self.place(e.place());
+                }
+            }
+        }
+        self.missed(hash, key, true, |h| h)
+    }
+
+    /// Runs `f` on `key`'s counter (created if new; the overflow counter
+    /// beyond the bound) while the key cannot be freed, without holding
+    /// the key: how adds by key count. Always inlined: outlined, the
+    /// call cost a by-key add 25 instructions more (callgrind, no LTO).
+    #[inline(always)]
+    fn with_counter<'a, 'q, Q, R>(&'a self, key: &'q Q, f: impl FnOnce(CounterHandle<'a>) -> R) -> R
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
+    {
+        let hash = self.hash(key);
+        {
+            let pin = grace::pin();
+            if let Some(e) = self.index.find(&pin, hash, key) {
+                return f(self.place(e.place()));
+            }
+        }
+        // Unpinned: `missed` may wait for the index's lock, which a
+        // removal holds while it waits for pinned sections to end.
+        self.missed(hash, key, false, f)
+    }
+
+    /// After a lock-free miss (or, for `hold`, a find of a key not held
+    /// yet): runs `f` on the overflow counter if the map is full, else on
+    /// the key's counter, interned (held if `hold`) or found under the
+    /// lock, while the lock or a pin keeps it.
+    #[cold]
+    #[inline(never)]
+    fn missed<'a, 'q, Q, R>(
+        &'a self,
+        hash: u64,
+        key: &'q Q,
+        hold: bool,
+        f: impl FnOnce(CounterHandle<'a>) -> R,
+    ) -> R
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
+    {
+        #[cfg(all(test, not(shardcount_loom)))]
+        tests::after_miss();
+        // Acquire: pairs with the Release store in `intern`. The key may
+        // have taken the last index since the miss; `next` is stored only
+        // after its entry is published, so once it reads full, the look
+        // below sees every key that has a counter and is final.
+        if !hold && self.next.load(Ordering::Acquire) >= self.max_keys {
+            let pin = grace::pin();
+            return match self.index.find(&pin, hash, key) {
+                Some(e) => f(self.place(e.place())),
+                None => f(self.overflow_handle()),
+            };
+        }
+        let mut w = self.index.lock();
+        // Another thread may have interned it since the miss.
+        if let Some(e) = self.index.find_locked(&w, hash, key) {
+            if hold {
+                // Relaxed: under the lock, which every removal takes
+                // before it reads the flag.
+                e.pinned.store(true, Ordering::Relaxed);
+            }
+            return f(self.place(e.place()));
+        }
+        match self.intern(&mut w, hash, key, hold) {
+            Some(p) => f(self.place(p)),
+            // Filled since the check above, by other keys (the look under
+            // the lock missed), or full for a handle.
+            None => f(self.overflow_handle()),
+        }
+    }
+
+    /// Interns a key that the look under `w` missed: `None` if the map is
+    /// full.
+    fn intern<'q, Q>(&self, w: &mut Writer<K>, hash: u64, key: &'q Q, hold: bool) -> Option<Place>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
+    {
+        // Relaxed: `next` is stored only under this lock.
+        let n = self.next.load(Ordering::Relaxed);
+        if n >= self.max_keys {
+            return None;
+        }
+        // Owned first: a panicking `into_key` (`clone`) must leave nothing
+        // half done.
+        let key = key.into_key();
+        let slot = w.slots.take();
+        let place = Place {
+            chunk: self.ensure_chunk(slot / CHUNK),
+            i: slot % CHUNK,
+        };
+        self.index
+            .insert(w, Entry::new(hash, key, place, slot, hold));
+        // Release: pairs with the Acquire in `missed`: the entry is
+        // published before the count that includes it.
+        self.next.store(n + 1, Ordering::Release);
+        Some(place)
+    }
+
+    /// Adds `n` to `key`'s counter (created if new; the overflow counter
+    /// beyond the bound): one lock-free lookup, then the add.
+    /// `key` may be any borrowed form of `K`; it is made owned only when
+    /// it is new (see [`handle`](Self::handle)).
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// m.add(&"a", 2);
+    /// m.add(&"a", 3);
+    /// assert_eq!(m.get(&"a"), Some(5));
+    ///
+    /// let paths = shardcount::CounterMap::<String>::new();
+    /// paths.add("/about", 2); // a `&str` for a `String` key
+    /// assert_eq!(paths.get("/about"), Some(2));
+    /// ```
+    pub fn add<'q, Q>(&self, key: &'q Q, n: u64)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
+    {
+        self.with_counter(key, |h| h.add(n));
+    }
+
+    /// Adds one to `key`'s counter (see [`add`](Self::add)).
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// m.inc(&'x');
+    /// assert_eq!(m.get(&'x'), Some(1));
+    ///
+    /// let paths = shardcount::CounterMap::<String>::new();
+    /// paths.inc("/about");
+    /// assert_eq!(paths.get("/about"), Some(1));
+    /// ```
+    pub fn inc<'q, Q>(&self, key: &'q Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
+    {
+        self.with_counter(key, |h| h.add(1));
+    }
+
+    /// Subtracts `n` from `key`'s counter, wrapping below zero (created if
+    /// new; the overflow counter beyond the bound; see [`add`](Self::add)).
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::<String>::new();
+    /// m.add("open", 3);
+    /// m.sub("open", 1);
+    /// assert_eq!(m.get("open"), Some(2));
+    /// ```
+    pub fn sub<'q, Q>(&self, key: &'q Q, n: u64)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
+    {
+        self.with_counter(key, |h| h.sub(n));
+    }
+
+    /// Subtracts one from `key`'s counter, wrapping below zero (see
+    /// [`sub`](Self::sub)).
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::<String>::new();
+    /// m.add("open", 3);
+    /// m.dec("open");
+    /// assert_eq!(m.get("open"), Some(2));
+    /// ```
+    pub fn dec<'q, Q>(&self, key: &'q Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+        &'q Q: IntoKey<K>,
+    {
+        self.with_counter(key, |h| h.dec());
+    }
+}
+
+/// Unit tests that need to act between two steps of `handle`.
+#[cfg(all(test, not(shardcount_loom)))]
+mod tests {
+    use super::CounterMap;
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// Run once, right after the next lookup miss on this thread.
+        static AFTER_MISS: RefCell<Option<Box<dyn FnOnce()>>> = const { RefCell::new(None) };
+    }
+
+    pub(super) fn after_miss() {
+        if let Some(f) = AFTER_MISS.with(|h| h.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    /// The key takes the map's last index between this thread's lookup
+    /// miss and its "map full" check: the add must still reach the key's
+    /// counter, not the overflow.
+    #[test]
+    fn a_key_interned_between_the_miss_and_the_full_check_keeps_its_add() {
+        let m: &'static CounterMap<u32> = Box::leak(Box::new(CounterMap::with_max_keys(1)));
+        AFTER_MISS.with(|h| *h.borrow_mut() = Some(Box::new(move || m.add(&7, 1))));
+        m.add(&7, 2);
+        assert_eq!((m.get(&7), m.overflow()), (Some(3), 0));
+    }
+}

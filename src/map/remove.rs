@@ -1,0 +1,282 @@
+//! Removal (`remove`, `retain`, `evict_idle`) and the compaction that
+//! follows it.
+
+use super::index::Writer;
+use super::store::{Place, CHUNK};
+use super::CounterMap;
+use crate::primitive::sync::atomic::Ordering;
+use crate::primitive::sync::{lock, MutexGuard};
+use crate::thread::grace;
+use std::borrow::Borrow;
+use std::hash::Hash;
+use std::time::Duration;
+
+/// Compaction moves keys once the used chunks' free slots reach the keys'
+/// count plus this: chunks at most half full, and two chunks' worth to
+/// spare, so that no single removal moves keys.
+#[cfg(not(shardcount_loom))]
+const COMPACT_SLACK: usize = 2 * CHUNK + 1;
+/// Models compact two half-full chunks (of 2).
+#[cfg(shardcount_loom)]
+const COMPACT_SLACK: usize = 0;
+
+impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
+    /// Removes `key` and returns its total, or `None` if it has no counter
+    /// (as [`get`](Self::get)). Lossless: each add to `key` is in the
+    /// total returned, in an earlier take, or (an add racing the removal,
+    /// by a thread that looked the key up after it was unlinked) in the
+    /// fresh counter a later add made for it; never lost, never counted
+    /// twice. The key's memory (its entry, and its chunk once no key is
+    /// left in it) is freed before this returns.
+    ///
+    /// A key [held](Self::handle) by a handle is not removed: its handles
+    /// must keep counting under it. For it, `remove` is a
+    /// [`take`](Self::take): it returns the total and leaves the key at
+    /// zero.
+    ///
+    /// Waits for lookups in progress on other threads (up to three grace
+    /// periods, each waiting for every pinned read or lookup in the
+    /// process, typically microseconds) while holding the lock that new
+    /// keys take. Must not be called from inside a
+    /// [`retain`](Self::retain) or
+    /// [`read_each`](crate::CountFamily::read_each) closure on the same map
+    /// (it would wait for its own lock), nor from a key's `Hash`, `Eq` or
+    /// `Borrow` (they run inside lookups: it panics, on any thread and
+    /// in a thread-local destructor too, before changing the map; a panic
+    /// out of a thread-local destructor aborts the process, so catch it
+    /// there).
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::<String>::new();
+    /// m.add("/old", 3);
+    /// assert_eq!(m.remove("/old"), Some(3));
+    /// assert_eq!((m.get("/old"), m.len()), (None, 0));
+    /// assert_eq!(m.remove("/old"), None);
+    ///
+    /// let kept = m.handle("/"); // held: stays
+    /// kept.add(2);
+    /// assert_eq!(m.remove("/"), Some(2));
+    /// kept.inc();
+    /// assert_eq!(m.get("/"), Some(1));
+    /// ```
+    pub fn remove<Q>(&self, key: &Q) -> Option<u64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.hash(key);
+        let w = self.index.lock();
+        let e = self.index.find_locked(&w, hash, key)?;
+        if e.is_pinned() {
+            return Some(self.place(e.place()).take());
+        }
+        let pos = e.pos(&w);
+        let mut total = 0;
+        self.unlink(w, vec![pos], |_, t| total = t);
+        Some(total)
+    }
+
+    /// Keeps only the keys for which `keep(&key, total)` returns `true`,
+    /// as `HashMap::retain` does; the others are removed (see
+    /// [`remove`](Self::remove): racing adds are in the discarded total or
+    /// a fresh counter) and their totals dropped. A key held by a handle
+    /// stays and is set to zero instead. Totals are read as
+    /// [`get`](Self::get) reads them. `keep` runs under the lock that new
+    /// keys take and must not use the map.
+    ///
+    /// ```
+    /// let m = shardcount::CounterMap::new();
+    /// for k in 0..10u32 {
+    ///     m.add(&k, u64::from(k));
+    /// }
+    /// m.retain(|_, total| total >= 8);
+    /// let mut left = m.snapshot();
+    /// left.sort();
+    /// assert_eq!(left, vec![(8, 8), (9, 9)]);
+    /// ```
+    pub fn retain(&self, mut keep: impl FnMut(&K, u64) -> bool) {
+        let w = self.index.lock();
+        let mut victims = Vec::new();
+        for e in w.entries() {
+            let h = self.place(e.place());
+            if keep(&e.key, h.sum()) {
+                continue;
+            }
+            if e.is_pinned() {
+                h.reset();
+            } else {
+                victims.push(e.pos(&w));
+            }
+        }
+        self.unlink(w, victims, |_, _| ());
+    }
+
+    /// Removes every key whose total has stayed the same for at least
+    /// `idle`, as seen by calls to this method, and returns each with its
+    /// final total (losslessly, as [`remove`](Self::remove)). Until the
+    /// next call, the integrations (which read through
+    /// [`CountFamily::read_each`](crate::contract::CountFamily::read_each))
+    /// still report each evicted key at its final total, added to the
+    /// key's new counter if it came back meanwhile: a scrape after the
+    /// eviction reports what the key gained since the scrape before.
+    /// Call it periodically, less often than the map is scraped: the first
+    /// call that sees a key (or a new total) notes the time; a later call
+    /// `idle` or more after that evicts the key if its total is still the
+    /// same. A key held by a handle is never evicted. Adds that sum to zero
+    /// between two calls look untouched.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let m = shardcount::CounterMap::new();
+    /// m.add(&"quiet", 1);
+    /// m.add(&"busy", 1);
+    /// assert!(m.evict_idle(Duration::ZERO).is_empty()); // notes both
+    /// m.add(&"busy", 1); // changed: noted again, not evicted
+    /// assert_eq!(m.evict_idle(Duration::ZERO), vec![("quiet", 1)]);
+    /// assert_eq!((m.get(&"quiet"), m.get(&"busy")), (None, Some(2)));
+    /// ```
+    pub fn evict_idle(&self, idle: Duration) -> Vec<(K, u64)> {
+        let idle = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+        let w = self.index.lock();
+        // Read under the lock: the times noted never go back.
+        let now = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        let mut victims = Vec::new();
+        for e in w.entries() {
+            if e.is_pinned() {
+                continue;
+            }
+            let total = self.place(e.place()).sum();
+            let [last, since] = &e.seen;
+            // Relaxed: read and written under the lock only.
+            let noted = since.load(Ordering::Relaxed);
+            if noted == u64::MAX || last.load(Ordering::Relaxed) != total {
+                last.store(total, Ordering::Relaxed);
+                since.store(now, Ordering::Relaxed);
+            } else if now.saturating_sub(noted) >= idle {
+                victims.push(e.pos(&w));
+            }
+        }
+        let mut out = Vec::with_capacity(victims.len());
+        self.unlink(w, victims, |k, t| out.push((k, t)));
+        // Cloned outside the index lock: no code of `K`'s runs under it.
+        *lock(&self.departed) = out.clone();
+        out
+    }
+
+    /// Removes the keys at positions `victims` (found under `w`, none
+    /// held, each once) and hands each key with its final total to
+    /// `each`: unlinks them, waits out every lookup that may still use
+    /// them, takes their counters and frees them (and chunks left empty),
+    /// compacts, and only then, with the lock let go, runs `each` (and so
+    /// the keys' `drop`): no code of the caller's runs while the map is
+    /// half changed.
+    fn unlink(
+        &self,
+        mut w: MutexGuard<'_, Writer<K>>,
+        victims: Vec<usize>,
+        mut each: impl FnMut(K, u64),
+    ) {
+        if victims.is_empty() {
+            return;
+        }
+        // Before changing anything: the grace period below would panic
+        // with the keys unlinked but their counters not yet taken.
+        grace::assert_outside();
+        // Release: before the tombstones, whose Release stores a lookup
+        // that misses the key reads, so such a miss sees room for it.
+        self.next.store(w.len() - victims.len(), Ordering::Release);
+        let unlinked = self.index.unlink(&mut w, &victims);
+        // Every lookup that found a victim was pinned; new ones miss it.
+        // After this, nobody adds to the victims' counters: their takes
+        // below are final. Pinned sections never wait for the lock held
+        // here.
+        grace::wait();
+        // SAFETY: the grace period began after the unlink, and has ended.
+        let gone = unsafe { self.index.free(unlinked) };
+        let mut empty = Vec::new();
+        let totals: Vec<u64> = gone
+            .iter()
+            .map(|e| self.empty_slot(&mut w, e.slot(), &mut empty))
+            .collect();
+        for c in empty {
+            self.free_chunk(c);
+        }
+        self.compact(&mut w);
+        drop(w);
+        for (e, total) in gone.into_iter().zip(totals) {
+            each(e.key, total);
+        }
+    }
+
+    /// Takes slot `s`'s total (final: nobody adds to it any more) and
+    /// gives the slot back, noting its chunk in `empty` if that chunk now
+    /// holds no key. Should the take leave a residue (its table could not
+    /// allocate the baselines a take of an owned row needs), the residue is
+    /// counted in the total and the slot is never reused, so it is neither
+    /// lost nor handed to another key.
+    fn empty_slot(&self, w: &mut Writer<K>, s: usize, empty: &mut Vec<usize>) -> u64 {
+        let h = self.slot(s);
+        let taken = h.take();
+        let rest = h.sum();
+        if rest == 0 {
+            empty.extend(w.slots.give_back(s));
+        }
+        taken.wrapping_add(rest)
+    }
+
+    /// Moves keys out of the highest chunks into free slots of lower ones
+    /// once the used chunks are less than half full (and more than two
+    /// chunks' worth is free), then frees the emptied chunks: removed keys
+    /// scattered over many chunks would otherwise keep them all. Held keys
+    /// stay where their handles point.
+    ///
+    /// A move stores the key's new place into its entry (`Release`; the
+    /// slot's counter is zero and its chunk allocated); after a grace
+    /// period no add reaches the old slot, whose total is then taken and
+    /// added to the new one. Meanwhile a lookup of the key may read the new
+    /// counter without the counts still to be moved: nothing is lost, and
+    /// whole-map reads (under the lock) never see the move half done. No
+    /// code of `K`'s runs.
+    fn compact(&self, w: &mut Writer<K>) {
+        let used = w.slots.keys.iter().filter(|&&n| n > 0).count();
+        if used * CHUNK - w.len() < w.len() + COMPACT_SLACK {
+            return;
+        }
+        let mut movable: Vec<(usize, usize)> = w
+            .entries()
+            .filter(|e| !e.is_pinned())
+            .map(|e| (e.slot(), e.pos(w)))
+            .collect();
+        movable.sort_unstable_by_key(|m| std::cmp::Reverse(m.0));
+        let mut moves = Vec::new();
+        for (from, pos) in movable {
+            match w.slots.free.first() {
+                Some(&to) if to / CHUNK < from / CHUNK => {
+                    w.slots.free.remove(&to);
+                    w.slots.keys[to / CHUNK] += 1;
+                    moves.push((pos, from, to));
+                }
+                _ => break,
+            }
+        }
+        if moves.is_empty() {
+            return;
+        }
+        for &(pos, _, to) in &moves {
+            let place = Place {
+                chunk: self.ensure_chunk(to / CHUNK),
+                i: to % CHUNK,
+            };
+            w.at(pos).move_to(place, to);
+        }
+        grace::wait();
+        let mut empty = Vec::new();
+        for (_, from, to) in moves {
+            let moved = self.empty_slot(w, from, &mut empty);
+            self.slot(to).add(moved);
+        }
+        for c in empty {
+            self.free_chunk(c);
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! Which counter slots hold a key, and which slot a new key takes.
+
+use super::store::CHUNK;
+use std::collections::BTreeSet;
+
+/// Which counter slots hold a key: guarded by the index's lock (it lives
+/// in the index's `Writer`). Slot `s` is counter `s % CHUNK` of chunk `s /
+/// CHUNK`.
+#[derive(Default)]
+pub(super) struct Slots {
+    /// Unused slots of allocated chunks below `high`, lowest first: each
+    /// counter at zero (taken when its key left).
+    pub(super) free: BTreeSet<usize>,
+    /// Chunks below `high`'s chunk that were freed, lowest first.
+    free_chunks: BTreeSet<usize>,
+    /// Slots `high..` were never handed out (or lie in freed chunks past
+    /// every allocated one).
+    pub(super) high: usize,
+    /// Keys per chunk, for chunks below `high`'s.
+    pub(super) keys: Vec<usize>,
+}
+
+impl Slots {
+    /// A slot for a new key: the lowest free one, else the first of the
+    /// lowest freed chunk, else the next never used (its chunk may need
+    /// allocating: `ensure_chunk`).
+    pub(super) fn take(&mut self) -> usize {
+        let s = if let Some(s) = self.free.pop_first() {
+            s
+        } else if let Some(c) = self.free_chunks.pop_first() {
+            self.free.extend(c * CHUNK + 1..(c + 1) * CHUNK);
+            c * CHUNK
+        } else {
+            let s = self.high;
+            self.high += 1;
+            if s % CHUNK == 0 {
+                self.keys.push(0);
+            }
+            s
+        };
+        self.keys[s / CHUNK] += 1;
+        s
+    }
+
+    /// Gives back `s` (its counter at zero); returns its chunk if that
+    /// chunk now holds no key and is to be freed.
+    pub(super) fn give_back(&mut self, s: usize) -> Option<usize> {
+        let c = s / CHUNK;
+        self.keys[c] -= 1;
+        self.free.insert(s);
+        if self.keys[c] > 0 {
+            return None;
+        }
+        for x in c * CHUNK..((c + 1) * CHUNK).min(self.high) {
+            self.free.remove(&x);
+        }
+        self.free_chunks.insert(c);
+        // Freed chunks at the top lower `high`.
+        while let Some(&top) = self.free_chunks.last() {
+            if (top + 1) * CHUNK < self.high {
+                break;
+            }
+            self.free_chunks.remove(&top);
+            self.high = top * CHUNK;
+            self.keys.truncate(top);
+        }
+        Some(c)
+    }
+}
