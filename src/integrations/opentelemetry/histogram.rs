@@ -1,29 +1,6 @@
 //! [`HistogramReplay`]: a histogram (or a labelled family) into an
 //! OpenTelemetry SDK histogram, by replaying what was recorded since the
 //! last replay.
-//!
-//! # Why a replay
-//!
-//! An observable instrument (what [`observe`](super::observe) registers
-//! for counters) would be the honest route, but the OpenTelemetry API has
-//! no asynchronous histogram, and the Rust SDK (0.33) took no
-//! pre-aggregated points either: `MetricProducer` was removed before 1.0,
-//! and its data types (`HistogramDataPoint`, `ResourceMetrics`) have no
-//! public constructor, so a custom reader cannot add one. What the SDK
-//! does take is one synchronous `record` per value. So each replay reads
-//! every member, takes the difference from the previous replay's read
-//! (the histogram itself is not taken, so other exporters can read it
-//! too), and records one value per record counted, each inside the bucket
-//! it was counted in, into an SDK histogram whose boundaries are the
-//! histogram's exported `le` set.
-//!
-//! The SDK then holds exactly: the count, every bucket count (the values
-//! lie in their buckets and the SDK's buckets are ours), and the sum (the
-//! values are chosen in their buckets so that they add up to the recorded
-//! sum; in seconds, up to `f64` addition). `min` and `max`
-//! are only as close as the buckets (within 1/16 with the default ones).
-//! The cost is one SDK record per value recorded, at replay time: it
-//! moves the SDK's cost off the recording threads, it does not remove it.
 
 use crate::contract::DistributionFamily;
 use crate::histogram::HistogramUnit;
@@ -44,7 +21,7 @@ enum Instrument {
 /// A histogram or a labelled family of them
 /// ([`DistributionFamily`]), held through a shared pointer, replayed into
 /// an OpenTelemetry SDK histogram on each [`replay`](Self::replay) (see
-/// the [module docs](self) for why, and what is exact).
+/// [below](#why-a-replay) for why, and what is exact).
 ///
 /// The SDK histogram has the histogram's exported `le` set as its
 /// boundaries and its unit (`s` for [`HistogramUnit::Seconds`], values in
@@ -79,6 +56,29 @@ enum Instrument {
 /// assert_eq!((p.count(), p.sum()), (4, 6006));
 /// assert_eq!(p.bucket_counts().collect::<Vec<_>>(), [1, 2, 1]);
 /// ```
+///
+/// # Why a replay
+///
+/// An observable instrument (what [`observe`](super::observe) registers
+/// for counters) would be the honest route, but the OpenTelemetry API has
+/// no asynchronous histogram, and the Rust SDK (0.33) took no
+/// pre-aggregated points either: `MetricProducer` was removed before 1.0,
+/// and its data types (`HistogramDataPoint`, `ResourceMetrics`) have no
+/// public constructor, so a custom reader cannot add one. What the SDK
+/// does take is one synchronous `record` per value. So each replay reads
+/// every member, takes the difference from the previous replay's read
+/// (the histogram itself is not taken, so other exporters can read it
+/// too), and records one value per record counted, each inside the bucket
+/// it was counted in, into an SDK histogram whose boundaries are the
+/// histogram's exported `le` set.
+///
+/// The SDK then holds exactly: the count, every bucket count (the values
+/// lie in their buckets and the SDK's buckets are ours), and the sum (the
+/// values are chosen in their buckets so that they add up to the recorded
+/// sum; in seconds, up to `f64` addition). `min` and `max`
+/// are only as close as the buckets (within 1/16 with the default ones).
+/// The cost is one SDK record per value recorded, at replay time: it
+/// moves the SDK's cost off the recording threads, it does not remove it.
 pub struct HistogramReplay<P> {
     family: P,
     instrument: Instrument,
