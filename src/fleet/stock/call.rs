@@ -1,32 +1,13 @@
 //! One call of the lease script: sent (a take with its WAITAOF), its
 //! reply read, and classified; `call` resends it when that can help.
 
-use super::lease::{Inner, Kind, Op, Reply};
+use super::lease::Inner;
 use super::link::Link;
+use super::op::{Kind, Op, Reply};
 use super::{FleetError, MAX_AMOUNT};
 use crate::export::redis::answered;
 use crate::primitive::sync::atomic::Ordering;
 use redis::Value;
-
-/// The lease script (`src/fleet/scripts/lease.lua`). `KEYS[1]` is the
-/// stock key, `KEYS[2]` the leases hash; `ARGV` = token, sequence number,
-/// kind (`t` take, `r` return, `a` add), amount. Replies
-/// `{1, amount, stock_after, lost_ops}` when applied (for a take, `amount`
-/// is the grant: `min(asked, stock)`, never below zero);
-/// `{0, amount, stock_now, 0}` when the number is the token's last one (a
-/// retry: nothing changes, the recorded amount is repeated); `{-2, last}`
-/// for an older number; `{-3, stock}` for an add that would take the stock
-/// to 2<sup>53</sup> or more (nothing changes, the number is not used);
-/// `{-1}` if a key holds something else than this layout (a stock that is
-/// not an integer below ±2<sup>53</sup>, a leases key that is not a hash
-/// of records). `lost_ops` counts numbers skipped since the token's
-/// record: operations Redis confirmed and then lost (an AOF that had not
-/// reached the disk).
-///
-/// ```
-/// assert!(shardcount::fleet::LEASE_SCRIPT.contains("DECRBY"));
-/// ```
-pub const LEASE_SCRIPT: &str = include_str!("../scripts/lease.lua");
 
 impl Inner {
     /// One script call for `op` (reconnecting and reloading the script as

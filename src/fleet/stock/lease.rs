@@ -2,44 +2,12 @@
 //! numbered operations, one outstanding at a time (see `stock/mod.rs`).
 
 use super::link::Link;
+use super::op::{Kind, Op, Reply};
 use super::{assert_amount, FleetError, FleetStockConfig, MAX_AMOUNT};
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::primitive::sync::{lock, try_lock, Mutex};
 use crate::stock::Stock;
 use std::time::Instant;
-
-/// What an operation does to the stock in Redis.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Kind {
-    Take,
-    Return,
-    Add,
-}
-
-impl Kind {
-    /// The script's `ARGV[3]` for it.
-    pub(super) fn arg(self) -> &'static str {
-        match self {
-            Kind::Take => "t",
-            Kind::Return => "r",
-            Kind::Add => "a",
-        }
-    }
-}
-
-/// One numbered operation of this process's token.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Op {
-    pub(super) seq: u64,
-    pub(super) kind: Kind,
-    pub(super) amount: u64,
-}
-
-/// What the script applied (or repeated): the amount, and the stock after.
-pub(super) struct Reply {
-    pub(super) amount: u64,
-    pub(super) stock: i64,
-}
 
 /// What the `FleetStock` and its idle worker share.
 pub(super) struct Inner {

@@ -1,8 +1,7 @@
 //! A `FleetStock`'s connection: opened and its script loaded on demand,
 //! and what a failed call on it means.
 
-use super::call::LEASE_SCRIPT;
-use super::lease::Op;
+use super::op::{Op, LEASE_SCRIPT};
 use super::FleetError;
 use crate::export::redis::answered;
 use redis::{Client, Connection};

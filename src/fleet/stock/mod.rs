@@ -49,11 +49,12 @@ mod config;
 mod error;
 mod lease;
 mod link;
+mod op;
 mod stats;
 
-pub use call::LEASE_SCRIPT;
 pub use config::FleetStockConfig;
 pub use error::FleetError;
+pub use op::LEASE_SCRIPT;
 pub use stats::FleetStockStats;
 
 use crate::export::WriterId;
@@ -61,8 +62,9 @@ use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::primitive::sync::{lock, Arc, Mutex};
 use crate::stock::Stock;
 use crate::worker::Worker;
-use lease::{Inner, Kind, Op};
+use lease::Inner;
 use link::Link;
+use op::{Kind, Op};
 use redis::Client;
 use std::fmt;
 use std::time::Instant;

@@ -1,0 +1,55 @@
+//! One operation of the lease script: the script itself, what an
+//! operation carries, and what it answers.
+
+/// The lease script (`src/fleet/scripts/lease.lua`). `KEYS[1]` is the
+/// stock key, `KEYS[2]` the leases hash; `ARGV` = token, sequence number,
+/// kind (`t` take, `r` return, `a` add), amount. Replies
+/// `{1, amount, stock_after, lost_ops}` when applied (for a take, `amount`
+/// is the grant: `min(asked, stock)`, never below zero);
+/// `{0, amount, stock_now, 0}` when the number is the token's last one (a
+/// retry: nothing changes, the recorded amount is repeated); `{-2, last}`
+/// for an older number; `{-3, stock}` for an add that would take the stock
+/// to 2<sup>53</sup> or more (nothing changes, the number is not used);
+/// `{-1}` if a key holds something else than this layout (a stock that is
+/// not an integer below ±2<sup>53</sup>, a leases key that is not a hash
+/// of records). `lost_ops` counts numbers skipped since the token's
+/// record: operations Redis confirmed and then lost (an AOF that had not
+/// reached the disk).
+///
+/// ```
+/// assert!(shardcount::fleet::LEASE_SCRIPT.contains("DECRBY"));
+/// ```
+pub const LEASE_SCRIPT: &str = include_str!("../scripts/lease.lua");
+
+/// What an operation does to the stock in Redis.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Kind {
+    Take,
+    Return,
+    Add,
+}
+
+impl Kind {
+    /// The script's `ARGV[3]` for it.
+    pub(super) fn arg(self) -> &'static str {
+        match self {
+            Kind::Take => "t",
+            Kind::Return => "r",
+            Kind::Add => "a",
+        }
+    }
+}
+
+/// One numbered operation of this process's token.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Op {
+    pub(super) seq: u64,
+    pub(super) kind: Kind,
+    pub(super) amount: u64,
+}
+
+/// What the script applied (or repeated): the amount, and the stock after.
+pub(super) struct Reply {
+    pub(super) amount: u64,
+    pub(super) stock: i64,
+}
