@@ -10,14 +10,14 @@
 //!
 //! | type | trait | [`Kind`] | the read | a member's label |
 //! |---|---|---|---|---|
-//! | [`Counter`](crate::Counter) | [`Count`] | counter | `sum()` | |
-//! | [`RoughCounter`](crate::RoughCounter) | [`Count`] | counter | `sum()` (exact, not `approx()`) | |
-//! | [`LocalCounter`](crate::LocalCounter) (`local_counter!`) | [`Count`] | counter | `sum()` | |
-//! | [`MaxCounter`](crate::MaxCounter), [`MinCounter`](crate::MinCounter) | [`Count`] | gauge | `get()` | |
-//! | [`Stock`](crate::Stock) | [`Count`] | gauge | `sum()` | |
-//! | [`CounterSet`](crate::CounterSet) | [`CountFamily`] | counter | `get(i)` | the index `i` |
-//! | [`CounterMap<K>`](crate::CounterMap) | [`CountFamily`] | counter | `get(&key)` | the key (`K: Display`) |
-//! | [`LabelledCounter<L>`](crate::LabelledCounter) | [`CountFamily`] | counter | `get(label)` | one text per label name of `L` |
+//! | [`Counter`] | [`Count`] | counter | `sum()` | |
+//! | [`RoughCounter`] | [`Count`] | counter | `sum()` (exact, not `approx()`) | |
+//! | [`LocalCounter`] (`local_counter!`) | [`Count`] | counter | `sum()` | |
+//! | [`MaxCounter`], [`MinCounter`] | [`Count`] | gauge | `get()` | |
+//! | [`Stock`] | [`Count`] | gauge | `sum()` | |
+//! | [`CounterSet`] | [`CountFamily`] | counter | `get(i)` | the index `i` |
+//! | [`CounterMap<K>`](CounterMap) | [`CountFamily`] | counter | `get(&key)` | the key (`K: Display`) |
+//! | [`LabelledCounter<L>`](LabelledCounter) | [`CountFamily`] | counter | `get(label)` | one text per label name of `L` |
 //!
 //! Nothing here is on an add path: a read is the type's own read method.
 //!
@@ -37,7 +37,17 @@
 //! assert_eq!(members, [(0, 0), (1, 5)]);
 //! ```
 
+use crate::accumulator::{MaxCounter, MinCounter};
+use crate::counter::Counter;
+use crate::histogram::{Histogram, HistogramSnapshot, LabelledHistogram};
+use crate::labels::{Label, LabelledCounter};
+use crate::local::{LocalCounter, LocalKey};
+use crate::map::CounterMap;
+use crate::rough::RoughCounter;
+use crate::set::CounterSet;
+use crate::stock::Stock;
 use std::fmt::{self, Write};
+use std::hash::Hash;
 
 /// What a value means to a monitoring system.
 ///
@@ -107,8 +117,8 @@ pub trait Count: Send + Sync {
 }
 
 /// A family of labelled numbers exported together: a
-/// [`CounterSet`](crate::CounterSet) (labelled by index) or a
-/// [`CounterMap`](crate::CounterMap) (labelled by key), and every
+/// [`CounterSet`] (labelled by index) or a
+/// [`CounterMap`] (labelled by key), and every
 /// [`Count`], as a family of one member with the empty label.
 ///
 /// Each member's value is read as [`Count::read`] is, with the same
@@ -145,7 +155,7 @@ pub trait CountFamily: Send + Sync {
     /// The names of the labels that tell members apart, one per
     /// dimension: empty for a single [`Count`], one name for a set or map
     /// (by default, [`LABEL_NAME`](Self::LABEL_NAME) as a slice), several
-    /// for a [`LabelledCounter`](crate::LabelledCounter) of a struct or
+    /// for a [`LabelledCounter`] of a struct or
     /// tuple of labels, whose [`LABEL_NAME`](Self::LABEL_NAME) is the
     /// first of them. Integrations label members with these.
     ///
@@ -162,8 +172,8 @@ pub trait CountFamily: Send + Sync {
 
     /// This family's label names: [`LABEL_NAMES`](Self::LABEL_NAMES),
     /// unless it was given its own
-    /// ([`CounterMap::with_label_name`](crate::CounterMap::with_label_name),
-    /// [`CounterSet::with_label_name`](crate::CounterSet::with_label_name)).
+    /// ([`CounterMap::with_label_name`](CounterMap::with_label_name),
+    /// [`CounterSet::with_label_name`](CounterSet::with_label_name)).
     /// Every integration labels members with these.
     ///
     /// ```
@@ -228,20 +238,20 @@ impl<C: Count> CountFamily for C {
     }
 }
 
-impl Count for crate::Counter {
+impl Count for Counter {
     const KIND: Kind = Kind::Counter;
 
-    /// [`Counter::sum`](crate::Counter::sum).
+    /// [`Counter::sum`](Counter::sum).
     #[inline]
     fn read(&self) -> u64 {
         self.sum()
     }
 }
 
-impl Count for crate::RoughCounter {
+impl Count for RoughCounter {
     const KIND: Kind = Kind::Counter;
 
-    /// [`RoughCounter::sum`](crate::RoughCounter::sum): exact (every slot),
+    /// [`RoughCounter::sum`](RoughCounter::sum): exact (every slot),
     /// not the lagging `approx()`.
     #[inline]
     fn read(&self) -> u64 {
@@ -249,10 +259,10 @@ impl Count for crate::RoughCounter {
     }
 }
 
-impl<K: crate::local::LocalKey> Count for crate::LocalCounter<K> {
+impl<K: LocalKey> Count for LocalCounter<K> {
     const KIND: Kind = Kind::Counter;
 
-    /// [`LocalCounter::sum`](crate::LocalCounter::sum) (the sink and every
+    /// [`LocalCounter::sum`](LocalCounter::sum) (the sink and every
     /// live thread's pending counts), not `approx()`.
     #[inline]
     fn read(&self) -> u64 {
@@ -262,30 +272,30 @@ impl<K: crate::local::LocalKey> Count for crate::LocalCounter<K> {
     }
 }
 
-impl Count for crate::MaxCounter {
+impl Count for MaxCounter {
     const KIND: Kind = Kind::Gauge;
 
-    /// [`MaxCounter::get`](crate::MaxCounter::get).
+    /// [`MaxCounter::get`](MaxCounter::get).
     #[inline]
     fn read(&self) -> u64 {
         self.get()
     }
 }
 
-impl Count for crate::MinCounter {
+impl Count for MinCounter {
     const KIND: Kind = Kind::Gauge;
 
-    /// [`MinCounter::get`](crate::MinCounter::get).
+    /// [`MinCounter::get`](MinCounter::get).
     #[inline]
     fn read(&self) -> u64 {
         self.get()
     }
 }
 
-impl Count for crate::Stock {
+impl Count for Stock {
     const KIND: Kind = Kind::Gauge;
 
-    /// [`Stock::sum`](crate::Stock::sum) (under the stock's slow-path
+    /// [`Stock::sum`](Stock::sum) (under the stock's slow-path
     /// lock).
     #[inline]
     fn read(&self) -> u64 {
@@ -293,10 +303,119 @@ impl Count for crate::Stock {
     }
 }
 
+/// A family of [`len`](CounterSet::len) counters labelled by index
+/// (`0`, `1`, ...), each read with [`get`](CounterSet::get).
+///
+/// ```
+/// use shardcount::{CountFamily, CounterSet};
+/// let s = CounterSet::new(2);
+/// s.add(1, 4);
+/// let mut v = Vec::new();
+/// s.read_each(|i, n| v.push((*i, n)));
+/// assert_eq!(v, [(0, 0), (1, 4)]);
+/// ```
+impl CountFamily for CounterSet {
+    const MEMBER_KIND: Kind = Kind::Counter;
+    const LABEL_NAME: Option<&'static str> = Some("index");
+    type Label = usize;
+
+    fn label_names(&self) -> &[&'static str] {
+        &self.label
+    }
+
+    fn read_each(&self, mut f: impl FnMut(&usize, u64)) {
+        for i in 0..self.len() {
+            f(&i, self.total(i));
+        }
+    }
+}
+
+/// A family labelled by key (`K: Display` shows it), each member read as
+/// [`get`](CounterMap::get) reads it. Keys are visited in the order of
+/// first use under the lock that new keys take (new keys wait; adds and
+/// lookups of interned keys do not); nothing is cloned or allocated. `f`
+/// must not use the map (it runs under the lock). The
+/// [`overflow`](CounterMap::overflow) counter is not a member: it has no
+/// key.
+///
+/// ```
+/// use shardcount::{CountFamily, CounterMap};
+/// let m: CounterMap<String> = CounterMap::new();
+/// m.add(&"/about".to_string(), 2);
+/// let mut v = Vec::new();
+/// m.read_each(|k, n| v.push(format!("{k} {n}")));
+/// assert_eq!(v, ["/about 2"]);
+/// ```
+impl<K> CountFamily for CounterMap<K>
+where
+    K: fmt::Display + Hash + Eq + Clone + Send + Sync,
+{
+    const MEMBER_KIND: Kind = Kind::Counter;
+    const LABEL_NAME: Option<&'static str> = Some("key");
+    type Label = K;
+
+    fn label_names(&self) -> &[&'static str] {
+        &self.label
+    }
+
+    fn read_each(&self, f: impl FnMut(&K, u64)) {
+        self.read_each_key(f);
+    }
+}
+
+/// A family of `L::COUNT` counters with one label per name in `L::NAMES`,
+/// each member's values its texts ([`Label::text`]).
+///
+/// ```
+/// use shardcount::contract::CountFamily;
+/// use shardcount::{Label, LabelledCounter};
+///
+/// #[derive(Clone, Copy, Label)]
+/// enum Method { Get, Post }
+/// #[derive(Clone, Copy, Label)]
+/// enum Status { Ok, Failed }
+///
+/// let c = LabelledCounter::new();
+/// c.add((Method::Post, Status::Ok), 3);
+/// assert_eq!(<LabelledCounter<(Method, Status)>>::LABEL_NAMES, ["method", "status"]);
+/// let mut seen = Vec::new();
+/// c.read_each_labels(|texts, v| seen.push((texts.join("/"), v)));
+/// assert_eq!(seen[2], ("post/ok".to_string(), 3));
+/// ```
+impl<L: Label> CountFamily for LabelledCounter<L> {
+    const MEMBER_KIND: Kind = Kind::Counter;
+    const LABEL_NAME: Option<&'static str> = match L::NAMES {
+        [first, ..] => Some(first),
+        [] => None,
+    };
+    const LABEL_NAMES: &'static [&'static str] = L::NAMES;
+    /// The label texts, comma-separated.
+    type Label = str;
+
+    fn read_each(&self, mut f: impl FnMut(&str, u64)) {
+        let mut text = String::new();
+        for i in 0..L::COUNT {
+            text.clear();
+            // Writing to a `String` cannot fail.
+            let _ = LabelledCounter::<L>::write_texts(i, &mut text);
+            f(&text, self.get_index(i));
+        }
+    }
+
+    fn read_each_labels(&self, mut f: impl FnMut(&[&str], u64)) {
+        let mut texts: Vec<&'static str> = Vec::with_capacity(L::NAMES.len());
+        for i in 0..L::COUNT {
+            texts.clear();
+            texts.extend((0..L::NAMES.len()).map(|dim| L::text(i, dim).unwrap_or("")));
+            f(&texts, self.get_index(i));
+        }
+    }
+}
+
 /// A distribution of recorded values, read whole: what the integrations
 /// encode as a histogram (cumulative `le` buckets, a count and a sum) and
 /// the [`Exporter`](crate::export::Exporter) ships as `{key}_count` and
-/// `{key}_sum`. Implemented by [`Histogram`](crate::Histogram).
+/// `{key}_sum`. Implemented by [`Histogram`].
 ///
 /// ```
 /// use shardcount::contract::Distribution;
@@ -307,7 +426,7 @@ impl Count for crate::Stock {
 /// ```
 pub trait Distribution: Send + Sync {
     /// The bucket counts and the sum, read together: exact at quiescence,
-    /// as [`Histogram::snapshot`](crate::Histogram::snapshot).
+    /// as [`Histogram::snapshot`](Histogram::snapshot).
     ///
     /// ```
     /// use shardcount::contract::Distribution;
@@ -318,17 +437,17 @@ pub trait Distribution: Send + Sync {
     /// h.record(9);
     /// assert_eq!(p50(&h), Some(9));
     /// ```
-    fn read_distribution(&self) -> crate::HistogramSnapshot;
+    fn read_distribution(&self) -> HistogramSnapshot;
 }
 
-impl Distribution for crate::Histogram {
-    fn read_distribution(&self) -> crate::HistogramSnapshot {
+impl Distribution for Histogram {
+    fn read_distribution(&self) -> HistogramSnapshot {
         self.snapshot()
     }
 }
 
 /// A family of labelled distributions exported together: a
-/// [`LabelledHistogram`](crate::LabelledHistogram), and every
+/// [`LabelledHistogram`], and every
 /// [`Distribution`] as a family of one unlabelled member. The integrations
 /// export histograms over this trait, so one code path writes both.
 ///
@@ -348,13 +467,43 @@ pub trait DistributionFamily: Send + Sync {
     /// [`LABEL_NAMES`](Self::LABEL_NAMES), in that order) and its read,
     /// each as [`Distribution::read_distribution`]; the members are read
     /// one after another.
-    fn read_each_distribution(&self, f: impl FnMut(&[&str], crate::HistogramSnapshot));
+    fn read_each_distribution(&self, f: impl FnMut(&[&str], HistogramSnapshot));
 }
 
 impl<D: Distribution> DistributionFamily for D {
     const LABEL_NAMES: &'static [&'static str] = &[];
 
-    fn read_each_distribution(&self, mut f: impl FnMut(&[&str], crate::HistogramSnapshot)) {
+    fn read_each_distribution(&self, mut f: impl FnMut(&[&str], HistogramSnapshot)) {
         f(&[], self.read_distribution());
+    }
+}
+
+/// A family of `L::COUNT` histograms with one label per name in
+/// `L::NAMES`, each member's values its texts ([`Label::text`]).
+///
+/// ```
+/// use shardcount::contract::DistributionFamily;
+/// use shardcount::{Label, LabelledHistogram};
+///
+/// #[derive(Clone, Copy, Label)]
+/// enum Op { Read, Write }
+///
+/// let h = LabelledHistogram::new();
+/// h.record(Op::Write, 5);
+/// let mut seen = Vec::new();
+/// h.read_each_distribution(|texts, s| seen.push((texts.join(","), s.count())));
+/// assert_eq!(seen, [("read".to_string(), 0), ("write".to_string(), 1)]);
+/// assert_eq!(<LabelledHistogram<Op>>::LABEL_NAMES, ["op"]);
+/// ```
+impl<L: Label> DistributionFamily for LabelledHistogram<L> {
+    const LABEL_NAMES: &'static [&'static str] = L::NAMES;
+
+    fn read_each_distribution(&self, mut f: impl FnMut(&[&str], HistogramSnapshot)) {
+        let mut texts: Vec<&'static str> = Vec::with_capacity(L::NAMES.len());
+        for i in 0..L::COUNT {
+            texts.clear();
+            texts.extend((0..L::NAMES.len()).map(|dim| L::text(i, dim).unwrap_or("")));
+            f(&texts, self.snapshot_index(i));
+        }
     }
 }

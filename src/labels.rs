@@ -448,7 +448,7 @@ impl<L: Label> LabelledCounter<L> {
         self.get_index(label.index())
     }
 
-    fn get_index(&self, i: usize) -> u64 {
+    pub(crate) fn get_index(&self, i: usize) -> u64 {
         self.set.get(i).unwrap_or(0)
     }
 
@@ -619,7 +619,7 @@ impl<L: Label> LabelledCounter<L> {
     }
 
     /// Writes the texts of member `i`'s labels into `out`, comma-separated.
-    fn write_texts(i: usize, out: &mut impl fmt::Write) -> fmt::Result {
+    pub(crate) fn write_texts(i: usize, out: &mut impl fmt::Write) -> fmt::Result {
         for dim in 0..L::NAMES.len() {
             if dim > 0 {
                 out.write_char(',')?;
@@ -680,54 +680,5 @@ impl<L: Label> fmt::Debug for LabelledCounter<L> {
             .field("labels", &L::NAMES)
             .field("totals", &Totals(self))
             .finish()
-    }
-}
-
-/// A family of `L::COUNT` counters with one label per name in `L::NAMES`,
-/// each member's values its texts ([`Label::text`]).
-///
-/// ```
-/// use shardcount::contract::CountFamily;
-/// use shardcount::{Label, LabelledCounter};
-///
-/// #[derive(Clone, Copy, Label)]
-/// enum Method { Get, Post }
-/// #[derive(Clone, Copy, Label)]
-/// enum Status { Ok, Failed }
-///
-/// let c = LabelledCounter::new();
-/// c.add((Method::Post, Status::Ok), 3);
-/// assert_eq!(<LabelledCounter<(Method, Status)>>::LABEL_NAMES, ["method", "status"]);
-/// let mut seen = Vec::new();
-/// c.read_each_labels(|texts, v| seen.push((texts.join("/"), v)));
-/// assert_eq!(seen[2], ("post/ok".to_string(), 3));
-/// ```
-impl<L: Label> crate::contract::CountFamily for LabelledCounter<L> {
-    const MEMBER_KIND: crate::contract::Kind = crate::contract::Kind::Counter;
-    const LABEL_NAME: Option<&'static str> = match L::NAMES {
-        [first, ..] => Some(first),
-        [] => None,
-    };
-    const LABEL_NAMES: &'static [&'static str] = L::NAMES;
-    /// The label texts, comma-separated.
-    type Label = str;
-
-    fn read_each(&self, mut f: impl FnMut(&str, u64)) {
-        let mut text = String::new();
-        for i in 0..L::COUNT {
-            text.clear();
-            // Writing to a `String` cannot fail.
-            let _ = Self::write_texts(i, &mut text);
-            f(&text, self.get_index(i));
-        }
-    }
-
-    fn read_each_labels(&self, mut f: impl FnMut(&[&str], u64)) {
-        let mut texts: Vec<&'static str> = Vec::with_capacity(L::NAMES.len());
-        for i in 0..L::COUNT {
-            texts.clear();
-            texts.extend((0..L::NAMES.len()).map(|dim| L::text(i, dim).unwrap_or("")));
-            f(&texts, self.get_index(i));
-        }
     }
 }

@@ -167,7 +167,7 @@ pub struct CounterSet {
     len: usize,
     table: ShardTable,
     /// The members' label name, for the integrations.
-    label: [&'static str; 1],
+    pub(crate) label: [&'static str; 1],
 }
 
 impl CounterSet {
@@ -958,33 +958,6 @@ impl fmt::Debug for CounterSet {
             d.finish_non_exhaustive()
         } else {
             d.finish()
-        }
-    }
-}
-
-/// A family of [`len`](CounterSet::len) counters labelled by index
-/// (`0`, `1`, ...), each read with [`get`](CounterSet::get).
-///
-/// ```
-/// use shardcount::{CountFamily, CounterSet};
-/// let s = CounterSet::new(2);
-/// s.add(1, 4);
-/// let mut v = Vec::new();
-/// s.read_each(|i, n| v.push((*i, n)));
-/// assert_eq!(v, [(0, 0), (1, 4)]);
-/// ```
-impl crate::contract::CountFamily for CounterSet {
-    const MEMBER_KIND: crate::contract::Kind = crate::contract::Kind::Counter;
-    const LABEL_NAME: Option<&'static str> = Some("index");
-    type Label = usize;
-
-    fn label_names(&self) -> &[&'static str] {
-        &self.label
-    }
-
-    fn read_each(&self, mut f: impl FnMut(&usize, u64)) {
-        for i in 0..self.len() {
-            f(&i, self.total(i));
         }
     }
 }

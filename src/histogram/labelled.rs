@@ -296,7 +296,7 @@ impl<L: Label> LabelledHistogram<L> {
     }
 
     /// Member `i`'s snapshot (`i < L::COUNT`), or an empty one.
-    fn snapshot_index(&self, i: usize) -> HistogramSnapshot {
+    pub(crate) fn snapshot_index(&self, i: usize) -> HistogramSnapshot {
         let words = self
             .sets
             .get()
@@ -465,36 +465,6 @@ impl<L: Label> fmt::Debug for LabelledHistogram<L> {
             .field("labels", &L::NAMES)
             .field("counts", &Counts(self))
             .finish()
-    }
-}
-
-/// A family of `L::COUNT` histograms with one label per name in
-/// `L::NAMES`, each member's values its texts ([`Label::text`]).
-///
-/// ```
-/// use shardcount::contract::DistributionFamily;
-/// use shardcount::{Label, LabelledHistogram};
-///
-/// #[derive(Clone, Copy, Label)]
-/// enum Op { Read, Write }
-///
-/// let h = LabelledHistogram::new();
-/// h.record(Op::Write, 5);
-/// let mut seen = Vec::new();
-/// h.read_each_distribution(|texts, s| seen.push((texts.join(","), s.count())));
-/// assert_eq!(seen, [("read".to_string(), 0), ("write".to_string(), 1)]);
-/// assert_eq!(<LabelledHistogram<Op>>::LABEL_NAMES, ["op"]);
-/// ```
-impl<L: Label> crate::contract::DistributionFamily for LabelledHistogram<L> {
-    const LABEL_NAMES: &'static [&'static str] = L::NAMES;
-
-    fn read_each_distribution(&self, mut f: impl FnMut(&[&str], HistogramSnapshot)) {
-        let mut texts: Vec<&'static str> = Vec::with_capacity(L::NAMES.len());
-        for i in 0..L::COUNT {
-            texts.clear();
-            texts.extend((0..L::NAMES.len()).map(|dim| L::text(i, dim).unwrap_or("")));
-            f(&texts, self.snapshot_index(i));
-        }
     }
 }
 

@@ -226,7 +226,7 @@ pub struct CounterMap<K> {
     /// The clock eviction passes read their times from.
     born: Instant,
     /// The members' label name, for the integrations.
-    label: [&'static str; 1],
+    pub(crate) label: [&'static str; 1],
     /// The keys the last `evict_idle` call evicted, with their final
     /// totals: the integrations' reads (`read_each`) report them until the
     /// next call.

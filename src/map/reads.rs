@@ -8,7 +8,6 @@ use crate::primitive::sync::lock;
 use crate::set::CounterSet;
 use crate::thread::grace;
 use std::borrow::Borrow;
-use std::fmt;
 use std::hash::Hash;
 
 impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
@@ -255,35 +254,10 @@ fn owned<K: Clone>(pairs: Vec<(&K, u64)>) -> Vec<(K, u64)> {
     pairs.into_iter().map(|(k, v)| (k.clone(), v)).collect()
 }
 
-/// A family labelled by key (`K: Display` shows it), each member read as
-/// [`get`](CounterMap::get) reads it. Keys are visited in the order of
-/// first use under the lock that new keys take (new keys wait; adds and
-/// lookups of interned keys do not); nothing is cloned or allocated. `f`
-/// must not use the map (it runs under the lock). The
-/// [`overflow`](CounterMap::overflow) counter is not a member: it has no
-/// key.
-///
-/// ```
-/// use shardcount::{CountFamily, CounterMap};
-/// let m: CounterMap<String> = CounterMap::new();
-/// m.add(&"/about".to_string(), 2);
-/// let mut v = Vec::new();
-/// m.read_each(|k, n| v.push(format!("{k} {n}")));
-/// assert_eq!(v, ["/about 2"]);
-/// ```
-impl<K> crate::contract::CountFamily for CounterMap<K>
-where
-    K: fmt::Display + Hash + Eq + Clone + Send + Sync,
-{
-    const MEMBER_KIND: crate::contract::Kind = crate::contract::Kind::Counter;
-    const LABEL_NAME: Option<&'static str> = Some("key");
-    type Label = K;
-
-    fn label_names(&self) -> &[&'static str] {
-        &self.label
-    }
-
-    fn read_each(&self, mut f: impl FnMut(&K, u64)) {
+impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
+    /// Every key with its total, the last eviction's keys included: the
+    /// contract's `read_each` (`contract.rs`).
+    pub(crate) fn read_each_key(&self, mut f: impl FnMut(&K, u64)) {
         let w = self.index.lock();
         let departed = lock(&self.departed);
         // The last eviction's keys, at their final totals (`evict_idle`):

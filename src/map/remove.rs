@@ -114,9 +114,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// Removes every key whose total has stayed the same for at least
     /// `idle`, as seen by calls to this method, and returns each with its
     /// final total (losslessly, as [`remove`](Self::remove)). Until the
-    /// next call, the integrations (which read through
-    /// [`CountFamily::read_each`](crate::contract::CountFamily::read_each))
-    /// still report each evicted key at its final total, added to the
+    /// next call, the integrations (which read through the map's
+    /// `read_each`, below) still report each evicted key at its final total, added to the
     /// key's new counter if it came back meanwhile: a scrape after the
     /// eviction reports what the key gained since the scrape before.
     /// Call it periodically, less often than the map is scraped: the first
