@@ -121,7 +121,7 @@ impl<I: Inner> Evicted<I> {
                 return true;
             };
             let quiet = !folded.moved && now.saturating_duration_since(folded.active_at) >= idle;
-            if !quiet || e.reachable(&folded) {
+            if !quiet || Entry::reachable(e, &folded) {
                 return true;
             }
             // Relaxed: registration reads it under the `fold` lock, held
@@ -196,12 +196,13 @@ impl<I> Evicted<I> {
 impl<I> Entry<I> {
     /// Registration: a handle owned by the calling thread, listed for the
     /// folds; `None` if the entry was evicted since the map lookup found it
-    /// (it is in no map: look again, for a new one).
-    pub(crate) fn list(self: &Arc<Self>) -> Option<Arc<Local<I>>> {
-        let local = Arc::new(Local::owned(Arc::clone(self)));
-        let mut folded = lock(&self.fold);
+    /// (it is in no map: look again, for a new one). (Not a method on
+    /// `&Arc<Self>`: loom's `Arc` cannot be a receiver.)
+    pub(crate) fn list(this: &Arc<Self>) -> Option<Arc<Local<I>>> {
+        let local = Arc::new(Local::owned(Arc::clone(this)));
+        let mut folded = lock(&this.fold);
         // Relaxed: written under this lock.
-        if self.evicted.load(Ordering::Relaxed) {
+        if this.evicted.load(Ordering::Relaxed) {
             return None;
         }
         folded.locals.push((Arc::clone(&local), 0));
@@ -215,13 +216,13 @@ impl<I> Entry<I> {
     /// with no lock at all). What it gets wrong only keeps a key longer, or
     /// evicts a key with a handle that then counts into the evicted entry,
     /// which is folded until the last handle goes (protocol notes).
-    fn reachable(self: &Arc<Self>, folded: &Folded<I>) -> bool {
+    fn reachable(this: &Arc<Self>, folded: &Folded<I>) -> bool {
         #[cfg(test)]
         if IGNORE_HANDLES.with(Cell::get) {
             return false;
         }
         // The map's reference, and one per listed handle.
-        Arc::strong_count(self) != 1 + folded.locals.len()
+        Arc::strong_count(this) != 1 + folded.locals.len()
             || folded.locals.iter().any(|(local, _)| {
                 // The list's reference, and the owner's cache's unless
                 // retired. Relaxed: a stale value only misjudges.

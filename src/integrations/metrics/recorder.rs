@@ -368,7 +368,7 @@ impl<R: Recorder> ShardedRecorder<R> {
             return ::metrics::Counter::from_arc(local);
         }
         let local = loop {
-            if let Some(local) = self.entry(key, metadata).list() {
+            if let Some(local) = Entry::list(&self.entry(key, metadata)) {
                 break local;
             }
         };
