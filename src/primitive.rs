@@ -31,8 +31,8 @@ pub(crate) mod sync {
     pub(crate) use loom::sync::{
         Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
     };
-    /// Only the `metrics` integration, which loom never builds, uses it
-    /// (loom has no `Weak`).
+    /// Only the `metrics` layer's thread caches, which loom never builds,
+    /// use it (loom has no `Weak`).
     #[cfg(not(shardcount_loom))]
     pub(crate) use std::sync::Weak;
     #[cfg(not(shardcount_loom))]

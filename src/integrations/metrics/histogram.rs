@@ -22,7 +22,7 @@
 //! count read was stale); that fold then happens-after every drop of a
 //! handle, so it takes every record.
 
-use super::KeyMap;
+use super::key::KeyMap;
 use crate::contract::DistributionFamily;
 use crate::histogram::HistogramUnit;
 use crate::histogram::{replay_since, Replayed};
@@ -367,5 +367,77 @@ where
             .field("name", &self.name)
             .field("family", &&*self.family)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::pass_idle;
+    use super::super::ShardedLayer;
+    use super::*;
+    use ::metrics::{Gauge, Histogram, KeyName, SharedString, Unit};
+    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    /// An inner recorder whose histograms count the values recorded.
+    #[derive(Default)]
+    struct Records(std::sync::Arc<Values>);
+
+    #[derive(Default)]
+    struct Values(AtomicU64);
+
+    impl ::metrics::HistogramFn for Values {
+        fn record(&self, _: f64) {
+            self.0.fetch_add(1, Relaxed);
+        }
+    }
+
+    impl Recorder for Records {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> ::metrics::Counter {
+            ::metrics::Counter::noop()
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::from_arc(std::sync::Arc::clone(&self.0))
+        }
+    }
+
+    /// Histogram keys: an idle key with no handle kept is folded and freed
+    /// at once; a kept handle keeps its key; one recorded again after its
+    /// eviction is registered again. Every record is folded once.
+    #[test]
+    fn idle_histogram_keys_are_evicted_unless_a_handle_is_kept() {
+        let inner = Records::default();
+        let records = std::sync::Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .evict_idle_after(Duration::from_secs(60))
+            .wrap(inner);
+        let kept = ::metrics::with_local_recorder(&r, || {
+            ::metrics::histogram!("gone").record(1.0);
+            ::metrics::histogram!("gone").record(2.0);
+            ::metrics::histogram!("kept")
+        });
+        kept.record(3.0);
+        r.shared.pass(Instant::now());
+        assert_eq!(
+            r.shared.histograms.keys(),
+            2,
+            "evicted before its idle time"
+        );
+        pass_idle(&r);
+        assert_eq!(r.shared.histograms.keys(), 1, "only the kept key stays");
+        assert_eq!(r.shared.histograms.evicted(), 0, "freed at once");
+        assert_eq!(records.0.load(Relaxed), 3);
+        ::metrics::with_local_recorder(&r, || ::metrics::histogram!("gone").record(4.0));
+        kept.record(5.0);
+        r.flush();
+        assert_eq!(r.shared.histograms.keys(), 2);
+        assert_eq!(records.0.load(Relaxed), 5);
     }
 }

@@ -1,0 +1,313 @@
+//! A counter key's [`Entry`] and the owned handles ([`Local`]) that count
+//! into it, and the fold that moves both into the inner recorder's counter.
+//! Nothing here names a `metrics` type (the inner counter is any
+//! [`Inner`]), so the loom model `loom_models::metrics_evict` runs it.
+//!
+//! Protocol (maintainers' notes):
+//!
+//! * `Entry::fold: Mutex<Folded>` is held while a key's delta is taken and
+//!   handed to the inner counter (`take`, or `sum` less the sum folded
+//!   before, then `add`), and while `absolute` does that and then calls the
+//!   inner `absolute`. It holds the sum folded so far (used by
+//!   `RoughCounter` entries). So a flush that returns has waited for any
+//!   fold of the same key already in progress: the inner counter then holds
+//!   every increment that happened-before the flush. For a `RoughCounter`,
+//!   successive sums under the lock never decrease (every slot's total only
+//!   grows, and a read that happens-after another read of the same word
+//!   sees the same or a later value), so each delta is what was added in
+//!   between: nothing is counted twice.
+//! * A `Local` has `owner` (the id of the thread whose cache holds it, from
+//!   a process-wide sequence, never reused; 0 once retired) and `own`, which
+//!   only the owner writes. An increment from any other thread (the handle
+//!   was sent) adds to the entry's counter. The entry lists its cached
+//!   `Local`s in its fold state with the word each had at the last fold; a
+//!   fold adds every word's growth.
+//! * Retiring: when the owner's cache is dropped (thread exit, or its
+//!   recorder is gone) or swept (eviction), it stores 0 in `owner` with
+//!   Release, after its last store to `own` (same thread). A fold that
+//!   reads 0 with Acquire therefore reads the final word, folds its growth
+//!   and drops the `Local` from the list. Later increments, by anyone, go to
+//!   the entry.
+//! * Entry and Local point at each other; dropping the recorder clears the
+//!   lists after its last flush ([`Entry::let_go_of_handles`]), so both are
+//!   freed.
+//!
+//! Orderings: `retire`'s Release store of 0 and the fold's Acquire load of
+//! `owner` are the one pairing. Everything else is Relaxed: `own` has one
+//! writer, its owner, and a fold that must see an increment (a flush after
+//! it) happens-after it, so coherence gives it that value or a later one;
+//! only the owner stores its own id in `owner` or replaces it, and ids are
+//! never reused, so a thread comparing its id reads its own latest store or
+//! a value that is not its id; `cached` feeds a heuristic
+//! (`Entry::reachable`, in `evict.rs`).
+
+#[cfg(not(shardcount_loom))]
+use crate::merger::Quiet;
+use crate::primitive::const_thread_local;
+use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use crate::primitive::sync::{lock, Arc, Mutex, MutexGuard};
+use crate::{Counter, RoughCounter};
+use crossbeam_utils::CachePadded;
+use std::cell::Cell;
+use std::time::Instant;
+
+/// The inner recorder's counter for a key, as a fold hands it deltas
+/// (`metrics::Counter` in the layer; a plain word in the loom model).
+pub(crate) trait Inner {
+    /// Adds what a fold took.
+    fn add(&self, delta: u64);
+}
+
+/// What counts a key's increments.
+pub(super) enum Backing {
+    Exact(Counter),
+    Rough(RoughCounter),
+}
+
+/// One counter key: its shardcount counter, the words of the threads that
+/// count it in a handle of their own, and the inner recorder's counter.
+pub(crate) struct Entry<I> {
+    counter: Backing,
+    inner: I,
+    /// Held while a delta moves to `inner` (protocol notes above).
+    pub(super) fold: Mutex<Folded<I>>,
+    /// Set once, by the pass that takes the entry out of the map (under
+    /// this entry's `fold` lock); never cleared (`evict.rs`).
+    pub(super) evicted: AtomicBool,
+}
+
+/// What an entry has folded so far.
+pub(crate) struct Folded<I> {
+    /// The `RoughCounter`'s sum at the last fold.
+    rough: u64,
+    /// The owned handles (see [`Local`]) and each one's word at the last
+    /// fold. A retired handle is folded once more, then dropped from here.
+    pub(super) locals: Vec<(Arc<Local<I>>, u64)>,
+    /// A fold moved a delta since the last background pass looked.
+    pub(super) moved: bool,
+    /// The last background pass that saw a delta moved (or the entry's
+    /// creation): the key's idle time runs from here.
+    pub(super) active_at: Instant,
+    /// When contention left the key's counter (as a `Merger` tells; loom
+    /// builds no `Merger`).
+    #[cfg(not(shardcount_loom))]
+    pub(super) quiet: Quiet,
+}
+
+impl<I> Folded<I> {
+    fn new() -> Self {
+        Folded {
+            rough: 0,
+            locals: Vec::new(),
+            moved: false,
+            active_at: Instant::now(),
+            #[cfg(not(shardcount_loom))]
+            quiet: Quiet::new(Instant::now()),
+        }
+    }
+}
+
+impl<I> Entry<I> {
+    /// A key backed by a [`RoughCounter`] if `rough`, else a [`Counter`],
+    /// folding into `inner`.
+    pub(crate) fn new(rough: bool, inner: I) -> Self {
+        Entry {
+            counter: if rough {
+                Backing::Rough(RoughCounter::new())
+            } else {
+                Backing::Exact(Counter::new())
+            },
+            inner,
+            fold: Mutex::new(Folded::new()),
+            evicted: AtomicBool::new(false),
+        }
+    }
+
+    /// Adds to the key's counter: an increment that no owned word takes.
+    #[inline]
+    pub(super) fn add(&self, value: u64) {
+        match &self.counter {
+            Backing::Exact(c) => c.add(value),
+            Backing::Rough(c) => c.add(value),
+        }
+    }
+
+    /// The inner recorder's counter.
+    pub(super) fn inner(&self) -> &I {
+        &self.inner
+    }
+
+    /// What counts the key's increments.
+    pub(super) fn backing(&self) -> &Backing {
+        &self.counter
+    }
+
+    /// Drops the owned handles from the list: each holds the entry, so
+    /// neither is freed while both are listed. For the recorder's drop,
+    /// after its last flush.
+    pub(super) fn let_go_of_handles(&self) {
+        lock(&self.fold).locals.clear();
+    }
+
+    /// How many owned handles are listed.
+    #[cfg(test)]
+    pub(super) fn handles(&self) -> usize {
+        lock(&self.fold).locals.len()
+    }
+}
+
+impl<I: Inner> Entry<I> {
+    /// Moves the key's delta into the inner counter; returns with the fold
+    /// lock held, for `absolute`.
+    pub(crate) fn fold(&self) -> MutexGuard<'_, Folded<I>> {
+        let mut folded = lock(&self.fold);
+        let mut delta = match &self.counter {
+            Backing::Exact(c) => c.take(),
+            Backing::Rough(c) => {
+                let sum = c.sum();
+                let delta = sum.wrapping_sub(folded.rough);
+                folded.rough = sum;
+                delta
+            }
+        };
+        folded.locals.retain_mut(|(local, seen)| {
+            // Acquire: pairs with `retire`'s Release, so a retired handle's
+            // word is read with its owner's last store.
+            let retired = local.0.owner.load(Ordering::Acquire) == 0;
+            let word = local.0.own.load(Ordering::Relaxed);
+            delta = delta.wrapping_add(word.wrapping_sub(*seen));
+            *seen = word;
+            !retired
+        });
+        if delta != 0 {
+            folded.moved = true;
+            self.inner.add(delta);
+        }
+        folded
+    }
+}
+
+const_thread_local! {
+    /// The calling thread's id for owned handles: 0 until it first owns
+    /// one, then unique in the process (never reused, unlike the addresses
+    /// and indexes of exited threads). No destructor: readable while the
+    /// thread's other thread-locals are being destroyed.
+    static THREAD_ID: Cell<u64> = Cell::new(0);
+}
+
+/// The calling thread's id, taking one on first use.
+fn own_thread_id() -> u64 {
+    THREAD_ID.with(|id| {
+        if id.get() == 0 {
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+            // Relaxed: only uniqueness matters.
+            id.set(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        }
+        id.get()
+    })
+}
+
+/// A thread's own handle to an entry, cached by that thread and cloned by
+/// each of its `counter!` calls.
+///
+/// Its owner counts in `own` with a load and a store (no locked
+/// instruction: no other thread writes the word); any other thread the
+/// handle was sent to adds to the entry's counter. Padded, so the
+/// handle's reference count and word share a line with no other thread's.
+pub(crate) struct Local<I>(pub(super) CachePadded<Owned<I>>);
+
+pub(crate) struct Owned<I> {
+    /// The owner's [`own_thread_id`]; 0 once the owner's cache is gone
+    /// (`retire`): from then on every increment goes to the entry.
+    pub(super) owner: AtomicU64,
+    /// What the owner counted: written by the owner only, read by folds.
+    pub(super) own: AtomicU64,
+    /// How many references the owner's cache holds (0 to 2: its map and
+    /// its front table), for `Entry::reachable`. Written by the owner when
+    /// it caches the handle, before any eviction can concern it.
+    pub(super) cached: AtomicU8,
+    pub(super) entry: Arc<Entry<I>>,
+}
+
+impl<I> Local<I> {
+    /// A handle owned by the calling thread.
+    pub(super) fn owned(entry: Arc<Entry<I>>) -> Self {
+        Local(CachePadded::new(Owned {
+            owner: AtomicU64::new(own_thread_id()),
+            own: AtomicU64::new(0),
+            cached: AtomicU8::new(0),
+            entry,
+        }))
+    }
+
+    /// The entry this handle counts into.
+    pub(super) fn entry(&self) -> &Arc<Entry<I>> {
+        &self.0.entry
+    }
+
+    /// Notes how many references the owner's cache holds (`cached`).
+    pub(super) fn set_cached(&self, refs: u8) {
+        self.0.cached.store(refs, Ordering::Relaxed);
+    }
+
+    /// Sends this handle's later increments to the entry. Called by the
+    /// owner only, after its last increment to `own`.
+    pub(crate) fn retire(&self) {
+        // Release: a fold that reads 0 also reads the owner's last store
+        // to `own`, and folds it once more before letting the handle go.
+        self.0.owner.store(0, Ordering::Release);
+    }
+
+    /// Counts `value`: in `own` if the calling thread owns the handle,
+    /// else in the entry's counter.
+    #[inline]
+    pub(crate) fn increment(&self, value: u64) {
+        let me = THREAD_ID.with(Cell::get);
+        if me != 0 && self.0.owner.load(Ordering::Relaxed) == me {
+            let own = &self.0.own;
+            own.store(
+                own.load(Ordering::Relaxed).wrapping_add(value),
+                Ordering::Relaxed,
+            );
+        } else {
+            self.0.entry.add(value);
+        }
+    }
+}
+
+#[cfg(all(test, not(shardcount_loom)))]
+mod tests {
+    use super::super::testing::Tally;
+    use super::super::ShardedLayer;
+    use super::*;
+    use ::metrics::{Key, Metadata, Recorder};
+    use std::time::Duration;
+
+    /// The owner counts in its handle's own word (no locked add), and a fold
+    /// moves that word's growth, once.
+    #[test]
+    fn the_owner_counts_in_its_own_word_and_folds_move_it_once() {
+        let inner = Tally::default();
+        let total = std::sync::Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner);
+        let meta = Metadata::new("t", ::metrics::Level::INFO, None);
+        let key = Key::from_name("own");
+        let h = r.register_counter(&key, &meta);
+        h.increment(5);
+        let word = {
+            let entries = lock(&r.shared.entries);
+            let e = entries.get(&key).expect("registered");
+            let folded = lock(&e.fold);
+            folded.locals[0].0 .0.own.load(Ordering::Relaxed)
+        };
+        assert_eq!(word, 5, "the owner's increment is in its own word");
+        r.flush();
+        r.flush();
+        assert_eq!(total.load(std::sync::atomic::Ordering::Relaxed), 5);
+        h.increment(2);
+        r.flush();
+        assert_eq!(total.load(std::sync::atomic::Ordering::Relaxed), 7);
+    }
+}

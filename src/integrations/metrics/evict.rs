@@ -1,0 +1,399 @@
+//! Idle-key eviction ([`ShardedLayer::evict_idle_after`]; off by default):
+//! [`Evicted`], the entries taken out of the map and folded until freed,
+//! and the eviction flag's reads by registration and the caches' sweeps.
+//! Like `entry.rs`, it names no `metrics` type: the loom model
+//! `loom_models::metrics_evict` runs it.
+//!
+//! [`ShardedLayer::evict_idle_after`]: super::ShardedLayer::evict_idle_after
+//!
+//! Protocol (maintainers' notes). Counts never depend on a handle noticing
+//! an eviction: an evicted entry is folded until nothing but the pass can
+//! reach it. The atomics here only decide when memory is let go of.
+//!
+//! * `Folded::moved` (under the fold lock) is set by a fold that moved a
+//!   delta; the background pass clears it and stamps `Folded::active_at`.
+//! * [`Evicted::take_out`] (the pass, after its folds): under the map lock,
+//!   for each entry whose fold lock it gets at once (`try_lock`: a fold in
+//!   progress may be calling an inner recorder that registers through the
+//!   facade) with `moved` clear, `active_at` at least the idle time ago and
+//!   no reference outside the layer (`Entry::reachable`, a heuristic on
+//!   strong counts, for kept handles' speed only), stores
+//!   `Entry::evicted = true`, removes it from the map and pushes it to the
+//!   list, all under the three locks. Then, once per pass that evicted,
+//!   it moves the count of evicting passes on, with Release.
+//! * `Entry::evicted`: written once, by that pass, under the entry's fold
+//!   lock. Registration ([`Entry::list`]) reads it under the same lock when
+//!   it lists a new handle: an entry evicted since the map lookup is not
+//!   used (the lookup is retried and makes a new entry), so no handle is
+//!   listed in an entry after it left the map. A cache sweep reads it
+//!   without a lock ([`Local::evicted`]), after reading the count with
+//!   Acquire ([`Evicted::passes`]): the sweep sees the flag of every entry
+//!   evicted by the passes counted. A later eviction moves the count on,
+//!   and the thread's next `counter!` (whose hit path compares its cache's
+//!   count with [`Evicted::passes_hint`]) takes the slow path and sweeps
+//!   again. The count is read before the registration's map lookup, and a
+//!   new cache starts with that value.
+//! * A sweep (by the cache's owner) retires each handle of an evicted entry
+//!   (`Local::retire`: the Release store of 0 after the owner's last store
+//!   to `own`) and lets go of it. The entry's next fold reads the 0
+//!   (Acquire), folds the word's last growth and drops the handle from its
+//!   list. A thread that never calls `counter!` again does the same at its
+//!   exit.
+//! * The list is folded on every pass and flush (its lock held throughout,
+//!   so a flush waits for a concurrent one's folds), like the map's
+//!   entries: increments through a cached handle before its sweep, through
+//!   a kept `metrics::Counter` (retired or not), or by a registration that
+//!   found the entry just before it left the map all reach the inner
+//!   counter. An entry leaves the list when `Arc::try_unwrap` succeeds: no
+//!   handle, cache, list or registration holds it (each `Local` holds its
+//!   entry, so its handle list is empty too), and none can again (it is in
+//!   no map). `try_unwrap` synchronises with every other reference's drop
+//!   (their Release decrements, its Acquire), and each increment through a
+//!   reference is sequenced before its drop, so the last fold, on the
+//!   unwrapped entry, takes everything.
+//! * A key counted again after eviction gets a new entry and registers with
+//!   the inner recorder again; both entries fold into the inner counter the
+//!   recorder hands for the key (the same series for the usual recorders).
+//! * Lock order: evicted list, map, fold. `take_out` holds the list over
+//!   the map's lock, so an entry is in one or the other at every moment and
+//!   no flush misses it; it only tries the fold locks. Folds call the inner
+//!   recorder under their fold lock (and the list's), never the map's, so
+//!   an inner recorder that registers through the facade takes the map's
+//!   lock last.
+//! * Loom: `loom_models::metrics_evict` runs this code and `entry.rs`'s:
+//!   a pass's `take_out` and folds until unique ownership, racing a cached
+//!   handle's owner (increment, sweep, retire) and a kept handle's
+//!   increments.
+
+use super::entry::{Entry, Folded, Inner, Local};
+use crate::primitive::sync::atomic::{AtomicU64, Ordering};
+use crate::primitive::sync::{lock, try_lock, Arc, Mutex};
+use crossbeam_utils::CachePadded;
+#[cfg(test)]
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+#[cfg(test)]
+std::thread_local! {
+    /// Evicts keys with handles kept, as a pass racing a `counter!` call
+    /// can (`Entry::reachable`); set on the thread running the pass.
+    pub(crate) static IGNORE_HANDLES: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Entries taken out of the map that a handle may still count into:
+/// folded on every pass and flush until the pass holds the only reference.
+pub(crate) struct Evicted<I> {
+    list: Mutex<Vec<Arc<Entry<I>>>>,
+    /// How many passes have evicted counter keys: a thread whose cache saw
+    /// an older value sweeps it. Padded: read by every `counter!` hit,
+    /// written once per evicting pass, beside locks that registration
+    /// writes.
+    passes: CachePadded<AtomicU64>,
+}
+
+impl<I: Inner> Evicted<I> {
+    pub(crate) fn new() -> Self {
+        Evicted {
+            list: Mutex::new(Vec::new()),
+            passes: CachePadded::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Takes out of `map` every key with nothing moved since `idle` before
+    /// `now` and no handle outside the caches, and tells the threads'
+    /// caches.
+    pub(crate) fn take_out<K, S>(
+        &self,
+        map: &Mutex<HashMap<K, Arc<Entry<I>>, S>>,
+        now: Instant,
+        idle: Duration,
+    ) {
+        // Locked first and held over the map's lock: an entry is always in
+        // the map or the list, so no flush misses it.
+        let mut list = lock(&self.list);
+        let before = list.len();
+        lock(map).retain(|_, e| {
+            // A fold in progress holds the lock (and calls the inner
+            // recorder, which may register through the facade and want
+            // the map's lock): that key is busy anyway.
+            let Some(folded) = try_lock(&e.fold) else {
+                return true;
+            };
+            let quiet = !folded.moved && now.saturating_duration_since(folded.active_at) >= idle;
+            if !quiet || Entry::reachable(e, &folded) {
+                return true;
+            }
+            // Relaxed: registration reads it under the `fold` lock, held
+            // here; a cache sweep reads it after an Acquire load of
+            // `passes`, which the Release below publishes.
+            e.evicted.store(true, Ordering::Relaxed);
+            drop(folded);
+            list.push(Arc::clone(e));
+            false
+        });
+        if list.len() != before {
+            // Release: a thread that reads this value (Acquire) before its
+            // sweep reads every flag stored above.
+            self.passes.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Folds every evicted entry, and frees each one nobody else holds any
+    /// more. The list stays locked throughout, so a flush that returns has
+    /// waited for the folds of a concurrent one.
+    pub(crate) fn fold(&self) {
+        let mut list = lock(&self.list);
+        for e in std::mem::take(&mut *list) {
+            // Also drops the handles retired since the last fold: each
+            // holds a reference to the entry.
+            drop(e.fold());
+            // Unique: no handle, cache or registration holds the entry, and
+            // none can again (it is in no map). `try_unwrap` synchronises
+            // with every other reference's drop, so the fold below reads
+            // every increment made through one. Until then, every fold
+            // takes what was added since the last: nothing lost, nothing
+            // twice.
+            match Arc::try_unwrap(e) {
+                Ok(last) => drop(last.fold()),
+                Err(e) => list.push(e),
+            }
+        }
+    }
+}
+
+impl<I> Evicted<I> {
+    /// The evicting passes so far, read before a sweep.
+    pub(crate) fn passes(&self) -> u64 {
+        // Acquire: pairs with `take_out`'s Release, so a sweep after this
+        // read sees the flag of every entry evicted by the passes counted.
+        self.passes.load(Ordering::Acquire)
+    }
+
+    /// The evicting passes so far, for a `counter!` hit that only compares
+    /// it with its cache's.
+    pub(super) fn passes_hint(&self) -> u64 {
+        // Relaxed: a stale count only puts the sweep off to a later call;
+        // the slow path reads it again with `passes`.
+        self.passes.load(Ordering::Relaxed)
+    }
+
+    /// Lets go of the listed entries' handles, as the recorder's drop does
+    /// for the map's (`Entry::let_go_of_handles`).
+    pub(super) fn let_go_of_handles(&self) {
+        for e in lock(&self.list).iter() {
+            e.let_go_of_handles();
+        }
+    }
+
+    /// How many evicted entries are still held.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.list).len()
+    }
+}
+
+impl<I> Entry<I> {
+    /// Registration: a handle owned by the calling thread, listed for the
+    /// folds; `None` if the entry was evicted since the map lookup found it
+    /// (it is in no map: look again, for a new one). (Not a method on
+    /// `&Arc<Self>`: loom's `Arc` cannot be a receiver.)
+    pub(crate) fn list(this: &Arc<Self>) -> Option<Arc<Local<I>>> {
+        let local = Arc::new(Local::owned(Arc::clone(this)));
+        let mut folded = lock(&this.fold);
+        // Relaxed: written under this lock.
+        if this.evicted.load(Ordering::Relaxed) {
+            return None;
+        }
+        folded.locals.push((Arc::clone(&local), 0));
+        Some(local)
+    }
+
+    /// Whether anything outside the layer may still hold this entry: a
+    /// handle the user kept, or one being handed out or folded right now.
+    /// A heuristic under the `fold` lock, not a guarantee: the strong
+    /// counts move without our locks (a thread clones its cached handle
+    /// with no lock at all). What it gets wrong only keeps a key longer, or
+    /// evicts a key with a handle that then counts into the evicted entry,
+    /// which is folded until the last handle goes (protocol notes).
+    fn reachable(this: &Arc<Self>, folded: &Folded<I>) -> bool {
+        #[cfg(test)]
+        if IGNORE_HANDLES.with(Cell::get) {
+            return false;
+        }
+        // The map's reference, and one per listed handle.
+        Arc::strong_count(this) != 1 + folded.locals.len()
+            || folded.locals.iter().any(|(local, _)| {
+                // The list's reference, and the owner's cache's unless
+                // retired. Relaxed: a stale value only misjudges.
+                let cached = if local.0.owner.load(Ordering::Relaxed) == 0 {
+                    0
+                } else {
+                    local.0.cached.load(Ordering::Relaxed)
+                };
+                Arc::strong_count(local) > 1 + usize::from(cached)
+            })
+    }
+}
+
+impl<I> Local<I> {
+    /// Whether this handle's entry was evicted: for its owner's sweep,
+    /// after [`Evicted::passes`].
+    pub(crate) fn evicted(&self) -> bool {
+        // Relaxed: the caller read `passes` with Acquire after the flags it
+        // must see were stored; a flag stored later is seen by the sweep
+        // after the next count.
+        self.0.entry.evicted.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(all(test, not(shardcount_loom)))]
+mod tests {
+    use super::super::testing::{evicted, evicting, owned_handles, pass_idle, Tally};
+    use super::super::ShardedLayer;
+    use super::*;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    /// An idle key is taken out by a pass; the thread's next `counter!`
+    /// sweeps its cache, which retires its handle, and registers the key
+    /// again; the old entry is folded once more and freed. Every count
+    /// reaches the inner counter once.
+    #[test]
+    fn an_idle_key_is_evicted_folded_and_registered_again() {
+        for rough in [false, true] {
+            let (r, total) = evicting(rough);
+            ::metrics::with_local_recorder(&r, || ::metrics::counter!("idle").increment(5));
+            r.shared.pass(Instant::now());
+            assert_eq!(r.keys(), 1, "evicted before its idle time");
+            assert_eq!(total.load(Relaxed), 5);
+            pass_idle(&r);
+            assert_eq!(r.keys(), 0, "an idle key is evicted");
+            assert_eq!(evicted(&r), 1, "held by this thread's cache");
+            ::metrics::with_local_recorder(&r, || ::metrics::counter!("idle").increment(7));
+            assert_eq!(r.keys(), 1, "registered again");
+            r.flush();
+            assert_eq!(evicted(&r), 0, "the swept handle let go of the old entry");
+            assert_eq!(total.load(Relaxed), 12);
+            assert_eq!(owned_handles(&r), 1);
+        }
+    }
+
+    /// A handle kept outside the layer keeps its key in: it stays on its
+    /// fast path. Dropped, the key goes at the next idle pass.
+    #[test]
+    fn a_kept_handle_keeps_its_key() {
+        let (r, total) = evicting(false);
+        let kept = ::metrics::with_local_recorder(&r, || ::metrics::counter!("kept"));
+        kept.increment(1);
+        pass_idle(&r);
+        assert_eq!(r.keys(), 1, "evicted while a handle is kept");
+        kept.increment(2);
+        drop(kept);
+        pass_idle(&r);
+        assert_eq!(r.keys(), 0);
+        r.flush();
+        assert_eq!(total.load(Relaxed), 3);
+    }
+
+    /// A pass that evicts a key while a handle for it is kept (as one
+    /// racing a `counter!` call can): increments through the handle, by
+    /// its owner before and after its cache's sweep and by another thread,
+    /// all reach the inner counter once; the evicted entry is freed when
+    /// the handle goes.
+    #[test]
+    fn a_kept_handle_of_an_evicted_key_counts_exactly() {
+        let (r, total) = evicting(false);
+        let kept = ::metrics::with_local_recorder(&r, || ::metrics::counter!("kept"));
+        kept.increment(1);
+        IGNORE_HANDLES.with(|c| c.set(true));
+        pass_idle(&r);
+        IGNORE_HANDLES.with(|c| c.set(false));
+        assert_eq!((r.keys(), evicted(&r)), (0, 1));
+        kept.increment(2); // the owner's word, not swept yet
+        r.flush();
+        assert_eq!(total.load(Relaxed), 3);
+        std::thread::scope(|s| {
+            let sent = kept.clone();
+            s.spawn(move || sent.increment(4)); // through the entry's counter
+        });
+        // The owner's next `counter!` sweeps: its handle is retired, the
+        // key registered again.
+        ::metrics::with_local_recorder(&r, || ::metrics::counter!("kept").increment(8));
+        kept.increment(16); // retired: through the old entry's counter
+        r.flush();
+        assert_eq!(total.load(Relaxed), 31);
+        assert_eq!(evicted(&r), 1, "freed while a handle is kept");
+        drop(kept);
+        r.flush();
+        assert_eq!(evicted(&r), 0, "kept after its last handle went");
+        assert_eq!(total.load(Relaxed), 31);
+    }
+
+    /// Passes that evict the key whenever they can (every key is idle to
+    /// them, kept handles ignored) race two threads counting through
+    /// `counter!` in bursts and pauses: the inner total ends exact.
+    #[test]
+    fn evictions_racing_counter_calls_lose_nothing() {
+        const ROUNDS: u64 = 200;
+        const BURST: u64 = 100;
+        for rough in [false, true] {
+            let inner = Tally::default();
+            let total = std::sync::Arc::clone(&inner.0);
+            let layer = ShardedLayer::new()
+                .with_interval(Duration::from_secs(3600))
+                .evict_idle_after(Duration::ZERO);
+            let r = if rough { layer.rough() } else { layer }.wrap(inner);
+            let done = std::sync::atomic::AtomicUsize::new(0);
+            let passes = std::thread::scope(|s| {
+                for t in 0..2u64 {
+                    let (r, done) = (&r, &done);
+                    s.spawn(move || {
+                        ::metrics::with_local_recorder(r, || {
+                            for round in 0..ROUNDS {
+                                for _ in 0..BURST {
+                                    ::metrics::counter!("raced").increment(1);
+                                }
+                                if (round + t) % 3 == 0 {
+                                    std::thread::yield_now();
+                                }
+                                if round == ROUNDS / 2 {
+                                    // Not done before a pass has evicted.
+                                    let deadline = Instant::now() + Duration::from_secs(10);
+                                    while r.shared.evicted.passes_hint() == 0 {
+                                        assert!(Instant::now() < deadline, "no eviction");
+                                        std::thread::yield_now();
+                                    }
+                                }
+                            }
+                        });
+                        done.fetch_add(1, Relaxed);
+                    });
+                }
+                IGNORE_HANDLES.with(|c| c.set(true));
+                let mut passes = 0u64;
+                while done.load(Relaxed) < 2 {
+                    pass_idle(&r);
+                    passes += 1;
+                }
+                IGNORE_HANDLES.with(|c| c.set(false));
+                passes
+            });
+            // The threads' caches are gone only after their destructors.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                r.flush();
+                if evicted(&r) == 0 || Instant::now() > deadline {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(passes > 0);
+            assert_eq!(total.load(Relaxed), 2 * ROUNDS * BURST, "rough: {rough}");
+            assert_eq!(
+                evicted(&r),
+                0,
+                "evicted entries kept after every handle went"
+            );
+        }
+    }
+}

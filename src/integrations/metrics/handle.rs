@@ -1,0 +1,86 @@
+//! [`FlushHandle`]: a recorder's flush, callable after the recorder was
+//! installed (moved into the facade).
+
+use super::recorder::Shared;
+use crate::primitive::sync::Arc;
+use std::fmt;
+
+/// Flushes a [`ShardedRecorder`](super::ShardedRecorder) from anywhere: get
+/// one with [`ShardedRecorder::flush_handle`](super::ShardedRecorder::flush_handle)
+/// before installing the recorder.
+///
+/// ```
+/// use metrics_util::layers::Layer;
+/// use shardcount::integrations::metrics::ShardedLayer;
+///
+/// let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+/// let render = prometheus.handle();
+/// let recorder = ShardedLayer::new().layer(prometheus);
+/// let flush = recorder.flush_handle();
+/// metrics::with_local_recorder(&recorder, || metrics::counter!("jobs").increment(7));
+/// flush.flush();
+/// assert!(render.render().contains("jobs 7"));
+/// ```
+#[derive(Clone)]
+pub struct FlushHandle {
+    shared: Arc<Shared>,
+}
+
+impl FlushHandle {
+    pub(super) fn new(shared: Arc<Shared>) -> Self {
+        FlushHandle { shared }
+    }
+
+    /// As [`ShardedRecorder::flush`](super::ShardedRecorder::flush).
+    ///
+    /// ```
+    /// let r = shardcount::integrations::metrics::ShardedRecorder::new(
+    ///     metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
+    /// );
+    /// r.flush_handle().flush();
+    /// ```
+    pub fn flush(&self) {
+        self.shared.flush();
+    }
+}
+
+impl fmt::Debug for FlushHandle {
+    /// Shows the number of keys.
+    ///
+    /// ```
+    /// let r = shardcount::integrations::metrics::ShardedRecorder::new(
+    ///     metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
+    /// );
+    /// assert_eq!(format!("{:?}", r.flush_handle()), "FlushHandle { keys: 0 }");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FlushHandle")
+            .field("keys", &self.shared.keys())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::Tally;
+    use super::super::ShardedLayer;
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::Duration;
+
+    /// A handle taken before the recorder moves flushes it where it went,
+    /// and a clone flushes the same recorder.
+    #[test]
+    fn a_handle_flushes_the_recorder_after_it_moved() {
+        let inner = Tally::default();
+        let total = std::sync::Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner);
+        let flush = r.flush_handle();
+        let moved = Box::new(r);
+        ::metrics::with_local_recorder(&*moved, || ::metrics::counter!("moved").increment(4));
+        flush.clone().flush();
+        assert_eq!(total.load(Relaxed), 4);
+        assert_eq!(format!("{flush:?}"), "FlushHandle { keys: 1 }");
+    }
+}

@@ -1,0 +1,280 @@
+//! [`ShardedLayer`]: the layer's settings (interval, backing, idle
+//! eviction) and the `metrics_util` `Layer` that builds a
+//! [`ShardedRecorder`] from them.
+
+use super::ShardedRecorder;
+use crate::worker;
+use ::metrics::Recorder;
+use metrics_util::layers::Layer;
+use std::time::Duration;
+
+/// A layer that gives the recorder under it sharded counter increments
+/// (also a `metrics_util` `Layer`); see [the module docs](super).
+///
+/// ```
+/// use shardcount::integrations::metrics::ShardedLayer;
+/// use std::time::Duration;
+///
+/// let layer = ShardedLayer::new().with_interval(Duration::from_secs(1));
+/// let recorder = layer.wrap(metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder());
+/// assert_eq!(recorder.interval(), Duration::from_secs(1));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardedLayer {
+    interval: Duration,
+    rough: bool,
+    evict_idle: Option<Duration>,
+}
+
+impl ShardedLayer {
+    /// How often the background thread moves deltas into the inner
+    /// recorder by default: 100 ms, well below any scrape interval.
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    /// assert_eq!(ShardedLayer::DEFAULT_INTERVAL, std::time::Duration::from_millis(100));
+    /// ```
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
+
+    /// The shortest interval: any interval below 1 ms, zero included, runs
+    /// every 1 ms, as every background thread of this crate does.
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    /// let layer = ShardedLayer::new().with_interval(std::time::Duration::from_nanos(1));
+    /// assert_eq!(layer.interval(), ShardedLayer::MIN_INTERVAL);
+    /// assert_eq!(ShardedLayer::MIN_INTERVAL, std::time::Duration::from_millis(1));
+    /// ```
+    pub const MIN_INTERVAL: Duration = worker::MIN_WAIT;
+
+    /// A layer folding every [`DEFAULT_INTERVAL`](Self::DEFAULT_INTERVAL).
+    ///
+    /// ```
+    /// let layer = shardcount::integrations::metrics::ShardedLayer::new();
+    /// assert_eq!(layer.interval(), std::time::Duration::from_millis(100));
+    /// ```
+    #[must_use]
+    pub const fn new() -> Self {
+        ShardedLayer {
+            interval: Self::DEFAULT_INTERVAL,
+            rough: false,
+            evict_idle: None,
+        }
+    }
+
+    /// Sets how often the background thread folds. Any interval below
+    /// 1 ms, zero included, runs every 1 ms
+    /// ([`MIN_INTERVAL`](Self::MIN_INTERVAL)). The exporter's counters lag
+    /// the increments by about this much.
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    /// use std::time::Duration;
+    /// let layer = ShardedLayer::new().with_interval(Duration::from_secs(2));
+    /// assert_eq!(layer.interval(), Duration::from_secs(2));
+    /// let layer = ShardedLayer::new().with_interval(Duration::ZERO);
+    /// assert_eq!(layer.interval(), Duration::from_millis(1));
+    /// ```
+    #[must_use]
+    pub fn with_interval(self, interval: Duration) -> Self {
+        ShardedLayer {
+            interval: worker::effective(interval),
+            ..self
+        }
+    }
+
+    /// Backs each key with a [`RoughCounter`](crate::RoughCounter) instead
+    /// of a [`Counter`](crate::Counter).
+    ///
+    /// A thread increments the handles it registered itself in a word of
+    /// its own either way; the backing counts the rest: increments through
+    /// handles sent to other threads (and [`ShardedRecorder`]'s handles
+    /// once their thread has exited). With a `RoughCounter` those are a
+    /// store to the sending thread's own slot, with no locked instruction,
+    /// for handles shared by many threads. The price is memory: a 128-byte
+    /// slot per thread that has used the key (a `Counter` is 16 bytes until
+    /// threads contend on it), and a fold reads every slot. Exactness after
+    /// a flush is the same.
+    ///
+    /// ```
+    /// use metrics_util::layers::Layer;
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    ///
+    /// let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let render = prometheus.handle();
+    /// let recorder = ShardedLayer::new().rough().layer(prometheus);
+    /// metrics::with_local_recorder(&recorder, || metrics::counter!("hot").increment(9));
+    /// recorder.flush();
+    /// assert!(render.render().contains("hot 9"));
+    /// ```
+    #[must_use]
+    pub const fn rough(self) -> Self {
+        ShardedLayer {
+            rough: true,
+            ..self
+        }
+    }
+
+    /// Frees the layer's state for keys nobody counts any more: a key
+    /// whose folds have moved nothing for at least `idle` is folded one
+    /// last time and taken out of the layer. Off by default.
+    ///
+    /// The background thread checks on each pass, so a key goes after
+    /// `idle` rounded up to whole [intervals](Self::with_interval). A key
+    /// is kept while a `metrics::Counter` or `metrics::Histogram` handle
+    /// for it is held outside the layer's own caches (one kept in a struct
+    /// or a `static`, say): such a handle stays on its fast path. Once a
+    /// key is out, the next `counter!` or `histogram!` for it registers it
+    /// again, in the inner recorder too (which hands back the same series:
+    /// the exporter's totals carry on). Each thread that had the key in its
+    /// cache lets go of its handle (and so of its 128 bytes) at its next
+    /// `counter!` call on this recorder, any key, or at its exit; the key's
+    /// counter is freed with the last handle. No increment is lost or
+    /// counted twice on the way: until then, the key is still folded on
+    /// every pass and [flush](ShardedRecorder::flush).
+    ///
+    /// Why off: the inner recorder keeps its own state for every series it
+    /// was handed (the Prometheus exporter until its own `idle_timeout`),
+    /// so this frees only the layer's share, and the two idle times are
+    /// best chosen together; a program with a fixed set of keys gains
+    /// nothing from it. Turn it on when label values come and go (user ids,
+    /// peers, paths), with an idle time well above the longest quiet spell
+    /// a live key has, minutes rather than seconds: a key taken out too
+    /// early only costs a fresh registration (a lock and the inner
+    /// recorder's `register_counter`) when it comes back.
+    ///
+    /// ```
+    /// use metrics_exporter_prometheus::PrometheusBuilder;
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let prometheus = PrometheusBuilder::new().build_recorder();
+    /// let render = prometheus.handle();
+    /// let recorder = ShardedLayer::new()
+    ///     .with_interval(Duration::from_millis(1))
+    ///     .evict_idle_after(Duration::from_millis(5))
+    ///     .wrap(prometheus);
+    /// assert_eq!(recorder.idle_eviction(), Some(Duration::from_millis(5)));
+    /// metrics::with_local_recorder(&recorder, || {
+    ///     metrics::counter!("visits", "user" => "ada").increment(3);
+    /// });
+    /// let deadline = Instant::now() + Duration::from_secs(10);
+    /// while recorder.keys() > 0 && Instant::now() < deadline {
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
+    /// assert_eq!(recorder.keys(), 0); // the layer let go of the key
+    /// assert!(render.render().contains("visits{user=\"ada\"} 3")); // folded first
+    /// ```
+    #[must_use]
+    pub const fn evict_idle_after(self, idle: Duration) -> Self {
+        ShardedLayer {
+            evict_idle: Some(idle),
+            ..self
+        }
+    }
+
+    /// The idle time after which keys are taken out
+    /// ([`evict_idle_after`](Self::evict_idle_after)); `None`, the
+    /// default, keeps every key while the recorder lives.
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    /// use std::time::Duration;
+    /// assert_eq!(ShardedLayer::new().idle_eviction(), None);
+    /// let layer = ShardedLayer::new().evict_idle_after(Duration::from_secs(600));
+    /// assert_eq!(layer.idle_eviction(), Some(Duration::from_secs(600)));
+    /// ```
+    #[must_use]
+    pub fn idle_eviction(&self) -> Option<Duration> {
+        self.evict_idle
+    }
+
+    /// Puts `inner` under this layer: the same as `Layer::layer`, without
+    /// importing `metrics_util::layers::Layer` or depending on
+    /// `metrics-util`. Install the result instead of `inner`.
+    ///
+    /// # Panics
+    ///
+    /// If the background thread cannot be spawned.
+    ///
+    /// ```
+    /// use metrics_exporter_prometheus::PrometheusBuilder;
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    ///
+    /// let prometheus = PrometheusBuilder::new().build_recorder();
+    /// let render = prometheus.handle();
+    /// let recorder = ShardedLayer::new().rough().wrap(prometheus);
+    /// metrics::with_local_recorder(&recorder, || metrics::counter!("hot").increment(9));
+    /// recorder.flush();
+    /// assert!(render.render().contains("hot 9"));
+    /// ```
+    #[must_use]
+    pub fn wrap<R: Recorder>(self, inner: R) -> ShardedRecorder<R> {
+        Layer::layer(&self, inner)
+    }
+
+    /// Whether keys are backed by [`RoughCounter`](crate::RoughCounter)s
+    /// ([`rough`](Self::rough)).
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    /// assert!(!ShardedLayer::new().is_rough());
+    /// assert!(ShardedLayer::new().rough().is_rough());
+    /// ```
+    #[must_use]
+    pub fn is_rough(&self) -> bool {
+        self.rough
+    }
+
+    /// The interval the recorders it builds fold at.
+    ///
+    /// ```
+    /// let layer = shardcount::integrations::metrics::ShardedLayer::default();
+    /// assert_eq!(layer.interval(), shardcount::integrations::metrics::ShardedLayer::DEFAULT_INTERVAL);
+    /// ```
+    #[must_use]
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+}
+
+impl Default for ShardedLayer {
+    /// [`ShardedLayer::new`].
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    /// assert_eq!(ShardedLayer::default(), ShardedLayer::new());
+    /// ```
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<R: Recorder> Layer<R> for ShardedLayer {
+    type Output = ShardedRecorder<R>;
+
+    fn layer(&self, inner: R) -> ShardedRecorder<R> {
+        ShardedRecorder::build(inner, *self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::Tally;
+    use super::*;
+
+    /// Each setter keeps the others, and the recorder built carries them.
+    #[test]
+    fn settings_compose_and_reach_the_recorder() {
+        let idle = Duration::from_secs(60);
+        let layer = ShardedLayer::new()
+            .evict_idle_after(idle)
+            .rough()
+            .with_interval(Duration::from_secs(3600));
+        assert!(layer.is_rough());
+        assert_eq!(layer.idle_eviction(), Some(idle));
+        let r = layer.layer(Tally::default());
+        assert_eq!(r.interval(), Duration::from_secs(3600));
+        assert_eq!(r.idle_eviction(), Some(idle));
+    }
+}

@@ -1,0 +1,487 @@
+//! [`ShardedRecorder`]: the recorder the layer builds, and what it shares
+//! with its background thread and flush handles (`Shared`: the key maps
+//! and the passes over them).
+//!
+//! Protocol (maintainers' notes). Locks order everything, beyond the
+//! counters' own atomics, the owned handles' words (`entry.rs`) and
+//! eviction's flag and count (`evict.rs`, which also has the lock order).
+//!
+//! * `Shared::entries: Mutex<map>` maps each key to its `Entry` (the
+//!   shardcount counter, the inner recorder's counter handle and a fold
+//!   lock). Registration inserts; only eviction removes.
+//! * The background thread is a `worker::Worker` (src/worker.rs): it owns
+//!   the stop flag, the wait and the join.
+//! * `absolute` on a key folds it, then calls the inner `absolute`, under
+//!   the key's fold lock.
+
+use super::cache;
+use super::entry::{Backing, Entry, Inner, Local};
+use super::evict::Evicted;
+use super::handle::FlushHandle;
+use super::histogram;
+use super::key::KeyMap;
+use super::ShardedLayer;
+use crate::primitive::sync::{lock, Arc, Mutex};
+use crate::worker::Worker;
+use crate::Counter;
+use ::metrics::{
+    CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// A counter key's entry, folding into the inner recorder's counter.
+type CounterEntry = Entry<::metrics::Counter>;
+
+impl Inner for ::metrics::Counter {
+    #[inline]
+    fn add(&self, delta: u64) {
+        self.increment(delta);
+    }
+}
+
+impl CounterFn for CounterEntry {
+    #[inline]
+    fn increment(&self, value: u64) {
+        self.add(value);
+    }
+
+    /// Folds this key's delta, then passes `absolute` to the inner counter,
+    /// under the fold lock: the inner counter sees every increment taken so
+    /// far before it sees `absolute`.
+    fn absolute(&self, value: u64) {
+        let _held = self.fold();
+        self.inner().absolute(value);
+    }
+}
+
+impl CounterFn for Local<::metrics::Counter> {
+    #[inline]
+    fn increment(&self, value: u64) {
+        Local::increment(self, value);
+    }
+
+    fn absolute(&self, value: u64) {
+        self.entry().absolute(value);
+    }
+}
+
+/// What a recorder, its background thread and its flush handles share.
+pub(super) struct Shared {
+    pub(super) entries: Mutex<KeyMap<Arc<CounterEntry>>>,
+    /// Entries taken out of `entries`, folded until freed (`evict.rs`).
+    pub(super) evicted: Evicted<::metrics::Counter>,
+    /// [`ShardedLayer::evict_idle_after`].
+    evict_idle: Option<Duration>,
+    /// How long no pass may see two rows of a key's counter change before
+    /// the pass merges it (`MERGE_AFTER` intervals).
+    merge_idle: Duration,
+    pub(super) histograms: histogram::Folds,
+}
+
+/// Passes without contention on a key's counter (two of its rows
+/// changing) before a pass merges it back to one word.
+const MERGE_AFTER: u32 = 10;
+
+impl Shared {
+    /// How many counter keys the map holds.
+    pub(super) fn keys(&self) -> usize {
+        lock(&self.entries).len()
+    }
+
+    /// Folds every key, evicted ones included. Copies the list first, so
+    /// registration never waits for a pass.
+    pub(super) fn flush(&self) {
+        self.fold_keys(None);
+        self.evicted.fold();
+        self.histograms.flush();
+    }
+
+    /// The background thread's pass at `now`: a flush, which also notes
+    /// which keys moved, then the eviction of keys idle for long enough.
+    pub(super) fn pass(&self, now: Instant) {
+        self.fold_keys(Some(now));
+        if let Some(idle) = self.evict_idle {
+            self.evicted.take_out(&self.entries, now, idle);
+        }
+        self.evicted.fold();
+        self.histograms.pass(now, self.evict_idle, self.merge_idle);
+    }
+
+    /// Folds every key in `entries`; with `now`, a key whose folds moved a
+    /// delta since the last pass is active at `now`.
+    fn fold_keys(&self, now: Option<Instant>) {
+        let entries: Vec<Arc<CounterEntry>> = lock(&self.entries).values().cloned().collect();
+        let mut quiet = Vec::new();
+        for e in &entries {
+            let mut folded = e.fold();
+            if let Some(now) = now {
+                if std::mem::take(&mut folded.moved) {
+                    folded.active_at = now;
+                }
+                if let Backing::Exact(c) = e.backing() {
+                    if folded
+                        .quiet
+                        .look(|out| c.row_totals(out), now, self.merge_idle)
+                    {
+                        quiet.push(c);
+                    }
+                }
+            }
+        }
+        if !quiet.is_empty() {
+            Counter::merge_batch(quiet);
+        }
+    }
+}
+
+/// A recorder whose counters are shardcount [`Counter`]s, folded into the
+/// inner recorder's counters every interval; see [the module
+/// docs](super). Build it with [`ShardedLayer`] or [`new`](Self::new).
+///
+/// Dropping it stops its background thread and flushes. A recorder
+/// installed with `metrics::set_global_recorder` is never dropped: call
+/// [`FlushHandle::flush`] before the last scrape or at shutdown.
+/// Increments made through `metrics::Counter` handles after the recorder
+/// was dropped are not folded anywhere.
+///
+/// ```
+/// use metrics::Recorder;
+/// use metrics_exporter_prometheus::PrometheusBuilder;
+/// use shardcount::integrations::metrics::ShardedRecorder;
+///
+/// let recorder = ShardedRecorder::new(PrometheusBuilder::new().build_recorder());
+/// let render = recorder.inner().handle();
+/// let key = metrics::Key::from_name("hits");
+/// let meta = metrics::Metadata::new("doc", metrics::Level::INFO, None);
+/// let hits = recorder.register_counter(&key, &meta);
+/// hits.increment(5);
+/// assert!(!render.render().contains("hits 5")); // not folded yet
+/// recorder.flush();
+/// assert!(render.render().contains("hits 5"));
+/// ```
+pub struct ShardedRecorder<R> {
+    inner: R,
+    pub(super) shared: Arc<Shared>,
+    layer: ShardedLayer,
+    worker: Worker,
+}
+
+impl<R: Recorder> ShardedRecorder<R> {
+    /// `inner` with sharded counters, folded every
+    /// [`ShardedLayer::DEFAULT_INTERVAL`]: the same as
+    /// `ShardedLayer::new().layer(inner)`.
+    ///
+    /// # Panics
+    ///
+    /// If the background thread cannot be spawned.
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::{ShardedLayer, ShardedRecorder};
+    /// let r = ShardedRecorder::new(metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder());
+    /// assert_eq!(r.interval(), ShardedLayer::DEFAULT_INTERVAL);
+    /// ```
+    #[must_use]
+    pub fn new(inner: R) -> Self {
+        Self::build(inner, ShardedLayer::new())
+    }
+}
+
+impl<R> ShardedRecorder<R> {
+    pub(super) fn build(inner: R, layer: ShardedLayer) -> Self {
+        let shared = Arc::new(Shared {
+            entries: Mutex::new(KeyMap::default()),
+            evicted: Evicted::new(),
+            evict_idle: layer.idle_eviction(),
+            merge_idle: layer.interval() * MERGE_AFTER,
+            histograms: histogram::Folds::default(),
+        });
+        let worker = Worker::spawn("shardcount-metrics", layer.interval(), {
+            let shared = Arc::clone(&shared);
+            move || shared.pass(Instant::now())
+        });
+        ShardedRecorder {
+            inner,
+            shared,
+            layer,
+            worker,
+        }
+    }
+
+    /// Moves every key's delta into the inner recorder now. When it returns,
+    /// the inner counters include every increment that happened-before the
+    /// call.
+    ///
+    /// ```
+    /// use metrics::Recorder;
+    /// let r = shardcount::integrations::metrics::ShardedRecorder::new(
+    ///     metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
+    /// );
+    /// let meta = metrics::Metadata::new("doc", metrics::Level::INFO, None);
+    /// r.register_counter(&metrics::Key::from_name("n"), &meta).increment(2);
+    /// r.flush();
+    /// assert!(r.inner().handle().render().contains("n 2"));
+    /// ```
+    pub fn flush(&self) {
+        self.shared.flush();
+    }
+
+    /// A handle that flushes this recorder from anywhere, also after the
+    /// recorder was moved into `metrics::set_global_recorder`.
+    ///
+    /// ```
+    /// let r = shardcount::integrations::metrics::ShardedRecorder::new(
+    ///     metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
+    /// );
+    /// let flush = r.flush_handle();
+    /// flush.flush();
+    /// ```
+    #[must_use]
+    pub fn flush_handle(&self) -> FlushHandle {
+        FlushHandle::new(Arc::clone(&self.shared))
+    }
+
+    /// The recorder underneath.
+    ///
+    /// ```
+    /// let r = shardcount::integrations::metrics::ShardedRecorder::new(
+    ///     metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
+    /// );
+    /// let _render = r.inner().handle();
+    /// ```
+    #[must_use]
+    pub fn inner(&self) -> &R {
+        &self.inner
+    }
+
+    /// How often the background thread folds.
+    ///
+    /// ```
+    /// let r = shardcount::integrations::metrics::ShardedRecorder::new(
+    ///     metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
+    /// );
+    /// assert_eq!(r.interval(), std::time::Duration::from_millis(100));
+    /// ```
+    #[must_use]
+    pub fn interval(&self) -> Duration {
+        self.layer.interval()
+    }
+
+    /// How long a key stays idle before the layer lets go of it
+    /// ([`ShardedLayer::evict_idle_after`]); `None` (the default) keeps
+    /// every key while the recorder lives.
+    ///
+    /// ```
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    /// use std::time::Duration;
+    /// let r = ShardedLayer::new()
+    ///     .evict_idle_after(Duration::from_secs(300))
+    ///     .wrap(metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder());
+    /// assert_eq!(r.idle_eviction(), Some(Duration::from_secs(300)));
+    /// ```
+    #[must_use]
+    pub fn idle_eviction(&self) -> Option<Duration> {
+        self.layer.idle_eviction()
+    }
+
+    /// How many counter keys the layer holds: every key registered, less
+    /// those evicted ([`ShardedLayer::evict_idle_after`]). A diagnostic.
+    ///
+    /// ```
+    /// use metrics::Recorder;
+    /// let r = shardcount::integrations::metrics::ShardedRecorder::new(
+    ///     metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
+    /// );
+    /// let meta = metrics::Metadata::new("doc", metrics::Level::INFO, None);
+    /// let _ = r.register_counter(&metrics::Key::from_name("a"), &meta);
+    /// let _ = r.register_counter(&metrics::Key::from_name("a"), &meta);
+    /// assert_eq!(r.keys(), 1);
+    /// ```
+    #[must_use]
+    pub fn keys(&self) -> usize {
+        self.shared.keys()
+    }
+
+    /// How many shard rows the keys' counters and histograms hold in all:
+    /// 0 while no key is contended. A diagnostic.
+    ///
+    /// A key's increments through a handle that its own thread registered
+    /// go to a word of that thread's; increments through a handle shared
+    /// by many threads (a `metrics::Counter` kept in a struct or a
+    /// `static`) go to the key's counter, and every record goes to the
+    /// key's histogram, which contention splits into shard rows. The
+    /// background thread merges those back once no pass has seen two of a
+    /// key's rows change for 10 intervals
+    /// ([`ShardedLayer::with_interval`]), as a [`Merger`](crate::Merger)
+    /// would: memory follows load.
+    ///
+    /// ```
+    /// let r = shardcount::integrations::metrics::ShardedRecorder::new(
+    ///     metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
+    /// );
+    /// assert_eq!(r.shards(), 0);
+    /// ```
+    #[must_use]
+    pub fn shards(&self) -> usize {
+        let entries: Vec<Arc<CounterEntry>> =
+            lock(&self.shared.entries).values().cloned().collect();
+        entries
+            .iter()
+            .map(|e| match e.backing() {
+                Backing::Exact(c) => c.shards(),
+                Backing::Rough(_) => 0,
+            })
+            .sum::<usize>()
+            + self.shared.histograms.shards()
+    }
+}
+
+impl<R: Recorder> ShardedRecorder<R> {
+    /// The key's entry, registering it in the inner recorder on first use.
+    #[cold]
+    fn entry(&self, key: &Key, metadata: &Metadata<'_>) -> Arc<CounterEntry> {
+        if let Some(e) = lock(&self.shared.entries).get(key) {
+            return Arc::clone(e);
+        }
+        // Registered without our lock held, in case the inner recorder
+        // records through the facade itself; a racing registration of the
+        // same key wins and ours is dropped (the inner recorder hands both
+        // the same counter).
+        let inner = self.inner.register_counter(key, metadata);
+        let mut entries = lock(&self.shared.entries);
+        let e = entries
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(Entry::new(self.layer.is_rough(), inner)));
+        Arc::clone(e)
+    }
+
+    /// A cache miss: sweep the thread's cache if keys were evicted since
+    /// its last sweep, then find or make the entry, and cache a handle of
+    /// this thread's own for it.
+    #[cold]
+    #[inline(never)]
+    fn register_slow(&self, key: &Key, metadata: &Metadata<'_>) -> ::metrics::Counter {
+        // Read before the entry is looked up: an eviction after this read
+        // moves the count past the value a new cache starts with.
+        let passes = self.shared.evicted.passes();
+        if let Some(local) = cache::swept_hit(&self.shared, key, passes) {
+            return ::metrics::Counter::from_arc(local);
+        }
+        let local = loop {
+            if let Some(local) = Entry::list(&self.entry(key, metadata)) {
+                break local;
+            }
+        };
+        if !cache::keep(&self.shared, key, &local, passes) {
+            // Listed already: the next fold takes its word and drops it.
+            local.retire();
+        }
+        ::metrics::Counter::from_arc(local)
+    }
+}
+
+impl<R: Recorder> Recorder for ShardedRecorder<R> {
+    fn describe_counter(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.inner.describe_counter(key, unit, description);
+    }
+
+    fn describe_gauge(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.inner.describe_gauge(key, unit, description);
+    }
+
+    fn describe_histogram(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.inner.describe_histogram(key, unit, description);
+    }
+
+    /// A handle backed by the key's shardcount [`Counter`]. On a key this
+    /// thread has registered before, it takes no lock: one lookup in the
+    /// thread's cache and a reference count only this thread touches.
+    #[inline]
+    fn register_counter(&self, key: &Key, metadata: &Metadata<'_>) -> ::metrics::Counter {
+        match cache::hit(&self.shared, key) {
+            Some(local) => ::metrics::Counter::from_arc(local),
+            None => self.register_slow(key, metadata),
+        }
+    }
+
+    fn register_gauge(&self, key: &Key, metadata: &Metadata<'_>) -> Gauge {
+        self.inner.register_gauge(key, metadata)
+    }
+
+    fn register_histogram(&self, key: &Key, metadata: &Metadata<'_>) -> Histogram {
+        self.shared.histograms.handle(&self.inner, key, metadata)
+    }
+}
+
+impl<R> Drop for ShardedRecorder<R> {
+    /// Stops the background thread, waits for it, and flushes once more.
+    fn drop(&mut self) {
+        self.worker.stop();
+        self.shared.flush();
+        // An entry holds its owned handles and each handle its entry: let
+        // go of the handles, so both are freed with the threads' caches.
+        for e in lock(&self.shared.entries).values() {
+            e.let_go_of_handles();
+        }
+        self.shared.evicted.let_go_of_handles();
+    }
+}
+
+impl<R> fmt::Debug for ShardedRecorder<R> {
+    /// Shows the interval, the backing, the idle eviction time and the
+    /// number of keys.
+    ///
+    /// ```
+    /// let r = shardcount::integrations::metrics::ShardedRecorder::new(
+    ///     metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
+    /// );
+    /// assert_eq!(
+    ///     format!("{r:?}"),
+    ///     "ShardedRecorder { interval: 100ms, rough: false, evict_idle_after: None, keys: 0 }"
+    /// );
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShardedRecorder")
+            .field("interval", &self.layer.interval())
+            .field("rough", &self.layer.is_rough())
+            .field("evict_idle_after", &self.layer.idle_eviction())
+            .field("keys", &self.keys())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{owned_handles, Tally};
+    use super::*;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    /// Each thread that registers a key gets a handle of its own, listed
+    /// in the key's one entry; a flush folds them all.
+    #[test]
+    fn each_thread_registers_a_handle_of_its_own_in_one_entry() {
+        let inner = Tally::default();
+        let total = std::sync::Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner);
+        let meta = Metadata::new("t", ::metrics::Level::INFO, None);
+        let key = Key::from_name("shared");
+        let both = std::sync::Barrier::new(2);
+        let here = r.register_counter(&key, &meta);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let there = r.register_counter(&key, &meta);
+                there.increment(3);
+                both.wait(); // registered and counted
+                both.wait(); // counted here; its cache lives until now
+            });
+            here.increment(4);
+            both.wait();
+            assert_eq!((r.keys(), owned_handles(&r)), (1, 2));
+            both.wait();
+        });
+        r.flush();
+        assert_eq!(total.load(Relaxed), 7);
+    }
+}
