@@ -17,6 +17,7 @@
 //! changes one. A counter is merged when no pass has seen that for `idle`;
 //! a pending merge is tried again at the next pass.
 
+use crate::contract::CountRef;
 use crate::counter::Counter;
 use crate::histogram::{Histogram, LabelledHistogram};
 use crate::labels::{Label, LabelledCounter};
@@ -26,7 +27,6 @@ use crate::set::CounterSet;
 use crate::worker::{self, Worker};
 use std::fmt;
 use std::hash::Hash;
-use std::ops::Deref;
 use std::time::{Duration, Instant};
 
 mod sealed {
@@ -119,17 +119,16 @@ impl<K: Hash + Eq + Clone + Send + Sync> Mergeable for CounterMap<K> {
     }
 }
 
-/// A watched counter, behind whatever keeps it alive (`&'static T`,
-/// `Arc<T>`).
+/// A watched counter, behind the [`CountRef`] that keeps it alive.
 trait Watch: Send {
     fn row_totals(&self, out: &mut Vec<u64>);
     fn merge(&self) -> bool;
 }
 
-impl<R, T> Watch for R
+impl<R> Watch for R
 where
-    R: Deref<Target = T> + Send,
-    T: Mergeable + ?Sized,
+    R: CountRef,
+    R::Target: Mergeable,
 {
     fn row_totals(&self, out: &mut Vec<u64>) {
         (**self).row_totals(out);
@@ -221,8 +220,8 @@ impl Merger {
         }
     }
 
-    /// Watches `target`: a `&'static` counter or an `Arc` of one (any
-    /// pointer that keeps it alive), kept until the merger is dropped.
+    /// Watches `target`: a `&'static` counter or an `Arc` of one (a
+    /// [`CountRef`]), kept until the merger is dropped.
     ///
     /// ```
     /// use shardcount::{CounterSet, Merger};
@@ -233,10 +232,10 @@ impl Merger {
     /// m.watch(Arc::clone(&set));
     /// assert_eq!(m.watched(), 1);
     /// ```
-    pub fn watch<R, T>(&self, target: R)
+    pub fn watch<R>(&self, target: R)
     where
-        R: Deref<Target = T> + Send + 'static,
-        T: Mergeable + ?Sized,
+        R: CountRef,
+        R::Target: Mergeable,
     {
         lock(&self.state).watched.push(Watched {
             target: Box::new(target),

@@ -24,7 +24,8 @@
 //! involved.
 
 use super::register::Registered;
-use super::{Batch, CountRef, Outcome, Sink, SinkError, Source, WriterId, RESERVED_PREFIX};
+use super::{Batch, Outcome, Sink, SinkError, Source, WriterId, RESERVED_PREFIX};
+use crate::contract::{CountFamily, CountRef};
 use crate::primitive::sync::{lock, Arc, Mutex};
 use crate::worker::{self, Worker};
 use std::collections::HashMap;
@@ -357,7 +358,7 @@ impl Exporter {
     /// Exports `counter` under `key`: any counter type (anything that
     /// implements [`CountFamily`](crate::CountFamily), so every
     /// [`Count`](crate::Count) too), held as a `&'static T` (a `static`,
-    /// `local_counter!` statics included) or an `Arc<T>` (see [`CountRef`]).
+    /// `local_counter!` statics included) or an `Arc<T>` (see [`CountRef`](crate::contract::CountRef)).
     ///
     /// # Keys
     ///
@@ -450,7 +451,11 @@ impl Exporter {
     /// e.register("__writers", &C); // panics: reserved
     /// ```
     #[track_caller]
-    pub fn register(&self, key: &str, counter: impl CountRef) {
+    pub fn register<C>(&self, key: &str, counter: C)
+    where
+        C: CountRef,
+        C::Target: CountFamily,
+    {
         self.register_source(Registered::new(key, counter));
     }
 

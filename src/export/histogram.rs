@@ -1,8 +1,8 @@
 //! [`HistogramSource`]: a histogram's count and sum as two exporter keys.
 
 use super::{Source, RESERVED_PREFIX};
+use crate::contract::CountRef;
 use crate::contract::Distribution;
-use std::ops::Deref;
 
 /// A [`Source`] that reports a histogram (any [`Distribution`], held
 /// through an `Arc` or a `&'static`) as two cumulative keys, `{key}_count`
@@ -38,7 +38,7 @@ pub struct HistogramSource<P> {
 
 impl<P> HistogramSource<P>
 where
-    P: Deref + Send + Sync + 'static,
+    P: CountRef,
     P::Target: Distribution,
 {
     /// Reports `histogram` as `{key}_count` and `{key}_sum`.
@@ -82,7 +82,7 @@ where
 
 impl<P> Source for HistogramSource<P>
 where
-    P: Deref + Send + Sync + 'static,
+    P: CountRef,
     P::Target: Distribution,
 {
     fn read(&self, f: &mut dyn FnMut(&str, u64)) {

@@ -5,7 +5,7 @@
 //!
 //! * What is read: any counter type, registered with
 //!   [`Exporter::register`] as a `static` or an `Arc` (a
-//!   [`CountRef`]); a counter family (`CounterSet`, `CounterMap`) is one
+//!   [`CountRef`](crate::contract::CountRef)); a counter family (`CounterSet`, `CounterMap`) is one
 //!   registration that exports every member, under keys made of the
 //!   registration's key and the member's label. A [`Source`] is anything
 //!   else that reports cumulative per-key values
@@ -109,7 +109,6 @@ mod register;
 pub use exporter::{ExportConfig, ExportStats, Exporter, FlushError, FlushReport};
 pub use histogram::HistogramSource;
 pub use memory::MemorySink;
-pub use register::CountRef;
 
 use std::error::Error;
 use std::fmt;

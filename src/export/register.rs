@@ -3,83 +3,9 @@
 //! contract.
 
 use super::Source;
-use crate::contract::CountFamily;
+use crate::contract::{CountFamily, CountRef};
 use crate::primitive::sync::{lock, Mutex};
 use std::fmt::Write as _;
-use std::sync::atomic::{fence, Ordering};
-use std::sync::Arc;
-
-/// How an [`Exporter`](super::Exporter) holds a counter it exports: a
-/// `&'static T` (a `static`, `local_counter!` statics included) or an
-/// `Arc<T>`, for any `T` that implements
-/// [`CountFamily`](crate::CountFamily) (every counter type does). Sealed:
-/// implemented for those two only.
-///
-/// An `Arc` is let go of once the exporter holds its last reference (no
-/// other `Arc` or `Weak` is left): it is read one last time, so its final
-/// counts are exported, and then dropped. A `static` is held for ever.
-///
-/// ```
-/// use shardcount::export::CountRef;
-/// use shardcount::{Counter, CounterSet};
-/// use std::sync::Arc;
-///
-/// fn registrable(_: impl CountRef) {}
-/// static HITS: Counter = Counter::new();
-/// registrable(&HITS);
-/// registrable(Arc::new(CounterSet::new(4)));
-/// ```
-pub trait CountRef: sealed::Held {}
-
-impl<T: CountFamily + 'static> CountRef for &'static T {}
-impl<T: CountFamily + 'static> CountRef for Arc<T> {}
-
-pub(super) mod sealed {
-    use crate::contract::CountFamily;
-
-    /// What `CountRef` needs, out of users' reach.
-    pub trait Held: Send + Sync + 'static {
-        /// The counter type.
-        type Target: CountFamily;
-        /// The counter.
-        fn target(&self) -> &Self::Target;
-        /// Whether anyone else can still change it.
-        fn is_live(&self) -> bool;
-    }
-}
-
-impl<T: CountFamily + 'static> sealed::Held for &'static T {
-    type Target = T;
-
-    fn target(&self) -> &T {
-        self
-    }
-
-    fn is_live(&self) -> bool {
-        true
-    }
-}
-
-impl<T: CountFamily + 'static> sealed::Held for Arc<T> {
-    type Target = T;
-
-    fn target(&self) -> &T {
-        self
-    }
-
-    fn is_live(&self) -> bool {
-        // Ours is the only handle, and none can be made again (no `Weak`
-        // to upgrade): nobody else can add. Once false, it stays false.
-        let alone = Arc::strong_count(self) == 1 && Arc::weak_count(self) == 0;
-        if alone {
-            // Acquire: the other handles were dropped with Release
-            // decrements, which these loads read; the adds made before
-            // those drops are then seen by the last read.
-            fence(Ordering::Acquire);
-        }
-        !alone
-    }
-}
 
 /// Where a member whose label's `Display` fails is reported: a reserved
 /// key, so its counts go to `ExportStats::rejected`, never to the sink.
@@ -95,7 +21,10 @@ pub(super) struct Registered<H> {
     key_len: usize,
 }
 
-impl<H: CountRef> Registered<H> {
+impl<H: CountRef> Registered<H>
+where
+    H::Target: CountFamily,
+{
     /// # Panics
     ///
     /// If a member's key could start with `__` (see `Exporter::register`).
@@ -116,10 +45,13 @@ impl<H: CountRef> Registered<H> {
     }
 }
 
-impl<H: CountRef> Source for Registered<H> {
+impl<H: CountRef> Source for Registered<H>
+where
+    H::Target: CountFamily,
+{
     fn read(&self, f: &mut dyn FnMut(&str, u64)) {
         let mut name = lock(&self.name);
-        let family = self.held.target();
+        let family = &*self.held;
         let several = <H::Target as CountFamily>::LABEL_NAMES.len() > 1;
         if !several {
             family.read_each(|label, value| {

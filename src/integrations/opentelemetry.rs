@@ -129,13 +129,13 @@ use crate::contract::{CountFamily, Kind};
 mod histogram;
 #[cfg(doc)]
 use crate::contract::Count;
+use crate::contract::CountRef;
 use ::opentelemetry::metrics::{AsyncInstrument, Meter, ObservableCounter, ObservableGauge};
 use ::opentelemetry::{Key, KeyValue, Value};
 pub use histogram::HistogramReplay;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
-use std::ops::Deref;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Registers `counter` on `meter` as an observable instrument named `name`
@@ -163,7 +163,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// ```
 pub fn observe<P>(meter: &Meter, name: impl Into<Cow<'static, str>>, counter: P) -> Instrument
 where
-    P: Deref + Send + Sync + 'static,
+    P: CountRef,
     P::Target: CountFamily,
 {
     Observe::new(name, counter).register(meter)
@@ -237,7 +237,7 @@ pub struct Observe<P> {
 
 impl<P> Observe<P>
 where
-    P: Deref + Send + Sync + 'static,
+    P: CountRef,
     P::Target: CountFamily,
 {
     /// An instrument named `name` observing `counter`, with no description
@@ -386,7 +386,7 @@ where
     }
 }
 
-impl<P: Deref> fmt::Debug for Observe<P>
+impl<P: CountRef> fmt::Debug for Observe<P>
 where
     P::Target: fmt::Debug,
 {

@@ -98,13 +98,13 @@
 
 #[cfg(doc)]
 use crate::contract::Count;
+use crate::contract::CountRef;
 use crate::contract::{CountFamily, Kind};
 use ::prometheus::core::{Collector, Desc, Describer, Opts};
 use ::prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 use ::prometheus::{Error, Result};
 use std::collections::BTreeMap;
 use std::fmt;
-use std::ops::Deref;
 
 mod histogram;
 pub use histogram::CollectedHistogram;
@@ -138,7 +138,7 @@ pub struct Collected<P> {
 
 impl<P> Collected<P>
 where
-    P: Deref + Send + Sync,
+    P: CountRef,
     P::Target: CountFamily,
 {
     /// A collector of `counter` named `name`, with `help` as its help text
@@ -238,7 +238,7 @@ where
 
 impl<P> Collector for Collected<P>
 where
-    P: Deref + Send + Sync,
+    P: CountRef,
     P::Target: CountFamily,
 {
     fn desc(&self) -> Vec<&Desc> {
@@ -301,7 +301,7 @@ where
     }
 }
 
-impl<P: Deref> fmt::Debug for Collected<P>
+impl<P: CountRef> fmt::Debug for Collected<P>
 where
     P::Target: fmt::Debug,
 {

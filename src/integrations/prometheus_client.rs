@@ -126,6 +126,7 @@ use crate::contract::{CountFamily, Kind};
 
 mod histogram;
 
+use crate::contract::count_ref::Holder;
 #[cfg(doc)]
 use crate::contract::Count;
 use crate::primitive::sync::Arc;
@@ -138,8 +139,9 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write};
 use std::ops::Deref;
 
-/// A shared counter of any type here: cheap to clone (one `Arc`, or a
-/// `&'static` for a `static`), dereferences to the counter, and encodes
+/// A shared counter of any type here, held as a
+/// [`CountRef`](crate::contract::CountRef) is (an `Arc`, or a `&'static`
+/// for a `static`): cheap to clone, dereferences to the counter, and encodes
 /// its exact read as an OpenMetrics counter, gauge, labelled family or
 /// histogram (see [the module docs](self)).
 ///
@@ -153,14 +155,6 @@ use std::ops::Deref;
 /// assert_eq!(hits.sum(), 1);
 /// ```
 pub struct Shared<C: 'static>(Holder<C>);
-
-/// Where the counter lives: an `Arc` the handles share, or a `static`
-/// (a `Registry` keeps what it is given, and a `static` cannot be moved
-/// into it).
-enum Holder<C: 'static> {
-    Arc(Arc<C>),
-    Static(&'static C),
-}
 
 impl<C> Shared<C> {
     /// Wraps `counter` for sharing. For a `static`, use
@@ -228,10 +222,7 @@ impl<C> Clone for Shared<C> {
     /// assert_eq!(a.sum(), 1);
     /// ```
     fn clone(&self) -> Self {
-        Shared(match &self.0 {
-            Holder::Arc(arc) => Holder::Arc(Arc::clone(arc)),
-            Holder::Static(counter) => Holder::Static(counter),
-        })
+        Shared(self.0.clone())
     }
 }
 
@@ -281,10 +272,7 @@ impl<C> Deref for Shared<C> {
     type Target = C;
 
     fn deref(&self) -> &C {
-        match &self.0 {
-            Holder::Arc(arc) => arc,
-            Holder::Static(counter) => counter,
-        }
+        self.0.get()
     }
 }
 

@@ -23,6 +23,7 @@
 //! handle, so it takes every record.
 
 use super::key::KeyMap;
+use crate::contract::CountRef;
 use crate::contract::DistributionFamily;
 use crate::histogram::HistogramUnit;
 use crate::histogram::{replay_since, Replayed};
@@ -30,7 +31,6 @@ use crate::merger::Quiet;
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex, MutexGuard};
 use ::metrics::{HistogramFn, Key, Metadata, Recorder};
 use std::fmt;
-use std::ops::Deref;
 use std::time::{Duration, Instant};
 
 /// Values are kept in units of 10<sup>-9</sup> of the recorded unit.
@@ -270,7 +270,7 @@ pub struct HistogramReplay<P> {
 
 impl<P> HistogramReplay<P>
 where
-    P: Deref + Send + Sync,
+    P: CountRef,
     P::Target: DistributionFamily,
 {
     /// A replay of `family` as the histogram `name`. Records made before
@@ -351,7 +351,7 @@ where
     }
 }
 
-impl<P: Deref> fmt::Debug for HistogramReplay<P>
+impl<P: CountRef> fmt::Debug for HistogramReplay<P>
 where
     P::Target: fmt::Debug,
 {

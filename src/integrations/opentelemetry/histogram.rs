@@ -2,6 +2,7 @@
 //! OpenTelemetry SDK histogram, by replaying what was recorded since the
 //! last replay.
 
+use crate::contract::CountRef;
 use crate::contract::DistributionFamily;
 use crate::histogram::HistogramUnit;
 use crate::histogram::{replay_since, Replayed};
@@ -9,7 +10,6 @@ use ::opentelemetry::metrics::{Histogram as OtelHistogram, Meter};
 use ::opentelemetry::KeyValue;
 use std::borrow::Cow;
 use std::fmt;
-use std::ops::Deref;
 use std::sync::{Mutex, PoisonError};
 
 /// The SDK instrument: integers as recorded, or seconds.
@@ -88,7 +88,7 @@ pub struct HistogramReplay<P> {
 
 impl<P> HistogramReplay<P>
 where
-    P: Deref + Send + Sync,
+    P: CountRef,
     P::Target: DistributionFamily,
 {
     /// Makes the SDK histogram `name` on `meter`, with the family's
@@ -179,7 +179,7 @@ where
     }
 }
 
-impl<P: Deref> fmt::Debug for HistogramReplay<P>
+impl<P: CountRef> fmt::Debug for HistogramReplay<P>
 where
     P::Target: fmt::Debug,
 {

@@ -2,12 +2,12 @@
 //! [`LabelledHistogram`](crate::LabelledHistogram) as a tikv `prometheus`
 //! histogram family.
 
+use crate::contract::CountRef;
 use crate::contract::DistributionFamily;
 use ::prometheus::core::{Collector, Desc, Describer, Opts};
 use ::prometheus::proto::{self, MetricFamily, MetricType};
 use ::prometheus::Result;
 use std::fmt;
-use std::ops::Deref;
 
 /// A `Collector` for a histogram or a labelled family of them
 /// ([`DistributionFamily`]) held through a shared pointer (an `Arc`, or a
@@ -75,7 +75,7 @@ pub struct CollectedHistogram<P> {
 
 impl<P> CollectedHistogram<P>
 where
-    P: Deref + Send + Sync,
+    P: CountRef,
     P::Target: DistributionFamily,
 {
     /// A collector named `name` (used as given) with `help`.
@@ -143,7 +143,7 @@ where
 
 impl<P> Collector for CollectedHistogram<P>
 where
-    P: Deref + Send + Sync,
+    P: CountRef,
     P::Target: DistributionFamily,
 {
     fn desc(&self) -> Vec<&Desc> {
@@ -193,7 +193,7 @@ where
     }
 }
 
-impl<P: Deref> fmt::Debug for CollectedHistogram<P>
+impl<P: CountRef> fmt::Debug for CollectedHistogram<P>
 where
     P::Target: fmt::Debug,
 {

@@ -37,6 +37,10 @@
 //! assert_eq!(members, [(0, 0), (1, 5)]);
 //! ```
 
+pub(crate) mod count_ref;
+
+pub use count_ref::CountRef;
+
 use crate::accumulator::{MaxCounter, MinCounter};
 use crate::counter::Counter;
 use crate::histogram::{Histogram, HistogramSnapshot, LabelledHistogram};
