@@ -19,7 +19,7 @@
 //! a refresh later than another key's while a refresh is storing; the
 //! total is always one refresh's sum). `round_trips` is a Relaxed tally.
 
-use super::{FleetReadError, Reading, Shared};
+use super::{FleetReadError, Reading, Server};
 use crate::primitive::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex};
 use redis::Connection;
@@ -45,7 +45,7 @@ pub(super) struct Refresh {
 /// println!("{} + {} = {}", a.value, b.value, sum.value); // within one refresh
 /// ```
 pub struct FleetKeys {
-    pub(super) shared: Arc<Shared>,
+    pub(super) server: Arc<Server>,
     /// Fixed keys (without the prefix), or `None` for every key.
     pub(super) fixed: Option<Vec<String>>,
     values: Box<[AtomicI64]>,
@@ -58,10 +58,10 @@ pub struct FleetKeys {
 }
 
 impl FleetKeys {
-    pub(super) fn new(shared: Arc<Shared>, fixed: Option<Vec<String>>) -> FleetKeys {
+    pub(super) fn new(server: Arc<Server>, fixed: Option<Vec<String>>) -> FleetKeys {
         let n = fixed.as_ref().map_or(0, Vec::len);
         FleetKeys {
-            shared,
+            server,
             fixed,
             values: (0..n).map(|_| AtomicI64::new(0)).collect(),
             total: AtomicI64::new(0),
@@ -167,7 +167,7 @@ impl FleetKeys {
     }
 
     fn now(&self) -> u64 {
-        self.shared.base.elapsed().as_nanos() as u64
+        self.server.base.elapsed().as_nanos() as u64
     }
 
     /// The cache check: the age of the cached values, refreshing first when
@@ -223,7 +223,7 @@ impl FleetKeys {
     /// starts: a fetch as slow as the TTL would be due again at once).
     fn fetch(&self, r: &mut Refresh) {
         // Saturating: `as` would wrap a TTL past 584 years to a short one.
-        let ttl = u64::try_from(self.shared.ttl.as_nanos()).unwrap_or(u64::MAX);
+        let ttl = u64::try_from(self.server.ttl.as_nanos()).unwrap_or(u64::MAX);
         let got = self.query(r);
         let now = self.now();
         match got {

@@ -44,10 +44,12 @@ use std::time::{Duration, Instant};
 /// ```
 #[derive(Clone)]
 pub struct FleetReader {
-    shared: Arc<Shared>,
+    server: Arc<Server>,
 }
 
-struct Shared {
+/// What every key set of a reader shares: the server, its settings and
+/// the round-trip count.
+struct Server {
     client: Client,
     prefix: String,
     ttl: Duration,
@@ -71,7 +73,7 @@ impl FleetReader {
     /// ```
     pub fn new(url: &str, prefix: &str, ttl: Duration) -> Result<FleetReader, FleetReadError> {
         Ok(FleetReader {
-            shared: Arc::new(Shared {
+            server: Arc::new(Server {
                 client: Client::open(url).map_err(|e| FleetReadError(e.to_string()))?,
                 prefix: prefix.to_owned(),
                 ttl,
@@ -104,9 +106,9 @@ impl FleetReader {
             !timeout.is_zero(),
             "shardcount: FleetReader::with_timeout: the timeout must not be zero"
         );
-        let s = &self.shared;
+        let s = &self.server;
         FleetReader {
-            shared: Arc::new(Shared {
+            server: Arc::new(Server {
                 client: s.client.clone(),
                 prefix: s.prefix.clone(),
                 ttl: s.ttl,
@@ -146,7 +148,7 @@ impl FleetReader {
         K: AsRef<str>,
     {
         let keys: Vec<String> = keys.into_iter().map(|k| k.as_ref().to_owned()).collect();
-        FleetKeys::new(Arc::clone(&self.shared), Some(keys))
+        FleetKeys::new(Arc::clone(&self.server), Some(keys))
     }
 
     /// Every integer key under the prefix (keys starting with
@@ -164,7 +166,7 @@ impl FleetReader {
     /// ```
     #[must_use]
     pub fn all(&self) -> FleetKeys {
-        FleetKeys::new(Arc::clone(&self.shared), None)
+        FleetKeys::new(Arc::clone(&self.server), None)
     }
 
     /// Redis round trips made by this reader's key sets so far (attempts:
@@ -178,15 +180,15 @@ impl FleetReader {
     #[must_use]
     pub fn round_trips(&self) -> u64 {
         // Relaxed: a tally.
-        self.shared.round_trips.load(Ordering::Relaxed)
+        self.server.round_trips.load(Ordering::Relaxed)
     }
 }
 
 impl fmt::Debug for FleetReader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FleetReader")
-            .field("prefix", &self.shared.prefix)
-            .field("ttl", &self.shared.ttl)
+            .field("prefix", &self.server.prefix)
+            .field("ttl", &self.server.ttl)
             .finish_non_exhaustive()
     }
 }

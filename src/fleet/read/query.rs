@@ -12,7 +12,7 @@ impl FleetKeys {
     /// The set's values from Redis (for no key at all, none and no
     /// round trip).
     pub(super) fn query(&self, r: &mut Refresh) -> Result<Vec<(String, i64)>, Failure> {
-        let s = &self.shared;
+        let s = &self.server;
         if self.fixed.as_ref().is_some_and(Vec::is_empty) {
             // `MGET` needs a key: no key reads nothing, with no round trip.
             return Ok(Vec::new());
