@@ -19,7 +19,7 @@ use std::fmt;
 #[derive(Clone, Copy)]
 pub struct CounterHandle<'a> {
     pub(super) set: &'a CounterSet,
-    /// Always `< set.len()`: the map's constructors (`slot`, `place`,
+    /// Always `< set.len()`: the map's constructors (`numbered`, `place`,
     /// `overflow_handle`) make it so, and only the map sees the fields.
     pub(super) i: usize,
 }

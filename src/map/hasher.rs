@@ -4,7 +4,7 @@
 //!
 //! One step is a folded multiply: the 128-bit product of two 64-bit words,
 //! its halves xored, so every input bit reaches the middle bits and, after
-//! the fold, the low bits that pick a slot. The state starts at a secret
+//! the fold, the low bits that pick a bin. The state starts at a secret
 //! word; each `write` folds the input into it with two more secret words:
 //!
 //! * bytes: up to 16 at once, as two (possibly overlapping) 8- or 4-byte
@@ -157,7 +157,7 @@ impl Hasher for KeyHasher {
 
     /// Two folds: one folded multiply of a small integer xored with a
     /// seed left its low bits clustered for some seeds (up to 14 of 10,000
-    /// sequential keys in one of 16,384 slots, where chance gives about
+    /// sequential keys in one of 16,384 bins, where chance gives about
     /// 6); a second fold by another seed spreads them as chance does.
     #[inline]
     fn write_u64(&mut self, i: u64) {
@@ -209,9 +209,9 @@ mod tests {
     }
 
     /// URL-like keys and small integers spread over the low bits (the
-    /// slot) about as well as chance, for every seed tried: no slot of
+    /// bin) about as well as chance, for every seed tried: no bin of
     /// 16,384 takes more than a handful of 10,000 keys. (With one fold for
-    /// integers, 4 seeds in 300 put 11 to 14 in one slot.)
+    /// integers, 4 seeds in 300 put 11 to 14 in one bin.)
     #[test]
     fn url_keys_and_integers_spread_over_the_low_bits() {
         for _ in 0..50 {
@@ -224,13 +224,13 @@ mod tests {
         let urls = (0..10_000).map(|i| s.hash_one(format!("/page/{i}")));
         let ints = (0..10_000u64).map(|i| s.hash_one(i));
         for (what, hashes) in [("urls", urls.collect::<Vec<_>>()), ("ints", ints.collect())] {
-            let mut per_slot = vec![0u32; 1 << 14];
+            let mut per_bin = vec![0u32; 1 << 14];
             for h in hashes {
-                per_slot[h as usize & ((1 << 14) - 1)] += 1;
+                per_bin[h as usize & ((1 << 14) - 1)] += 1;
             }
-            let worst = *per_slot.iter().max().unwrap();
+            let worst = *per_bin.iter().max().unwrap();
             // Chance gives about 6; a hash that ignores bytes gives hundreds.
-            assert!(worst <= 10, "{what}: {worst} keys in one slot");
+            assert!(worst <= 10, "{what}: {worst} keys in one bin");
         }
     }
 
@@ -250,11 +250,11 @@ mod tmp_probe {
         let mut worsts = vec![];
         for _ in 0..300 {
             let s = KeyedState::new();
-            let mut per_slot = vec![0u32; 1 << 14];
+            let mut per_bin = vec![0u32; 1 << 14];
             for i in 0..10_000u64 {
-                per_slot[s.hash_one(i) as usize & ((1 << 14) - 1)] += 1;
+                per_bin[s.hash_one(i) as usize & ((1 << 14) - 1)] += 1;
             }
-            worsts.push(*per_slot.iter().max().unwrap());
+            worsts.push(*per_bin.iter().max().unwrap());
         }
         worsts.sort();
         eprintln!(

@@ -3,23 +3,23 @@
 //!
 //! # Protocol
 //!
-//! * An entry `{hash, key, cell, slot, pinned, pos, seen}` is boxed once;
-//!   `cell` and `slot` change when compaction moves the key (under the
+//! * An entry `{hash, key, cell, number, pinned, pos, seen}` is boxed once;
+//!   `cell` and `number` change when compaction moves the key (under the
 //!   lock; `cell` is `Release`-stored, lookups load it `Acquire`),
 //!   `pinned` is set once (under the lock) when a handle is made, and
 //!   `pos` and `seen` are read and written under the lock only. `Writer::order` lists the live ones in the
 //!   order they were inserted (`pos` is an entry's position there; a
 //!   removed entry leaves a hole until the list is compacted).
 //! * `table` points to the current table: open addressing, linear probing,
-//!   a power of two of slots, each null, an entry pointer, or `TOMBSTONE`
-//!   (a removed entry's slot: probes go on past it). A null slot only ever
+//!   a power of two of bins, each null, an entry pointer, or `TOMBSTONE`
+//!   (a removed entry's bin: probes go on past it). A null bin only ever
 //!   becomes an entry; an entry only becomes `TOMBSTONE`; a `TOMBSTONE`
 //!   may become an entry again. Live entries and tombstones together fill
-//!   at most half the slots, so every probe meets a null.
+//!   at most half the bins, so every probe meets a null.
 //! * Writers (an insert, a removal, a rebuild) hold the `writer` lock, so
 //!   there is one at a time. An insert stores the new entry's pointer into
-//!   the first null or tombstone slot of its probe, `Release`; a lookup
-//!   loads slots `Acquire`, so a pointer it sees comes with the entry's
+//!   the first null or tombstone bin of its probe, `Release`; a lookup
+//!   loads bins `Acquire`, so a pointer it sees comes with the entry's
 //!   fields (and the chunk the entry's place points to, made before).
 //! * A rebuild (before an insert would fill more than half the table, or
 //!   after removals leave it under a fifth full) builds a table holding
@@ -39,7 +39,7 @@
 //! * Whole-index reads (`entries`) and lookups under the lock see a fixed
 //!   set of entries: nothing is inserted or freed meanwhile.
 
-use super::slots::Slots as SlotBook;
+use super::places::Places;
 use super::store::{Chunk, Place};
 use crate::primitive::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::primitive::sync::{lock, Mutex, MutexGuard};
@@ -47,7 +47,7 @@ use crate::thread::grace::{self, Pin};
 use std::borrow::Borrow;
 use std::ptr::{self, NonNull};
 
-/// Slots in a new index's table. Loom models grow at the second key.
+/// Bins in a new index's table. Loom models grow at the second key.
 #[cfg(not(shardcount_loom))]
 const FIRST_SLOTS: usize = 16;
 #[cfg(shardcount_loom)]
@@ -106,8 +106,8 @@ pub(super) struct Entry<K> {
     /// interned or moved (`Release`, after the chunk was made), loaded by
     /// lookups (`Acquire`).
     cell: AtomicPtr<Chunk>,
-    /// The key's slot; under the lock only.
-    slot: AtomicUsize,
+    /// The key's place number (`places.rs`); under the lock only.
+    number: AtomicUsize,
     /// Whether a handle was made: then the entry lives until the map
     /// drops. Set once, under the lock; read without it (`Relaxed`: a
     /// reader that sees `true` needs nothing else from the store, and the
@@ -122,12 +122,12 @@ pub(super) struct Entry<K> {
 }
 
 impl<K> Entry<K> {
-    pub(super) fn new(hash: u64, key: K, place: Place, slot: usize, pinned: bool) -> Self {
+    pub(super) fn new(hash: u64, key: K, place: Place, number: usize, pinned: bool) -> Self {
         Entry {
             hash,
             key,
             cell: AtomicPtr::new(tag(place)),
-            slot: AtomicUsize::new(slot),
+            number: AtomicUsize::new(number),
             pinned: AtomicBool::new(pinned),
             pos: AtomicUsize::new(0),
             seen: [AtomicU64::new(0), AtomicU64::new(u64::MAX)],
@@ -147,19 +147,20 @@ impl<K> Entry<K> {
         }
     }
 
-    /// The key's slot; under the lock (or on an unlinked entry).
-    pub(super) fn slot(&self) -> usize {
+    /// The key's place number; under the lock (or on an unlinked entry).
+    pub(super) fn number(&self) -> usize {
         // Relaxed: written under the lock only.
-        self.slot.load(Ordering::Relaxed)
+        self.number.load(Ordering::Relaxed)
     }
 
-    /// Moves the key to `place` (slot `slot`, whose counter is zero);
+    /// Moves the key to `place` (place number `number`, whose counter is
+    /// zero);
     /// under the lock.
-    pub(super) fn move_to(&self, place: Place, slot: usize) {
+    pub(super) fn move_to(&self, place: Place, number: usize) {
         // Release: publishes the chunk (made before) to `place`'s Acquire.
         self.cell.store(tag(place), Ordering::Release);
         // Relaxed: read under the lock only.
-        self.slot.store(slot, Ordering::Relaxed);
+        self.number.store(number, Ordering::Relaxed);
     }
 
     /// Whether a handle holds this entry.
@@ -183,57 +184,57 @@ fn tag(place: Place) -> *mut Chunk {
     place.chunk.as_ptr().map_addr(|a| a | place.i)
 }
 
-/// A removed entry's slot: never dereferenced (an aligned address no
+/// A removed entry's bin: never dereferenced (an aligned address no
 /// allocation has).
 fn tombstone<K>() -> EntryPtr<K> {
     NonNull::dangling().as_ptr()
 }
 
-/// A table's slots: each null, an entry or `TOMBSTONE`.
-type Slots<K> = Box<[AtomicPtr<Published<Entry<K>>>]>;
+/// A table's bins: each null, an entry or `TOMBSTONE`.
+type Bins<K> = Box<[AtomicPtr<Published<Entry<K>>>]>;
 
-/// One table: `slots.len()` is a power of two.
+/// One table: `bins.len()` is a power of two.
 struct Table<K> {
-    slots: Published<Slots<K>>,
+    bins: Published<Bins<K>>,
 }
 
 impl<K> Table<K> {
-    /// A table of `len` null slots, boxed and leaked.
+    /// A table of `len` null bins, boxed and leaked.
     fn alloc(len: usize) -> *mut Table<K> {
-        let slots = (0..len).map(|_| AtomicPtr::new(ptr::null_mut())).collect();
+        let bins = (0..len).map(|_| AtomicPtr::new(ptr::null_mut())).collect();
         Box::into_raw(Box::new(Table {
-            slots: Published::new(slots),
+            bins: Published::new(bins),
         }))
     }
 
-    /// Stores `e` in the first null or tombstone slot of `hash`'s probe,
+    /// Stores `e` in the first null or tombstone bin of `hash`'s probe,
     /// and says whether it was a tombstone. Only the lock holder stores.
     fn put(&self, hash: u64, e: EntryPtr<K>, order: Ordering) -> bool {
-        let slots = self.slots.get();
-        let mask = slots.len() - 1;
+        let bins = self.bins.get();
+        let mask = bins.len() - 1;
         let mut i = hash as usize & mask;
         loop {
-            // Relaxed: only the lock holder writes slots, and it wrote (or
+            // Relaxed: only the lock holder writes bins, and it wrote (or
             // saw, through the lock) every store here.
-            let p = slots[i].load(Ordering::Relaxed);
+            let p = bins[i].load(Ordering::Relaxed);
             if p.is_null() || p == tombstone() {
-                slots[i].store(e, order);
+                bins[i].store(e, order);
                 return p == tombstone();
             }
             i = (i + 1) & mask;
         }
     }
 
-    /// The slot holding `e` (a live entry of this table, hash `hash`).
-    fn slot_of(&self, hash: u64, e: EntryPtr<K>) -> &AtomicPtr<Published<Entry<K>>> {
-        let slots = self.slots.get();
-        let mask = slots.len() - 1;
+    /// The bin holding `e` (a live entry of this table, hash `hash`).
+    fn bin_of(&self, hash: u64, e: EntryPtr<K>) -> &AtomicPtr<Published<Entry<K>>> {
+        let bins = self.bins.get();
+        let mask = bins.len() - 1;
         let mut i = hash as usize & mask;
         // Relaxed: under the lock, as in `put`.
-        while slots[i].load(Ordering::Relaxed) != e {
+        while bins[i].load(Ordering::Relaxed) != e {
             i = (i + 1) & mask;
         }
-        &slots[i]
+        &bins[i]
     }
 }
 
@@ -246,8 +247,8 @@ pub(super) struct Writer<K> {
     live: usize,
     /// Tombstones in the current table.
     tombstones: usize,
-    /// The map's counter slots (`slots.rs`): guarded by the same lock.
-    pub(super) slots: SlotBook,
+    /// The map's place numbers (`places.rs`): guarded by the same lock.
+    pub(super) places: Places,
 }
 
 impl<K> Writer<K> {
@@ -306,7 +307,7 @@ impl<K> Index<K> {
                 order: Vec::new(),
                 live: 0,
                 tombstones: 0,
-                slots: SlotBook::default(),
+                places: Places::default(),
             }),
         }
     }
@@ -320,23 +321,23 @@ impl<K> Index<K> {
         Q: Eq + ?Sized,
     {
         // Acquire: pairs with the Release store of a rebuilt table, so its
-        // slots are initialised before they are read.
+        // bins are initialised before they are read.
         let t = self.table.load(Ordering::Acquire);
         // SAFETY: `table` is never null, and a table is freed only after
         // a grace period past its replacement; the caller is pinned or
         // holds the lock (module notes).
-        let slots = unsafe { &*t }.slots.get();
-        let mask = slots.len() - 1;
+        let bins = unsafe { &*t }.bins.get();
+        let mask = bins.len() - 1;
         let mut i = hash as usize & mask;
         loop {
             // Acquire: pairs with the Release store in `insert`, so the
             // entry's fields are initialised before they are read.
-            let e = slots[i].load(Ordering::Acquire);
+            let e = bins[i].load(Ordering::Acquire);
             if e.is_null() {
                 return None;
             }
             if e != tombstone() {
-                // SAFETY: an entry pointer in a slot is freed only after a
+                // SAFETY: an entry pointer in a bin is freed only after a
                 // grace period past its tombstone, as above.
                 let e = unsafe { &*e }.get();
                 if e.hash == hash && e.key.borrow() == key {
@@ -386,7 +387,7 @@ impl<K> Index<K> {
         // of the lock) happened-before.
         let mut t = self.table.load(Ordering::Relaxed);
         // SAFETY: the current table is freed only after it is replaced.
-        let len = unsafe { &*t }.slots.get().len();
+        let len = unsafe { &*t }.bins.get().len();
         if (w.live + w.tombstones + 1) * 2 > len {
             let len = if (w.live + 1) * 2 > len { len * 2 } else { len };
             t = self.rebuild(w, t, len);
@@ -405,7 +406,7 @@ impl<K> Index<K> {
 
     /// Unlinks the live entries at positions `victims` (each
     /// [`Entry::pos`] of an entry found under `w`, listed once): their
-    /// slots become tombstones and they leave the order. A table under a
+    /// bins become tombstones and they leave the order. A table under a
     /// fifth full is rebuilt smaller (a quarter to a half full: no insert
     /// or removal soon after undoes it). Returns what to free after a grace
     /// period.
@@ -422,7 +423,7 @@ impl<K> Index<K> {
             // caller did before the unlink (the map's count of keys).
             // SAFETY: `t` is the current table, and `e` is in it.
             unsafe { &*t }
-                .slot_of(hash, e)
+                .bin_of(hash, e)
                 .store(tombstone(), Ordering::Release);
             w.order[pos] = ptr::null_mut();
             entries.push(e);
@@ -430,7 +431,7 @@ impl<K> Index<K> {
         w.live -= victims.len();
         w.tombstones += victims.len();
         // SAFETY: as above.
-        let len = unsafe { &*t }.slots.get().len();
+        let len = unsafe { &*t }.bins.get().len();
         if len > FIRST_SLOTS && w.live * 5 < len {
             // A quarter to a half full: the next growth is as far away.
             let small = ((w.live + 1) * 2).next_power_of_two().max(FIRST_SLOTS);
@@ -464,7 +465,7 @@ impl<K> Index<K> {
             .collect()
     }
 
-    /// Replaces the table `old` by one of `len` slots holding every live
+    /// Replaces the table `old` by one of `len` bins holding every live
     /// entry, and frees `old` after a grace period. The caller is not
     /// pinned (it holds the lock, which no pinned section waits for).
     #[cold]

@@ -146,13 +146,13 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         // Owned first: a panicking `into_key` (`clone`) must leave nothing
         // half done.
         let key = key.into_key();
-        let slot = w.slots.take();
+        let number = w.places.take();
         let place = Place {
-            chunk: self.ensure_chunk(slot / CHUNK),
-            i: slot % CHUNK,
+            chunk: self.ensure_chunk(number / CHUNK),
+            i: number % CHUNK,
         };
         self.index
-            .insert(w, Entry::new(hash, key, place, slot, hold));
+            .insert(w, Entry::new(hash, key, place, number, hold));
         // Release: pairs with the Acquire in `missed`: the entry is
         // published before the count that includes it.
         self.next.store(n + 1, Ordering::Release);

@@ -16,7 +16,7 @@
 //!   count of keys goes down (`Release`), the entries are unlinked
 //!   (tombstones), then a grace period waits out every pinned lookup that
 //!   may still hold them. Only then is each counter taken (final: nobody
-//!   can add to it any more), its slot given back, the entry freed, and a
+//!   can add to it any more), its place given back, the entry freed, and a
 //!   chunk left with no key freed. An add that looked the key up after the
 //!   unlink misses and interns it afresh. The keys are handed back (and
 //!   dropped) last, after the lock is let go: no code of `K`'s runs while
@@ -25,19 +25,19 @@
 //!   handle's `&CounterSet` stays valid for the map's life without any
 //!   check on its adds.
 //! * **Compaction**, after a removal leaves the used chunks under half
-//!   full: each key (not held) in the highest chunks gets a free slot of a
+//!   full: each key (not held) in the highest chunks gets a free place of a
 //!   lower chunk, stored into its entry's place (`Release`); after a grace
-//!   period no add reaches the old slot, whose counter is taken and added
+//!   period no add reaches the old place, whose counter is taken and added
 //!   to the new one; the emptied chunks are freed.
-//! * Slots (`Slots`, under the lock): a new key takes the lowest free slot
-//!   of an allocated chunk, else a freed chunk, else the next new slot; a
-//!   given-back slot's counter is zero (taken).
+//! * Places (`Places`, under the lock): a new key takes the lowest free
+//!   place number of an allocated chunk, else a freed chunk, else the next
+//!   new number; a given-back place's counter is zero (taken).
 //! * A miss takes the slow path, unpinned (it may wait for the lock, which
 //!   a removal holds while it waits for pinned sections): if `next`
 //!   (`Acquire`) shows the map full, it looks once more (pinned) and else
 //!   counts in the overflow; otherwise it takes the index's lock, looks
 //!   again (two threads racing on a new key get one counter), and interns:
-//!   a slot taken, its chunk made sure of, the entry published (`Release`,
+//!   a place taken, its chunk made sure of, the entry published (`Release`,
 //!   in the index), and only then `next + 1` stored (`Release`); the add
 //!   is made under the lock. So a thread that loads `next == max_keys`
 //!   (`Acquire`) sees every key that has a counter then: its second look
@@ -45,7 +45,7 @@
 //!   land in the overflow though room was just made), and keys beyond the
 //!   bound never take the lock.
 //! * Counters live in chunks: chunk `c` is a `CounterSet` of `CHUNK`
-//!   counters holding slots `c·CHUNK ..`, allocated when the first of them
+//!   counters at places `c·CHUNK ..`, allocated when the first of them
 //!   is handed out and freed when the last key in it is removed (above) or
 //!   the map drops. The chunk
 //!   pointers live in `segments: [AtomicPtr<AtomicPtr<Chunk>>;
@@ -75,7 +75,7 @@
 mod handle;
 mod hasher;
 mod index;
-mod slots;
+mod places;
 
 // `CounterMap`'s methods, a concept a file. Rustdoc lists them in the
 // order the files are declared: the constructors first.
@@ -101,7 +101,7 @@ use store::{Chunk, SEGMENTS};
 
 /// A map from keys to exact counters, each created on the key's first use.
 ///
-/// Each key is interned once to a counter slot in chunks of
+/// Each key is interned once to a counter place in chunks of
 /// [`CounterSet`] counters that never move; [`handle`](Self::handle)
 /// returns a [`CounterHandle`] whose adds go straight to the cell, no
 /// hashing, no lock: about the cost of a `CounterSet::add`.
@@ -135,15 +135,15 @@ use store::{Chunk, SEGMENTS};
 /// # Memory
 ///
 /// The bound costs nothing: memory follows the keys the map holds. An
-/// empty map is a table of 16 slot pointers, a lock and a table of 61
+/// empty map is a table of 16 bin pointers, a lock and a table of 61
 /// segment pointers. Counters come in chunks of 127, each a `CounterSet`
 /// of 1 KB while never contended (8 bytes per counter and one for the
 /// chunk's contention mark), allocated with the chunk's first key; chunk
 /// pointers in segments of doubling sizes (8, 16, 32, ... pointers), each
 /// allocated with its first chunk. Each key is once in the index: the
-/// key, its hash, slot, chunk address, position and eviction notes (56
+/// key, its hash, place number, chunk address, position and eviction notes (56
 /// bytes besides the key), one pointer in the list of keys, and 2 to 4
-/// slots of 8 bytes in the index's table (at most half full; up to 5
+/// bins of 8 bytes in the index's table (at most half full; up to 5
 /// after many removals, before it shrinks). A contended chunk grows shard
 /// rows of 1 KB (2, then doubling up to the cap, older rows kept): about
 /// 8 bytes × (1 + 2 × cap) per counter of that chunk only, kept until the
@@ -154,7 +154,7 @@ use store::{Chunk, SEGMENTS};
 /// key leaves. Keys evicted by [`evict_idle`](Self::evict_idle) are kept,
 /// with their final totals, until its next call (the integrations report
 /// them one last time). Once removals leave the chunks in use less than half full,
-/// the next removal moves keys (not held ones) down into free slots so
+/// the next removal moves keys (not held ones) down into free places so
 /// that whole chunks empty and are freed. Measured: 90,000 of 100,000
 /// keys removed frees 89% to 90% of the memory the keys took
 /// (`tests/merge_alloc.rs`).

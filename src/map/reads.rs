@@ -174,7 +174,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         let prepared = before(&mut w.entries().map(|e| &e.key));
         // Under the lock the entries are every key with a counter, in the
         // order of first use (see the protocol notes).
-        let mut totals = vec![0u64; w.slots.high.div_ceil(CHUNK) * CHUNK];
+        let mut totals = vec![0u64; w.places.high.div_ceil(CHUNK) * CHUNK];
         for (c, out) in totals.chunks_mut(CHUNK).enumerate() {
             // A freed chunk holds no key.
             if let Some(set) = self.chunk(c) {
@@ -183,7 +183,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         }
         then(
             prepared,
-            w.entries().map(|e| (&e.key, totals[e.slot()])).collect(),
+            w.entries().map(|e| (&e.key, totals[e.number()])).collect(),
         )
     }
 

@@ -11,7 +11,7 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 use std::time::Duration;
 
-/// Compaction moves keys once the used chunks' free slots reach the keys'
+/// Compaction moves keys once the used chunks' free places reach the keys'
 /// count plus this: chunks at most half full, and two chunks' worth to
 /// spare, so that no single removal moves keys.
 #[cfg(not(shardcount_loom))]
@@ -195,7 +195,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         let mut empty = Vec::new();
         let totals: Vec<u64> = gone
             .iter()
-            .map(|e| self.empty_slot(&mut w, e.slot(), &mut empty))
+            .map(|e| self.empty_place(&mut w, e.number(), &mut empty))
             .collect();
         for c in empty {
             self.free_chunk(c);
@@ -207,52 +207,52 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         }
     }
 
-    /// Takes slot `s`'s total (final: nobody adds to it any more) and
-    /// gives the slot back, noting its chunk in `empty` if that chunk now
+    /// Takes place number `s`'s total (final: nobody adds to it any more)
+    /// and gives the place back, noting its chunk in `empty` if that chunk now
     /// holds no key. Should the take leave a residue (its table could not
     /// allocate the baselines a take of an owned row needs), the residue is
-    /// counted in the total and the slot is never reused, so it is neither
+    /// counted in the total and the place is never reused, so it is neither
     /// lost nor handed to another key.
-    fn empty_slot(&self, w: &mut Writer<K>, s: usize, empty: &mut Vec<usize>) -> u64 {
-        let h = self.slot(s);
+    fn empty_place(&self, w: &mut Writer<K>, s: usize, empty: &mut Vec<usize>) -> u64 {
+        let h = self.numbered(s);
         let taken = h.take();
         let rest = h.sum();
         if rest == 0 {
-            empty.extend(w.slots.give_back(s));
+            empty.extend(w.places.give_back(s));
         }
         taken.wrapping_add(rest)
     }
 
-    /// Moves keys out of the highest chunks into free slots of lower ones
+    /// Moves keys out of the highest chunks into free places of lower ones
     /// once the used chunks are less than half full (and more than two
     /// chunks' worth is free), then frees the emptied chunks: removed keys
     /// scattered over many chunks would otherwise keep them all. Held keys
     /// stay where their handles point.
     ///
     /// A move stores the key's new place into its entry (`Release`; the
-    /// slot's counter is zero and its chunk allocated); after a grace
-    /// period no add reaches the old slot, whose total is then taken and
+    /// place's counter is zero and its chunk allocated); after a grace
+    /// period no add reaches the old place, whose total is then taken and
     /// added to the new one. Meanwhile a lookup of the key may read the new
     /// counter without the counts still to be moved: nothing is lost, and
     /// whole-map reads (under the lock) never see the move half done. No
     /// code of `K`'s runs.
     fn compact(&self, w: &mut Writer<K>) {
-        let used = w.slots.keys.iter().filter(|&&n| n > 0).count();
+        let used = w.places.keys.iter().filter(|&&n| n > 0).count();
         if used * CHUNK - w.len() < w.len() + COMPACT_SLACK {
             return;
         }
         let mut movable: Vec<(usize, usize)> = w
             .entries()
             .filter(|e| !e.is_pinned())
-            .map(|e| (e.slot(), e.pos(w)))
+            .map(|e| (e.number(), e.pos(w)))
             .collect();
         movable.sort_unstable_by_key(|m| std::cmp::Reverse(m.0));
         let mut moves = Vec::new();
         for (from, pos) in movable {
-            match w.slots.free.first() {
+            match w.places.free.first() {
                 Some(&to) if to / CHUNK < from / CHUNK => {
-                    w.slots.free.remove(&to);
-                    w.slots.keys[to / CHUNK] += 1;
+                    w.places.free.remove(&to);
+                    w.places.keys[to / CHUNK] += 1;
                     moves.push((pos, from, to));
                 }
                 _ => break,
@@ -271,8 +271,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         grace::wait();
         let mut empty = Vec::new();
         for (_, from, to) in moves {
-            let moved = self.empty_slot(w, from, &mut empty);
-            self.slot(to).add(moved);
+            let moved = self.empty_place(w, from, &mut empty);
+            self.numbered(to).add(moved);
         }
         for c in empty {
             self.free_chunk(c);

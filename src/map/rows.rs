@@ -35,7 +35,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         // wait for it (see `unlink`), so the grace periods may run here.
         let w = self.index.lock();
         let mut parts: Vec<_> = self.overflow.merge_part().into_iter().collect();
-        for c in 0..w.slots.high.div_ceil(CHUNK) {
+        for c in 0..w.places.high.div_ceil(CHUNK) {
             if let Some(part) = self.chunk(c).and_then(CounterSet::merge_part) {
                 parts.push(part);
             }
@@ -62,7 +62,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     pub fn split(&self, n: usize) -> usize {
         // Under the lock: no chunk is freed meanwhile.
         let w = self.index.lock();
-        (0..w.slots.high.div_ceil(CHUNK))
+        (0..w.places.high.div_ceil(CHUNK))
             .filter_map(|c| self.chunk(c))
             .map(|set| set.split(n))
             .max()
@@ -75,7 +75,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     pub(crate) fn row_totals(&self, out: &mut Vec<u64>) {
         let w = self.index.lock();
         self.overflow.row_totals(out);
-        for c in 0..w.slots.high.div_ceil(CHUNK) {
+        for c in 0..w.places.high.div_ceil(CHUNK) {
             if let Some(set) = self.chunk(c) {
                 set.row_totals(out);
             }

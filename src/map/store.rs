@@ -60,7 +60,7 @@ pub(super) struct Chunk(CounterSet);
 const _: () = assert!(CHUNK < 128);
 
 // SAFETY: `set` points to a chunk the map owns: allocated before the key
-// is inserted, never moved, and freed only once no live key's slot is in
+// is inserted, never moved, and freed only once no live key's place is in
 // it and a grace period has passed since the last such key was unlinked
 // (so no lookup still holds the `Place`), or when the map drops. Sending
 // it sends a `&CounterSet`, and `CounterSet` is `Sync`.
@@ -94,13 +94,13 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         (!p.is_null()).then(|| &unsafe { &*p }.0)
     }
 
-    /// Counter `s % CHUNK` of chunk `s / CHUNK`, which holds a key; under
-    /// the lock.
-    pub(super) fn slot(&self, s: usize) -> CounterHandle<'_> {
+    /// The counter of place number `s` (counter `s % CHUNK` of chunk
+    /// `s / CHUNK`), which holds a key; under the lock.
+    pub(super) fn numbered(&self, s: usize) -> CounterHandle<'_> {
         CounterHandle {
             set: self
                 .chunk(s / CHUNK)
-                .expect("shardcount: a used slot's chunk is allocated"),
+                .expect("shardcount: a used place's chunk is allocated"),
             i: s % CHUNK,
         }
     }
@@ -137,14 +137,14 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// the index's lock.
     pub(super) fn ensure_chunk(&self, c: usize) -> NonNull<Chunk> {
         let (b, at) = locate(c);
-        let slot = &self.ensure_segment(b)[at];
-        // Relaxed: slots are stored only under the lock, which this thread
-        // holds.
-        let mut set = slot.load(Ordering::Relaxed);
+        let ptr = &self.ensure_segment(b)[at];
+        // Relaxed: chunk pointers are stored only under the lock, which this
+        // thread holds.
+        let mut set = ptr.load(Ordering::Relaxed);
         if set.is_null() {
             set = Box::into_raw(Box::new(Chunk(CounterSet::new(CHUNK))));
             // Release: publishes the initialised set to `chunk`'s Acquire.
-            slot.store(set, Ordering::Release);
+            ptr.store(set, Ordering::Release);
         }
         NonNull::new(set).expect("a chunk just made sure of")
     }
@@ -213,9 +213,9 @@ impl<K> Drop for CounterMap<K> {
             // SAFETY: a non-null segment came from `new_segment(b)`, was
             // stored once (`ensure_segment`) and is freed only below, after
             // this last use.
-            let slots = unsafe { std::slice::from_raw_parts(p, segment_len(b)) };
-            for slot in slots {
-                let c = slot.load(Ordering::Relaxed);
+            let ptrs = unsafe { std::slice::from_raw_parts(p, segment_len(b)) };
+            for ptr in ptrs {
+                let c = ptr.load(Ordering::Relaxed);
                 if !c.is_null() {
                     // SAFETY: a non-null entry came from `Box::into_raw` in
                     // `ensure_chunk`, was stored once, is owned by this map

@@ -1,27 +1,27 @@
-//! Which counter slots hold a key, and which slot a new key takes.
+//! Which place numbers hold a key, and which a new key takes.
 
 use super::store::CHUNK;
 use std::collections::BTreeSet;
 
-/// Which counter slots hold a key: guarded by the index's lock (it lives
-/// in the index's `Writer`). Slot `s` is counter `s % CHUNK` of chunk `s /
-/// CHUNK`.
+/// Which place numbers hold a key: guarded by the index's lock (it lives
+/// in the index's `Writer`). Place number `s` is counter `s % CHUNK` of
+/// chunk `s / CHUNK` (the key's `Place`).
 #[derive(Default)]
-pub(super) struct Slots {
-    /// Unused slots of allocated chunks below `high`, lowest first: each
+pub(super) struct Places {
+    /// Unused numbers of allocated chunks below `high`, lowest first: each
     /// counter at zero (taken when its key left).
     pub(super) free: BTreeSet<usize>,
     /// Chunks below `high`'s chunk that were freed, lowest first.
     free_chunks: BTreeSet<usize>,
-    /// Slots `high..` were never handed out (or lie in freed chunks past
+    /// Numbers `high..` were never handed out (or lie in freed chunks past
     /// every allocated one).
     pub(super) high: usize,
     /// Keys per chunk, for chunks below `high`'s.
     pub(super) keys: Vec<usize>,
 }
 
-impl Slots {
-    /// A slot for a new key: the lowest free one, else the first of the
+impl Places {
+    /// A number for a new key: the lowest free one, else the first of the
     /// lowest freed chunk, else the next never used (its chunk may need
     /// allocating: `ensure_chunk`).
     pub(super) fn take(&mut self) -> usize {
