@@ -1,7 +1,7 @@
 //! [`FlushHandle`]: a recorder's flush, callable after the recorder was
 //! installed (moved into the facade).
 
-use super::recorder::Shared;
+use super::table::KeyTable;
 use crate::primitive::sync::Arc;
 use std::fmt;
 
@@ -23,11 +23,11 @@ use std::fmt;
 /// ```
 #[derive(Clone)]
 pub struct FlushHandle {
-    shared: Arc<Shared>,
+    shared: Arc<KeyTable>,
 }
 
 impl FlushHandle {
-    pub(super) fn new(shared: Arc<Shared>) -> Self {
+    pub(super) fn new(shared: Arc<KeyTable>) -> Self {
         FlushHandle { shared }
     }
 

@@ -153,6 +153,7 @@ mod key;
 mod layer;
 mod publish;
 mod recorder;
+mod table;
 #[cfg(test)]
 mod testing;
 

@@ -1,44 +1,30 @@
-//! [`ShardedRecorder`]: the recorder the layer builds, and what it shares
-//! with its background thread and flush handles (`Shared`: the key maps
-//! and the passes over them).
+//! [`ShardedRecorder`]: the recorder the layer builds. It registers keys
+//! into its [`KeyTable`] (`table.rs`: the key maps and the passes over
+//! them), which it shares with its background thread and flush handles,
+//! and hands out each thread's own handles (`cache.rs`).
 //!
 //! Protocol (maintainers' notes). Locks order everything, beyond the
 //! counters' own atomics, the owned handles' words (`entry.rs`) and
 //! eviction's flag and count (`evict.rs`, which also has the lock order).
 //!
-//! * `Shared::entries: Mutex<map>` maps each key to its `Entry` (the
-//!   shardcount counter, the inner recorder's counter handle and a fold
-//!   lock). Registration inserts; only eviction removes.
+//! * Registration inserts into `KeyTable::entries` (`table.rs`).
 //! * The background thread is a `worker::Worker` (src/worker.rs): it owns
 //!   the stop flag, the wait and the join.
 //! * `absolute` on a key folds it, then calls the inner `absolute`, under
 //!   the key's fold lock.
 
 use super::cache;
-use super::entry::{Backing, Entry, Inner, Local};
-use super::evict::Evicted;
+use super::entry::{Backing, Entry, Local};
 use super::handle::FlushHandle;
-use super::histogram;
-use super::key::KeyMap;
+use super::table::{CounterEntry, KeyTable};
 use super::ShardedLayer;
-use crate::primitive::sync::{lock, Arc, Mutex};
+use crate::primitive::sync::{lock, Arc};
 use crate::worker::Worker;
-use crate::Counter;
 use ::metrics::{
     CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
 use std::fmt;
 use std::time::{Duration, Instant};
-
-/// A counter key's entry, folding into the inner recorder's counter.
-type CounterEntry = Entry<::metrics::Counter>;
-
-impl Inner for ::metrics::Counter {
-    #[inline]
-    fn add(&self, delta: u64) {
-        self.increment(delta);
-    }
-}
 
 impl CounterFn for CounterEntry {
     #[inline]
@@ -63,75 +49,6 @@ impl CounterFn for Local<::metrics::Counter> {
 
     fn absolute(&self, value: u64) {
         self.entry().absolute(value);
-    }
-}
-
-/// What a recorder, its background thread and its flush handles share.
-pub(super) struct Shared {
-    pub(super) entries: Mutex<KeyMap<Arc<CounterEntry>>>,
-    /// Entries taken out of `entries`, folded until freed (`evict.rs`).
-    pub(super) evicted: Evicted<::metrics::Counter>,
-    /// [`ShardedLayer::evict_idle_after`].
-    evict_idle: Option<Duration>,
-    /// How long no pass may see two rows of a key's counter change before
-    /// the pass merges it (`MERGE_AFTER` intervals).
-    merge_idle: Duration,
-    pub(super) histograms: histogram::Folds,
-}
-
-/// Passes without contention on a key's counter (two of its rows
-/// changing) before a pass merges it back to one word.
-const MERGE_AFTER: u32 = 10;
-
-impl Shared {
-    /// How many counter keys the map holds.
-    pub(super) fn keys(&self) -> usize {
-        lock(&self.entries).len()
-    }
-
-    /// Folds every key, evicted ones included. Copies the list first, so
-    /// registration never waits for a pass.
-    pub(super) fn flush(&self) {
-        self.fold_keys(None);
-        self.evicted.fold();
-        self.histograms.flush();
-    }
-
-    /// The background thread's pass at `now`: a flush, which also notes
-    /// which keys moved, then the eviction of keys idle for long enough.
-    pub(super) fn pass(&self, now: Instant) {
-        self.fold_keys(Some(now));
-        if let Some(idle) = self.evict_idle {
-            self.evicted.take_out(&self.entries, now, idle);
-        }
-        self.evicted.fold();
-        self.histograms.pass(now, self.evict_idle, self.merge_idle);
-    }
-
-    /// Folds every key in `entries`; with `now`, a key whose folds moved a
-    /// delta since the last pass is active at `now`.
-    fn fold_keys(&self, now: Option<Instant>) {
-        let entries: Vec<Arc<CounterEntry>> = lock(&self.entries).values().cloned().collect();
-        let mut quiet = Vec::new();
-        for e in &entries {
-            let mut folded = e.fold();
-            if let Some(now) = now {
-                if std::mem::take(&mut folded.moved) {
-                    folded.active_at = now;
-                }
-                if let Backing::Exact(c) = e.backing() {
-                    if folded
-                        .quiet
-                        .look(|out| c.row_totals(out), now, self.merge_idle)
-                    {
-                        quiet.push(c);
-                    }
-                }
-            }
-        }
-        if !quiet.is_empty() {
-            Counter::merge_batch(quiet);
-        }
     }
 }
 
@@ -160,9 +77,11 @@ impl Shared {
 /// recorder.flush();
 /// assert!(render.render().contains("hits 5"));
 /// ```
+///
+/// [`Counter`]: crate::Counter
 pub struct ShardedRecorder<R> {
     inner: R,
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<KeyTable>,
     layer: ShardedLayer,
     worker: Worker,
 }
@@ -189,13 +108,7 @@ impl<R: Recorder> ShardedRecorder<R> {
 
 impl<R> ShardedRecorder<R> {
     pub(super) fn build(inner: R, layer: ShardedLayer) -> Self {
-        let shared = Arc::new(Shared {
-            entries: Mutex::new(KeyMap::default()),
-            evicted: Evicted::new(),
-            evict_idle: layer.idle_eviction(),
-            merge_idle: layer.interval() * MERGE_AFTER,
-            histograms: histogram::Folds::default(),
-        });
+        let shared = Arc::new(KeyTable::new(layer.interval(), layer.idle_eviction()));
         let worker = Worker::spawn("shardcount-metrics", layer.interval(), {
             let shared = Arc::clone(&shared);
             move || shared.pass(Instant::now())
@@ -396,6 +309,8 @@ impl<R: Recorder> Recorder for ShardedRecorder<R> {
     /// A handle backed by the key's shardcount [`Counter`]. On a key this
     /// thread has registered before, it takes no lock: one lookup in the
     /// thread's cache and a reference count only this thread touches.
+    ///
+    /// [`Counter`]: crate::Counter
     #[inline]
     fn register_counter(&self, key: &Key, metadata: &Metadata<'_>) -> ::metrics::Counter {
         match cache::hit(&self.shared, key) {
