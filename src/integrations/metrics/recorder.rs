@@ -1,7 +1,9 @@
-//! [`ShardedRecorder`]: the recorder the layer builds. It registers keys
-//! into its [`KeyTable`] (`table.rs`: the key maps and the passes over
-//! them), which it shares with its background thread and flush handles,
-//! and hands out each thread's own handles (`cache.rs`).
+//! [`ShardedRecorder`]: the recorder the layer builds (`ShardedLayer::wrap`
+//! and the `metrics_util` `Layer` impl are here, above the settings in
+//! `layer.rs`). It registers keys into its [`KeyTable`] (`table.rs`: the
+//! key maps and the passes over them), which it shares with its background
+//! thread and flush handles, and hands out each thread's own handles
+//! (`cache.rs`).
 //!
 //! Protocol (maintainers' notes). Locks order everything, beyond the
 //! counters' own atomics, the owned handles' words (`entry.rs`) and
@@ -16,13 +18,14 @@
 use super::cache;
 use super::entry::{Backing, Entry, Local};
 use super::handle::FlushHandle;
+use super::layer::ShardedLayer;
 use super::table::{CounterEntry, KeyTable};
-use super::ShardedLayer;
 use crate::primitive::sync::{lock, Arc};
 use crate::worker::Worker;
 use ::metrics::{
     CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
+use metrics_util::layers::Layer;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -103,6 +106,42 @@ impl<R: Recorder> ShardedRecorder<R> {
     #[must_use]
     pub fn new(inner: R) -> Self {
         Self::build(inner, ShardedLayer::new())
+    }
+}
+
+// The layer's settings (layer.rs) lie below the recorder built from them:
+// the builders are here.
+impl ShardedLayer {
+    /// Puts `inner` under this layer: the same as `Layer::layer`, without
+    /// importing `metrics_util::layers::Layer` or depending on
+    /// `metrics-util`. Install the result instead of `inner`.
+    ///
+    /// # Panics
+    ///
+    /// If the background thread cannot be spawned.
+    ///
+    /// ```
+    /// use metrics_exporter_prometheus::PrometheusBuilder;
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    ///
+    /// let prometheus = PrometheusBuilder::new().build_recorder();
+    /// let render = prometheus.handle();
+    /// let recorder = ShardedLayer::new().rough().wrap(prometheus);
+    /// metrics::with_local_recorder(&recorder, || metrics::counter!("hot").increment(9));
+    /// recorder.flush();
+    /// assert!(render.render().contains("hot 9"));
+    /// ```
+    #[must_use]
+    pub fn wrap<R: Recorder>(self, inner: R) -> ShardedRecorder<R> {
+        Layer::layer(&self, inner)
+    }
+}
+
+impl<R: Recorder> Layer<R> for ShardedLayer {
+    type Output = ShardedRecorder<R>;
+
+    fn layer(&self, inner: R) -> ShardedRecorder<R> {
+        ShardedRecorder::build(inner, *self)
     }
 }
 
