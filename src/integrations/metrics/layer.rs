@@ -225,25 +225,3 @@ impl Default for ShardedLayer {
         Self::new()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::super::testing::Tally;
-    use super::*;
-    use metrics_util::layers::Layer;
-
-    /// Each setter keeps the others, and the recorder built carries them.
-    #[test]
-    fn settings_compose_and_reach_the_recorder() {
-        let idle = Duration::from_secs(60);
-        let layer = ShardedLayer::new()
-            .evict_idle_after(idle)
-            .rough()
-            .with_interval(Duration::from_secs(3600));
-        assert!(layer.is_rough());
-        assert_eq!(layer.idle_eviction(), Some(idle));
-        let r = layer.layer(Tally::default());
-        assert_eq!(r.interval(), Duration::from_secs(3600));
-        assert_eq!(r.idle_eviction(), Some(idle));
-    }
-}

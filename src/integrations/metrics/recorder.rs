@@ -403,39 +403,3 @@ impl<R> fmt::Debug for ShardedRecorder<R> {
             .finish()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::super::testing::{owned_handles, Tally};
-    use super::*;
-    use std::sync::atomic::Ordering::Relaxed;
-
-    /// Each thread that registers a key gets a handle of its own, listed
-    /// in the key's one entry; a flush folds them all.
-    #[test]
-    fn each_thread_registers_a_handle_of_its_own_in_one_entry() {
-        let inner = Tally::default();
-        let total = std::sync::Arc::clone(&inner.0);
-        let r = ShardedLayer::new()
-            .with_interval(Duration::from_secs(3600))
-            .wrap(inner);
-        let meta = Metadata::new("t", ::metrics::Level::INFO, None);
-        let key = Key::from_name("shared");
-        let both = std::sync::Barrier::new(2);
-        let here = r.register_counter(&key, &meta);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let there = r.register_counter(&key, &meta);
-                there.increment(3);
-                both.wait(); // registered and counted
-                both.wait(); // counted here; its cache lives until now
-            });
-            here.increment(4);
-            both.wait();
-            assert_eq!((r.keys(), owned_handles(&r)), (1, 2));
-            both.wait();
-        });
-        r.flush();
-        assert_eq!(total.load(Relaxed), 7);
-    }
-}
