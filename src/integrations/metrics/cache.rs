@@ -3,7 +3,7 @@
 //! count that no other thread touches.
 //!
 //! Protocol (maintainers' notes): a cache belongs to one recorder,
-//! identified by a `Weak` reference to its shared state (the allocation
+//! identified by a `Weak` reference to its key table (the allocation
 //! cannot be reused while the `Weak` lives); caches of dropped recorders
 //! are cleared at the thread's next miss. Dropping a cache (thread exit, or
 //! its recorder is gone) retires its handles (`entry.rs`); a sweep retires
@@ -11,7 +11,7 @@
 
 use super::entry::Local;
 use super::key::{same_key, KeyMap};
-use super::recorder::Shared;
+use super::table::KeyTable;
 use crate::primitive::const_thread_local;
 use crate::primitive::sync::{Arc, Weak};
 use ::metrics::Key;
@@ -29,7 +29,7 @@ type Handle = Local<::metrics::Counter>;
 /// strings every time, so a hit compares no bytes. Every handle is also in
 /// `handles`, where keys that lost their `front` slot to another are found.
 struct Cache {
-    owner: Weak<Shared>,
+    owner: Weak<KeyTable>,
     /// The owner's count of evicting passes at this cache's last sweep (or
     /// creation).
     seen: u64,
@@ -44,7 +44,7 @@ type Cached = (Key, Arc<Handle>);
 const FRONT: usize = 32;
 
 impl Cache {
-    fn new(owner: Weak<Shared>, seen: u64) -> Self {
+    fn new(owner: Weak<KeyTable>, seen: u64) -> Self {
         Cache {
             owner,
             seen,
@@ -125,7 +125,7 @@ const_thread_local! {
 /// The `counter!` hit: this thread's handle for `key` in `shared`'s cache,
 /// unless a pass evicted keys since the cache's last sweep. No lock.
 #[inline]
-pub(super) fn hit(shared: &Shared, key: &Key) -> Option<Arc<Handle>> {
+pub(super) fn hit(shared: &KeyTable, key: &Key) -> Option<Arc<Handle>> {
     let me = std::ptr::from_ref(shared);
     CACHES
         .try_with(|caches| {
@@ -143,7 +143,7 @@ pub(super) fn hit(shared: &Shared, key: &Key) -> Option<Arc<Handle>> {
 /// This thread's handle for `key`, after sweeping the handles of evicted
 /// keys out of its cache if it has not seen `passes` (read with
 /// `Evicted::passes`) yet.
-pub(super) fn swept_hit(shared: &Arc<Shared>, key: &Key, passes: u64) -> Option<Arc<Handle>> {
+pub(super) fn swept_hit(shared: &Arc<KeyTable>, key: &Key, passes: u64) -> Option<Arc<Handle>> {
     let me = Arc::as_ptr(shared);
     CACHES
         .try_with(|caches| {
@@ -163,7 +163,7 @@ pub(super) fn swept_hit(shared: &Arc<Shared>, key: &Key, passes: u64) -> Option<
 /// cache has seen `passes`); false when it is not cached: the thread-local
 /// is gone (thread exit) or already borrowed (a registration from inside
 /// one), or the key has a handle already.
-pub(super) fn keep(shared: &Arc<Shared>, key: &Key, local: &Arc<Handle>, passes: u64) -> bool {
+pub(super) fn keep(shared: &Arc<KeyTable>, key: &Key, local: &Arc<Handle>, passes: u64) -> bool {
     let me = Arc::as_ptr(shared);
     CACHES
         .try_with(|caches| {
@@ -181,47 +181,4 @@ pub(super) fn keep(shared: &Arc<Shared>, key: &Key, local: &Arc<Handle>, passes:
             caches[i].insert(key, local)
         })
         .unwrap_or(false)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::testing::{owned_handles, Tally};
-    use super::super::ShardedLayer;
-    use std::time::Duration;
-
-    /// Threads that come and go leave no owned handle behind once a fold
-    /// has taken their last counts: memory follows the live threads.
-    #[test]
-    fn exited_threads_owned_handles_are_folded_then_dropped() {
-        let inner = Tally::default();
-        let total = std::sync::Arc::clone(&inner.0);
-        let r = ShardedLayer::new()
-            .with_interval(Duration::from_secs(3600))
-            .wrap(inner);
-        for _ in 0..20 {
-            std::thread::scope(|s| {
-                for _ in 0..2 {
-                    s.spawn(|| {
-                        ::metrics::with_local_recorder(&r, || {
-                            for _ in 0..100 {
-                                ::metrics::counter!("churn", "k" => "v").increment(1);
-                            }
-                        });
-                    });
-                }
-            });
-        }
-        // A scope's join can return before the threads' caches are gone;
-        // the caches go with the thread-local destructors, just after.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            r.flush();
-            if owned_handles(&r) == 0 || std::time::Instant::now() > deadline {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert_eq!(owned_handles(&r), 0, "handles of exited threads kept");
-        assert_eq!(total.load(std::sync::atomic::Ordering::Relaxed), 4000);
-    }
 }

@@ -1,11 +1,9 @@
 //! [`ShardedLayer`]: the layer's settings (interval, backing, idle
-//! eviction) and the `metrics_util` `Layer` that builds a
-//! [`ShardedRecorder`] from them.
+//! eviction). The recorder above builds from them (`recorder.rs`:
+//! [`ShardedLayer::wrap`] and the `metrics_util` `Layer` impl), so nothing
+//! here names it.
 
-use super::ShardedRecorder;
 use crate::worker;
-use ::metrics::Recorder;
-use metrics_util::layers::Layer;
 use std::time::Duration;
 
 /// A layer that gives the recorder under it sharded counter increments
@@ -107,6 +105,8 @@ impl ShardedLayer {
     /// recorder.flush();
     /// assert!(render.render().contains("hot 9"));
     /// ```
+    ///
+    /// [`ShardedRecorder`]: super::ShardedRecorder
     #[must_use]
     pub const fn rough(self) -> Self {
         ShardedLayer {
@@ -131,7 +131,7 @@ impl ShardedLayer {
     /// `counter!` call on this recorder, any key, or at its exit; the key's
     /// counter is freed with the last handle. No increment is lost or
     /// counted twice on the way: until then, the key is still folded on
-    /// every pass and [flush](ShardedRecorder::flush).
+    /// every pass and [flush](super::ShardedRecorder::flush).
     ///
     /// Why off: the inner recorder keeps its own state for every series it
     /// was handed (the Prometheus exporter until its own `idle_timeout`),
@@ -189,30 +189,6 @@ impl ShardedLayer {
         self.evict_idle
     }
 
-    /// Puts `inner` under this layer: the same as `Layer::layer`, without
-    /// importing `metrics_util::layers::Layer` or depending on
-    /// `metrics-util`. Install the result instead of `inner`.
-    ///
-    /// # Panics
-    ///
-    /// If the background thread cannot be spawned.
-    ///
-    /// ```
-    /// use metrics_exporter_prometheus::PrometheusBuilder;
-    /// use shardcount::integrations::metrics::ShardedLayer;
-    ///
-    /// let prometheus = PrometheusBuilder::new().build_recorder();
-    /// let render = prometheus.handle();
-    /// let recorder = ShardedLayer::new().rough().wrap(prometheus);
-    /// metrics::with_local_recorder(&recorder, || metrics::counter!("hot").increment(9));
-    /// recorder.flush();
-    /// assert!(render.render().contains("hot 9"));
-    /// ```
-    #[must_use]
-    pub fn wrap<R: Recorder>(self, inner: R) -> ShardedRecorder<R> {
-        Layer::layer(&self, inner)
-    }
-
     /// Whether keys are backed by [`RoughCounter`](crate::RoughCounter)s
     /// ([`rough`](Self::rough)).
     ///
@@ -247,34 +223,5 @@ impl Default for ShardedLayer {
     /// ```
     fn default() -> Self {
         Self::new()
-    }
-}
-
-impl<R: Recorder> Layer<R> for ShardedLayer {
-    type Output = ShardedRecorder<R>;
-
-    fn layer(&self, inner: R) -> ShardedRecorder<R> {
-        ShardedRecorder::build(inner, *self)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::testing::Tally;
-    use super::*;
-
-    /// Each setter keeps the others, and the recorder built carries them.
-    #[test]
-    fn settings_compose_and_reach_the_recorder() {
-        let idle = Duration::from_secs(60);
-        let layer = ShardedLayer::new()
-            .evict_idle_after(idle)
-            .rough()
-            .with_interval(Duration::from_secs(3600));
-        assert!(layer.is_rough());
-        assert_eq!(layer.idle_eviction(), Some(idle));
-        let r = layer.layer(Tally::default());
-        assert_eq!(r.interval(), Duration::from_secs(3600));
-        assert_eq!(r.idle_eviction(), Some(idle));
     }
 }

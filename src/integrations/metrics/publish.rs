@@ -54,35 +54,3 @@ pub fn publish<F: CountFamily + ?Sized>(name: &'static str, family: &F) {
         });
     });
 }
-
-#[cfg(test)]
-mod tests {
-    use super::super::testing::Tally;
-    use super::super::ShardedLayer;
-    use super::*;
-    use crate::Counter;
-    use std::sync::atomic::Ordering::Relaxed;
-    use std::time::Duration;
-
-    /// Under the layer, a published count reaches the inner counter as its
-    /// `absolute`, after the key's increments are folded: the inner counter
-    /// (a word whose `absolute` is a `fetch_max`) ends at the larger.
-    #[test]
-    fn a_published_count_reaches_the_inner_counter_through_absolute() {
-        let inner = Tally::default();
-        let total = std::sync::Arc::clone(&inner.0);
-        let r = ShardedLayer::new()
-            .with_interval(Duration::from_secs(3600))
-            .wrap(inner);
-        let c = Counter::new();
-        c.add(9);
-        ::metrics::with_local_recorder(&r, || {
-            ::metrics::counter!("published").increment(2);
-            publish("published", &c);
-        });
-        assert_eq!(total.load(Relaxed), 9);
-        c.add(1);
-        ::metrics::with_local_recorder(&r, || publish("published", &c));
-        assert_eq!(total.load(Relaxed), 10);
-    }
-}

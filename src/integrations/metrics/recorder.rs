@@ -1,44 +1,33 @@
-//! [`ShardedRecorder`]: the recorder the layer builds, and what it shares
-//! with its background thread and flush handles (`Shared`: the key maps
-//! and the passes over them).
+//! [`ShardedRecorder`]: the recorder the layer builds (`ShardedLayer::wrap`
+//! and the `metrics_util` `Layer` impl are here, above the settings in
+//! `layer.rs`). It registers keys into its [`KeyTable`] (`table.rs`: the
+//! key maps and the passes over them), which it shares with its background
+//! thread and flush handles, and hands out each thread's own handles
+//! (`cache.rs`).
 //!
 //! Protocol (maintainers' notes). Locks order everything, beyond the
 //! counters' own atomics, the owned handles' words (`entry.rs`) and
 //! eviction's flag and count (`evict.rs`, which also has the lock order).
 //!
-//! * `Shared::entries: Mutex<map>` maps each key to its `Entry` (the
-//!   shardcount counter, the inner recorder's counter handle and a fold
-//!   lock). Registration inserts; only eviction removes.
+//! * Registration inserts into `KeyTable::entries` (`table.rs`).
 //! * The background thread is a `worker::Worker` (src/worker.rs): it owns
 //!   the stop flag, the wait and the join.
 //! * `absolute` on a key folds it, then calls the inner `absolute`, under
 //!   the key's fold lock.
 
 use super::cache;
-use super::entry::{Backing, Entry, Inner, Local};
-use super::evict::Evicted;
+use super::entry::{Backing, Entry, Local};
 use super::handle::FlushHandle;
-use super::histogram;
-use super::key::KeyMap;
-use super::ShardedLayer;
-use crate::primitive::sync::{lock, Arc, Mutex};
+use super::layer::ShardedLayer;
+use super::table::{CounterEntry, KeyTable};
+use crate::primitive::sync::{lock, Arc};
 use crate::worker::Worker;
-use crate::Counter;
 use ::metrics::{
     CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
+use metrics_util::layers::Layer;
 use std::fmt;
 use std::time::{Duration, Instant};
-
-/// A counter key's entry, folding into the inner recorder's counter.
-type CounterEntry = Entry<::metrics::Counter>;
-
-impl Inner for ::metrics::Counter {
-    #[inline]
-    fn add(&self, delta: u64) {
-        self.increment(delta);
-    }
-}
 
 impl CounterFn for CounterEntry {
     #[inline]
@@ -63,75 +52,6 @@ impl CounterFn for Local<::metrics::Counter> {
 
     fn absolute(&self, value: u64) {
         self.entry().absolute(value);
-    }
-}
-
-/// What a recorder, its background thread and its flush handles share.
-pub(super) struct Shared {
-    pub(super) entries: Mutex<KeyMap<Arc<CounterEntry>>>,
-    /// Entries taken out of `entries`, folded until freed (`evict.rs`).
-    pub(super) evicted: Evicted<::metrics::Counter>,
-    /// [`ShardedLayer::evict_idle_after`].
-    evict_idle: Option<Duration>,
-    /// How long no pass may see two rows of a key's counter change before
-    /// the pass merges it (`MERGE_AFTER` intervals).
-    merge_idle: Duration,
-    pub(super) histograms: histogram::Folds,
-}
-
-/// Passes without contention on a key's counter (two of its rows
-/// changing) before a pass merges it back to one word.
-const MERGE_AFTER: u32 = 10;
-
-impl Shared {
-    /// How many counter keys the map holds.
-    pub(super) fn keys(&self) -> usize {
-        lock(&self.entries).len()
-    }
-
-    /// Folds every key, evicted ones included. Copies the list first, so
-    /// registration never waits for a pass.
-    pub(super) fn flush(&self) {
-        self.fold_keys(None);
-        self.evicted.fold();
-        self.histograms.flush();
-    }
-
-    /// The background thread's pass at `now`: a flush, which also notes
-    /// which keys moved, then the eviction of keys idle for long enough.
-    pub(super) fn pass(&self, now: Instant) {
-        self.fold_keys(Some(now));
-        if let Some(idle) = self.evict_idle {
-            self.evicted.take_out(&self.entries, now, idle);
-        }
-        self.evicted.fold();
-        self.histograms.pass(now, self.evict_idle, self.merge_idle);
-    }
-
-    /// Folds every key in `entries`; with `now`, a key whose folds moved a
-    /// delta since the last pass is active at `now`.
-    fn fold_keys(&self, now: Option<Instant>) {
-        let entries: Vec<Arc<CounterEntry>> = lock(&self.entries).values().cloned().collect();
-        let mut quiet = Vec::new();
-        for e in &entries {
-            let mut folded = e.fold();
-            if let Some(now) = now {
-                if std::mem::take(&mut folded.moved) {
-                    folded.active_at = now;
-                }
-                if let Backing::Exact(c) = e.backing() {
-                    if folded
-                        .quiet
-                        .look(|out| c.row_totals(out), now, self.merge_idle)
-                    {
-                        quiet.push(c);
-                    }
-                }
-            }
-        }
-        if !quiet.is_empty() {
-            Counter::merge_batch(quiet);
-        }
     }
 }
 
@@ -160,9 +80,11 @@ impl Shared {
 /// recorder.flush();
 /// assert!(render.render().contains("hits 5"));
 /// ```
+///
+/// [`Counter`]: crate::Counter
 pub struct ShardedRecorder<R> {
     inner: R,
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<KeyTable>,
     layer: ShardedLayer,
     worker: Worker,
 }
@@ -187,15 +109,45 @@ impl<R: Recorder> ShardedRecorder<R> {
     }
 }
 
+// The layer's settings (layer.rs) lie below the recorder built from them:
+// the builders are here.
+impl ShardedLayer {
+    /// Puts `inner` under this layer: the same as `Layer::layer`, without
+    /// importing `metrics_util::layers::Layer` or depending on
+    /// `metrics-util`. Install the result instead of `inner`.
+    ///
+    /// # Panics
+    ///
+    /// If the background thread cannot be spawned.
+    ///
+    /// ```
+    /// use metrics_exporter_prometheus::PrometheusBuilder;
+    /// use shardcount::integrations::metrics::ShardedLayer;
+    ///
+    /// let prometheus = PrometheusBuilder::new().build_recorder();
+    /// let render = prometheus.handle();
+    /// let recorder = ShardedLayer::new().rough().wrap(prometheus);
+    /// metrics::with_local_recorder(&recorder, || metrics::counter!("hot").increment(9));
+    /// recorder.flush();
+    /// assert!(render.render().contains("hot 9"));
+    /// ```
+    #[must_use]
+    pub fn wrap<R: Recorder>(self, inner: R) -> ShardedRecorder<R> {
+        Layer::layer(&self, inner)
+    }
+}
+
+impl<R: Recorder> Layer<R> for ShardedLayer {
+    type Output = ShardedRecorder<R>;
+
+    fn layer(&self, inner: R) -> ShardedRecorder<R> {
+        ShardedRecorder::build(inner, *self)
+    }
+}
+
 impl<R> ShardedRecorder<R> {
     pub(super) fn build(inner: R, layer: ShardedLayer) -> Self {
-        let shared = Arc::new(Shared {
-            entries: Mutex::new(KeyMap::default()),
-            evicted: Evicted::new(),
-            evict_idle: layer.idle_eviction(),
-            merge_idle: layer.interval() * MERGE_AFTER,
-            histograms: histogram::Folds::default(),
-        });
+        let shared = Arc::new(KeyTable::new(layer.interval(), layer.idle_eviction()));
         let worker = Worker::spawn("shardcount-metrics", layer.interval(), {
             let shared = Arc::clone(&shared);
             move || shared.pass(Instant::now())
@@ -396,6 +348,8 @@ impl<R: Recorder> Recorder for ShardedRecorder<R> {
     /// A handle backed by the key's shardcount [`Counter`]. On a key this
     /// thread has registered before, it takes no lock: one lookup in the
     /// thread's cache and a reference count only this thread touches.
+    ///
+    /// [`Counter`]: crate::Counter
     #[inline]
     fn register_counter(&self, key: &Key, metadata: &Metadata<'_>) -> ::metrics::Counter {
         match cache::hit(&self.shared, key) {
@@ -447,41 +401,5 @@ impl<R> fmt::Debug for ShardedRecorder<R> {
             .field("evict_idle_after", &self.layer.idle_eviction())
             .field("keys", &self.keys())
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::testing::{owned_handles, Tally};
-    use super::*;
-    use std::sync::atomic::Ordering::Relaxed;
-
-    /// Each thread that registers a key gets a handle of its own, listed
-    /// in the key's one entry; a flush folds them all.
-    #[test]
-    fn each_thread_registers_a_handle_of_its_own_in_one_entry() {
-        let inner = Tally::default();
-        let total = std::sync::Arc::clone(&inner.0);
-        let r = ShardedLayer::new()
-            .with_interval(Duration::from_secs(3600))
-            .wrap(inner);
-        let meta = Metadata::new("t", ::metrics::Level::INFO, None);
-        let key = Key::from_name("shared");
-        let both = std::sync::Barrier::new(2);
-        let here = r.register_counter(&key, &meta);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let there = r.register_counter(&key, &meta);
-                there.increment(3);
-                both.wait(); // registered and counted
-                both.wait(); // counted here; its cache lives until now
-            });
-            here.increment(4);
-            both.wait();
-            assert_eq!((r.keys(), owned_handles(&r)), (1, 2));
-            both.wait();
-        });
-        r.flush();
-        assert_eq!(total.load(Relaxed), 7);
     }
 }

@@ -1,0 +1,116 @@
+//! [`KeyTable`]: a recorder's keys and the passes over them, which the
+//! recorder, its background thread and its flush handles share: the
+//! counter keys' entries, the evicted ones, the histogram keys' folds, and
+//! the idle times the passes go by.
+//!
+//! Protocol (maintainers' notes). Locks order everything, beyond the
+//! counters' own atomics, the owned handles' words (`entry.rs`) and
+//! eviction's flag and count (`evict.rs`, which also has the lock order).
+//!
+//! * `KeyTable::entries: Mutex<map>` maps each key to its `Entry` (the
+//!   shardcount counter, the inner recorder's counter handle and a fold
+//!   lock). Registration (`recorder.rs`) inserts; only eviction removes.
+//! * A flush folds every key; the background thread's pass also notes
+//!   which keys moved, merges the counters no longer contended and takes
+//!   out the idle keys (`evict.rs`).
+
+use super::entry::{Backing, Entry, Inner};
+use super::evict::Evicted;
+use super::histogram;
+use super::key::KeyMap;
+use crate::primitive::sync::{lock, Arc, Mutex};
+use crate::Counter;
+use std::time::{Duration, Instant};
+
+/// A counter key's entry, folding into the inner recorder's counter.
+pub(super) type CounterEntry = Entry<::metrics::Counter>;
+
+/// The folds hand their deltas to the inner recorder's counter.
+impl Inner for ::metrics::Counter {
+    #[inline]
+    fn add(&self, delta: u64) {
+        self.increment(delta);
+    }
+}
+
+/// A recorder's keys and the passes over them: what a recorder, its
+/// background thread and its flush handles share.
+pub(super) struct KeyTable {
+    pub(super) entries: Mutex<KeyMap<Arc<CounterEntry>>>,
+    /// Entries taken out of `entries`, folded until freed (`evict.rs`).
+    pub(super) evicted: Evicted<::metrics::Counter>,
+    /// [`ShardedLayer::evict_idle_after`](super::ShardedLayer::evict_idle_after).
+    evict_idle: Option<Duration>,
+    /// How long no pass may see two rows of a key's counter change before
+    /// the pass merges it (`MERGE_AFTER` intervals).
+    merge_idle: Duration,
+    pub(super) histograms: histogram::Folds,
+}
+
+/// Passes without contention on a key's counter (two of its rows
+/// changing) before a pass merges it back to one word.
+const MERGE_AFTER: u32 = 10;
+
+impl KeyTable {
+    /// An empty table for a recorder whose background thread passes every
+    /// `interval`, evicting keys idle for `evict_idle` if set.
+    pub(super) fn new(interval: Duration, evict_idle: Option<Duration>) -> Self {
+        KeyTable {
+            entries: Mutex::new(KeyMap::default()),
+            evicted: Evicted::new(),
+            evict_idle,
+            merge_idle: interval * MERGE_AFTER,
+            histograms: histogram::Folds::default(),
+        }
+    }
+
+    /// How many counter keys the map holds.
+    pub(super) fn keys(&self) -> usize {
+        lock(&self.entries).len()
+    }
+
+    /// Folds every key, evicted ones included. Copies the list first, so
+    /// registration never waits for a pass.
+    pub(super) fn flush(&self) {
+        self.fold_keys(None);
+        self.evicted.fold();
+        self.histograms.flush();
+    }
+
+    /// The background thread's pass at `now`: a flush, which also notes
+    /// which keys moved, then the eviction of keys idle for long enough.
+    pub(super) fn pass(&self, now: Instant) {
+        self.fold_keys(Some(now));
+        if let Some(idle) = self.evict_idle {
+            self.evicted.take_out(&self.entries, now, idle);
+        }
+        self.evicted.fold();
+        self.histograms.pass(now, self.evict_idle, self.merge_idle);
+    }
+
+    /// Folds every key in `entries`; with `now`, a key whose folds moved a
+    /// delta since the last pass is active at `now`.
+    fn fold_keys(&self, now: Option<Instant>) {
+        let entries: Vec<Arc<CounterEntry>> = lock(&self.entries).values().cloned().collect();
+        let mut quiet = Vec::new();
+        for e in &entries {
+            let mut folded = e.fold();
+            if let Some(now) = now {
+                if std::mem::take(&mut folded.moved) {
+                    folded.active_at = now;
+                }
+                if let Backing::Exact(c) = e.backing() {
+                    if folded
+                        .quiet
+                        .look(|out| c.row_totals(out), now, self.merge_idle)
+                    {
+                        quiet.push(c);
+                    }
+                }
+            }
+        }
+        if !quiet.is_empty() {
+            Counter::merge_batch(quiet);
+        }
+    }
+}

@@ -1,0 +1,489 @@
+//! Tests that drive a whole recorder (a [`ShardedRecorder`] over an inner
+//! recorder that tallies), one submodule per concept they check. They live
+//! here, at the top of the folder, so that no file of it imports from one
+//! above it (issue 48); tests that need only their own file's items stay
+//! beside its code (`absolute.rs`, `key.rs`).
+//!
+//! The helpers first: an inner recorder that tallies, a recorder over it
+//! that evicts, passes that make every key idle, and counts of what the
+//! layer still holds.
+
+use super::{ShardedLayer, ShardedRecorder};
+use crate::primitive::sync::lock;
+use ::metrics::{Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A tally inner recorder: every key's counter is one shared word.
+#[derive(Default)]
+struct Tally(Arc<AtomicU64>);
+
+impl Recorder for Tally {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> ::metrics::Counter {
+        ::metrics::Counter::from_arc(Arc::clone(&self.0))
+    }
+    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+        Gauge::noop()
+    }
+    fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+        Histogram::noop()
+    }
+}
+
+/// A recorder over a [`Tally`] that evicts keys idle for a minute and
+/// folds on its own only every hour, and the tally's total.
+fn evicting(rough: bool) -> (ShardedRecorder<Tally>, Arc<AtomicU64>) {
+    let inner = Tally::default();
+    let total = Arc::clone(&inner.0);
+    let layer = ShardedLayer::new()
+        .with_interval(Duration::from_secs(3600))
+        .evict_idle_after(Duration::from_secs(60));
+    let r = if rough { layer.rough() } else { layer }.wrap(inner);
+    (r, total)
+}
+
+/// A pass now (which marks the keys that moved since the last one
+/// active now), then one at a time far enough ahead that every key is
+/// idle.
+fn pass_idle<R>(r: &ShardedRecorder<R>) {
+    let now = Instant::now();
+    r.shared.pass(now);
+    r.shared.pass(now + Duration::from_secs(3600));
+}
+
+/// How many evicted counter entries the recorder still holds.
+fn evicted<R>(r: &ShardedRecorder<R>) -> usize {
+    r.shared.evicted.len()
+}
+
+/// How many owned handles the map's entries list.
+fn owned_handles<R>(r: &ShardedRecorder<R>) -> usize {
+    lock(&r.shared.entries).values().map(|e| e.handles()).sum()
+}
+
+/// Through the recorder: owned handles' words and their folds (`entry.rs`).
+mod entry {
+    use super::super::ShardedLayer;
+    use super::Tally;
+    use crate::primitive::sync::atomic::Ordering;
+    use crate::primitive::sync::lock;
+    use ::metrics::{Key, Metadata, Recorder};
+    use std::time::Duration;
+
+    /// The owner counts in its handle's own word (no locked add), and a fold
+    /// moves that word's growth, once.
+    #[test]
+    fn the_owner_counts_in_its_own_word_and_folds_move_it_once() {
+        let inner = Tally::default();
+        let total = std::sync::Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner);
+        let meta = Metadata::new("t", ::metrics::Level::INFO, None);
+        let key = Key::from_name("own");
+        let h = r.register_counter(&key, &meta);
+        h.increment(5);
+        let word = {
+            let entries = lock(&r.shared.entries);
+            let e = entries.get(&key).expect("registered");
+            let folded = lock(&e.fold);
+            folded.locals[0].0 .0.own.load(Ordering::Relaxed)
+        };
+        assert_eq!(word, 5, "the owner's increment is in its own word");
+        r.flush();
+        r.flush();
+        assert_eq!(total.load(std::sync::atomic::Ordering::Relaxed), 5);
+        h.increment(2);
+        r.flush();
+        assert_eq!(total.load(std::sync::atomic::Ordering::Relaxed), 7);
+    }
+}
+
+/// Through the recorder: idle-key eviction (`evict.rs`).
+mod evict {
+    use super::super::evict::IGNORE_HANDLES;
+    use super::super::ShardedLayer;
+    use super::{evicted, evicting, owned_handles, pass_idle, Tally};
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::{Duration, Instant};
+
+    /// An idle key is taken out by a pass; the thread's next `counter!`
+    /// sweeps its cache, which retires its handle, and registers the key
+    /// again; the old entry is folded once more and freed. Every count
+    /// reaches the inner counter once.
+    #[test]
+    fn an_idle_key_is_evicted_folded_and_registered_again() {
+        for rough in [false, true] {
+            let (r, total) = evicting(rough);
+            ::metrics::with_local_recorder(&r, || ::metrics::counter!("idle").increment(5));
+            r.shared.pass(Instant::now());
+            assert_eq!(r.keys(), 1, "evicted before its idle time");
+            assert_eq!(total.load(Relaxed), 5);
+            pass_idle(&r);
+            assert_eq!(r.keys(), 0, "an idle key is evicted");
+            assert_eq!(evicted(&r), 1, "held by this thread's cache");
+            ::metrics::with_local_recorder(&r, || ::metrics::counter!("idle").increment(7));
+            assert_eq!(r.keys(), 1, "registered again");
+            r.flush();
+            assert_eq!(evicted(&r), 0, "the swept handle let go of the old entry");
+            assert_eq!(total.load(Relaxed), 12);
+            assert_eq!(owned_handles(&r), 1);
+        }
+    }
+
+    /// A handle kept outside the layer keeps its key in: it stays on its
+    /// fast path. Dropped, the key goes at the next idle pass.
+    #[test]
+    fn a_kept_handle_keeps_its_key() {
+        let (r, total) = evicting(false);
+        let kept = ::metrics::with_local_recorder(&r, || ::metrics::counter!("kept"));
+        kept.increment(1);
+        pass_idle(&r);
+        assert_eq!(r.keys(), 1, "evicted while a handle is kept");
+        kept.increment(2);
+        drop(kept);
+        pass_idle(&r);
+        assert_eq!(r.keys(), 0);
+        r.flush();
+        assert_eq!(total.load(Relaxed), 3);
+    }
+
+    /// A pass that evicts a key while a handle for it is kept (as one
+    /// racing a `counter!` call can): increments through the handle, by
+    /// its owner before and after its cache's sweep and by another thread,
+    /// all reach the inner counter once; the evicted entry is freed when
+    /// the handle goes.
+    #[test]
+    fn a_kept_handle_of_an_evicted_key_counts_exactly() {
+        let (r, total) = evicting(false);
+        let kept = ::metrics::with_local_recorder(&r, || ::metrics::counter!("kept"));
+        kept.increment(1);
+        IGNORE_HANDLES.with(|c| c.set(true));
+        pass_idle(&r);
+        IGNORE_HANDLES.with(|c| c.set(false));
+        assert_eq!((r.keys(), evicted(&r)), (0, 1));
+        kept.increment(2); // the owner's word, not swept yet
+        r.flush();
+        assert_eq!(total.load(Relaxed), 3);
+        std::thread::scope(|s| {
+            let sent = kept.clone();
+            s.spawn(move || sent.increment(4)); // through the entry's counter
+        });
+        // The owner's next `counter!` sweeps: its handle is retired, the
+        // key registered again.
+        ::metrics::with_local_recorder(&r, || ::metrics::counter!("kept").increment(8));
+        kept.increment(16); // retired: through the old entry's counter
+        r.flush();
+        assert_eq!(total.load(Relaxed), 31);
+        assert_eq!(evicted(&r), 1, "freed while a handle is kept");
+        drop(kept);
+        r.flush();
+        assert_eq!(evicted(&r), 0, "kept after its last handle went");
+        assert_eq!(total.load(Relaxed), 31);
+    }
+
+    /// Passes that evict the key whenever they can (every key is idle to
+    /// them, kept handles ignored) race two threads counting through
+    /// `counter!` in bursts and pauses: the inner total ends exact.
+    #[test]
+    fn evictions_racing_counter_calls_lose_nothing() {
+        const ROUNDS: u64 = 200;
+        const BURST: u64 = 100;
+        for rough in [false, true] {
+            let inner = Tally::default();
+            let total = std::sync::Arc::clone(&inner.0);
+            let layer = ShardedLayer::new()
+                .with_interval(Duration::from_secs(3600))
+                .evict_idle_after(Duration::ZERO);
+            let r = if rough { layer.rough() } else { layer }.wrap(inner);
+            let done = std::sync::atomic::AtomicUsize::new(0);
+            let passes = std::thread::scope(|s| {
+                for t in 0..2u64 {
+                    let (r, done) = (&r, &done);
+                    s.spawn(move || {
+                        ::metrics::with_local_recorder(r, || {
+                            for round in 0..ROUNDS {
+                                for _ in 0..BURST {
+                                    ::metrics::counter!("raced").increment(1);
+                                }
+                                if (round + t) % 3 == 0 {
+                                    std::thread::yield_now();
+                                }
+                                if round == ROUNDS / 2 {
+                                    // Not done before a pass has evicted.
+                                    let deadline = Instant::now() + Duration::from_secs(10);
+                                    while r.shared.evicted.passes_hint() == 0 {
+                                        assert!(Instant::now() < deadline, "no eviction");
+                                        std::thread::yield_now();
+                                    }
+                                }
+                            }
+                        });
+                        done.fetch_add(1, Relaxed);
+                    });
+                }
+                IGNORE_HANDLES.with(|c| c.set(true));
+                let mut passes = 0u64;
+                while done.load(Relaxed) < 2 {
+                    pass_idle(&r);
+                    passes += 1;
+                }
+                IGNORE_HANDLES.with(|c| c.set(false));
+                passes
+            });
+            // The threads' caches are gone only after their destructors.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                r.flush();
+                if evicted(&r) == 0 || Instant::now() > deadline {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(passes > 0);
+            assert_eq!(total.load(Relaxed), 2 * ROUNDS * BURST, "rough: {rough}");
+            assert_eq!(
+                evicted(&r),
+                0,
+                "evicted entries kept after every handle went"
+            );
+        }
+    }
+}
+
+/// Through the recorder: each thread's cache of handles (`cache.rs`).
+mod cache {
+    use super::super::ShardedLayer;
+    use super::{owned_handles, Tally};
+    use std::time::Duration;
+
+    /// Threads that come and go leave no owned handle behind once a fold
+    /// has taken their last counts: memory follows the live threads.
+    #[test]
+    fn exited_threads_owned_handles_are_folded_then_dropped() {
+        let inner = Tally::default();
+        let total = std::sync::Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner);
+        for _ in 0..20 {
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| {
+                        ::metrics::with_local_recorder(&r, || {
+                            for _ in 0..100 {
+                                ::metrics::counter!("churn", "k" => "v").increment(1);
+                            }
+                        });
+                    });
+                }
+            });
+        }
+        // A scope's join can return before the threads' caches are gone;
+        // the caches go with the thread-local destructors, just after.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            r.flush();
+            if owned_handles(&r) == 0 || std::time::Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(owned_handles(&r), 0, "handles of exited threads kept");
+        assert_eq!(total.load(std::sync::atomic::Ordering::Relaxed), 4000);
+    }
+}
+
+/// Through the recorder: `FlushHandle` (`handle.rs`).
+mod handle {
+    use super::super::ShardedLayer;
+    use super::Tally;
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::Duration;
+
+    /// A handle taken before the recorder moves flushes it where it went,
+    /// and a clone flushes the same recorder.
+    #[test]
+    fn a_handle_flushes_the_recorder_after_it_moved() {
+        let inner = Tally::default();
+        let total = std::sync::Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner);
+        let flush = r.flush_handle();
+        let moved = Box::new(r);
+        ::metrics::with_local_recorder(&*moved, || ::metrics::counter!("moved").increment(4));
+        flush.clone().flush();
+        assert_eq!(total.load(Relaxed), 4);
+        assert_eq!(format!("{flush:?}"), "FlushHandle { keys: 1 }");
+    }
+}
+
+/// Through the recorder: histogram keys under the layer (`histogram.rs`).
+mod histogram {
+    use super::super::ShardedLayer;
+    use super::pass_idle;
+    use ::metrics::{Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::{Duration, Instant};
+
+    /// An inner recorder whose histograms count the values recorded.
+    #[derive(Default)]
+    struct Records(std::sync::Arc<Values>);
+
+    #[derive(Default)]
+    struct Values(AtomicU64);
+
+    impl ::metrics::HistogramFn for Values {
+        fn record(&self, _: f64) {
+            self.0.fetch_add(1, Relaxed);
+        }
+    }
+
+    impl Recorder for Records {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> ::metrics::Counter {
+            ::metrics::Counter::noop()
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::from_arc(std::sync::Arc::clone(&self.0))
+        }
+    }
+
+    /// Histogram keys: an idle key with no handle kept is folded and freed
+    /// at once; a kept handle keeps its key; one recorded again after its
+    /// eviction is registered again. Every record is folded once.
+    #[test]
+    fn idle_histogram_keys_are_evicted_unless_a_handle_is_kept() {
+        let inner = Records::default();
+        let records = std::sync::Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .evict_idle_after(Duration::from_secs(60))
+            .wrap(inner);
+        let kept = ::metrics::with_local_recorder(&r, || {
+            ::metrics::histogram!("gone").record(1.0);
+            ::metrics::histogram!("gone").record(2.0);
+            ::metrics::histogram!("kept")
+        });
+        kept.record(3.0);
+        r.shared.pass(Instant::now());
+        assert_eq!(
+            r.shared.histograms.keys(),
+            2,
+            "evicted before its idle time"
+        );
+        pass_idle(&r);
+        assert_eq!(r.shared.histograms.keys(), 1, "only the kept key stays");
+        assert_eq!(r.shared.histograms.evicted(), 0, "freed at once");
+        assert_eq!(records.0.load(Relaxed), 3);
+        ::metrics::with_local_recorder(&r, || ::metrics::histogram!("gone").record(4.0));
+        kept.record(5.0);
+        r.flush();
+        assert_eq!(r.shared.histograms.keys(), 2);
+        assert_eq!(records.0.load(Relaxed), 5);
+    }
+}
+
+/// Through the recorder: the layer's settings (`layer.rs`).
+mod layer {
+    use super::super::ShardedLayer;
+    use super::Tally;
+    use metrics_util::layers::Layer;
+    use std::time::Duration;
+
+    /// Each setter keeps the others, and the recorder built carries them.
+    #[test]
+    fn settings_compose_and_reach_the_recorder() {
+        let idle = Duration::from_secs(60);
+        let layer = ShardedLayer::new()
+            .evict_idle_after(idle)
+            .rough()
+            .with_interval(Duration::from_secs(3600));
+        assert!(layer.is_rough());
+        assert_eq!(layer.idle_eviction(), Some(idle));
+        let r = layer.layer(Tally::default());
+        assert_eq!(r.interval(), Duration::from_secs(3600));
+        assert_eq!(r.idle_eviction(), Some(idle));
+    }
+}
+
+/// Through the recorder: `publish` under the layer (`publish.rs`).
+mod publish {
+    use super::super::publish::publish;
+    use super::super::ShardedLayer;
+    use super::Tally;
+    use crate::Counter;
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::Duration;
+
+    /// Under the layer, a published count reaches the inner counter as its
+    /// `absolute`, after the key's increments are folded: the inner counter
+    /// (a word whose `absolute` is a `fetch_max`) ends at the larger.
+    #[test]
+    fn a_published_count_reaches_the_inner_counter_through_absolute() {
+        let inner = Tally::default();
+        let total = std::sync::Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner);
+        let c = Counter::new();
+        c.add(9);
+        ::metrics::with_local_recorder(&r, || {
+            ::metrics::counter!("published").increment(2);
+            publish("published", &c);
+        });
+        assert_eq!(total.load(Relaxed), 9);
+        c.add(1);
+        ::metrics::with_local_recorder(&r, || publish("published", &c));
+        assert_eq!(total.load(Relaxed), 10);
+    }
+}
+
+/// Through the recorder: registration in `ShardedRecorder` (`recorder.rs`).
+mod recorder {
+    use super::super::ShardedLayer;
+    use super::{owned_handles, Tally};
+    use ::metrics::{Key, Metadata, Recorder};
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::Duration;
+
+    /// Each thread that registers a key gets a handle of its own, listed
+    /// in the key's one entry; a flush folds them all.
+    #[test]
+    fn each_thread_registers_a_handle_of_its_own_in_one_entry() {
+        let inner = Tally::default();
+        let total = std::sync::Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner);
+        let meta = Metadata::new("t", ::metrics::Level::INFO, None);
+        let key = Key::from_name("shared");
+        let both = std::sync::Barrier::new(2);
+        let here = r.register_counter(&key, &meta);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let there = r.register_counter(&key, &meta);
+                there.increment(3);
+                both.wait(); // registered and counted
+                both.wait(); // counted here; its cache lives until now
+            });
+            here.increment(4);
+            both.wait();
+            assert_eq!((r.keys(), owned_handles(&r)), (1, 2));
+            both.wait();
+        });
+        r.flush();
+        assert_eq!(total.load(Relaxed), 7);
+    }
+}
