@@ -7,10 +7,14 @@
 //!   were there when it was created; it stays part of the sum for ever).
 //! * `table: ShardTable` is the chain of padded shards, grown and merged (its own
 //!   module docs give its protocol: publication, growth, take epochs).
-//! * Counting on the base and on shared shards uses `Relaxed`
+//! * Orderings: counting on the base and on shared shards uses `Relaxed`
 //!   read-modify-writes; an owner adds to its owned shard with a plain
 //!   load and store, as its only writer (`shard/owned.rs`). Nothing is
-//!   published through the counts.
+//!   published through the counts, so every count is read `Relaxed` too:
+//!   coherence alone makes a read include every update that
+//!   happened-before it. The one `Acquire` is a sampled add's re-load of
+//!   its word, which pairs with a take's `Release` swap (the shard module
+//!   docs, "Orderings").
 //!
 //! # Detecting contention
 //!
@@ -226,7 +230,7 @@ impl Counter {
         // A sampled add re-loads the word at once, inline, as nearly every
         // such check is quiet; the cold check runs on a change, or to watch
         // the word a while (`sampler::watch`).
-        // Acquire: as in `ShardTable::check_base`.
+        // Acquire: pairs with the Release swap of the base in `Take::swap`.
         // A sampled add on the base of a retiring table checks too, to
         // acknowledge the merge (`ShardTable::check_base`).
         if sampler::sampled(prev, n)
@@ -275,7 +279,8 @@ impl Counter {
         };
         let prev = shared_add(at, n);
         // As on the base: the cold check only on a change or a watch.
-        // Acquire: as in `ShardTable::check_shard`.
+        // Acquire: pairs with the Release swap of a shared shard in
+        // `TakeRow::take`.
         if sampler::sampled(prev, n)
             && (at.load(Ordering::Acquire) != prev.wrapping_add(n) || sampler::watched(prev, n))
         {
@@ -323,8 +328,6 @@ impl Counter {
     pub fn sum(&self) -> u64 {
         let head = self.table.load();
         if head.is_tag() {
-            // Relaxed: a count read publishes nothing; coherence alone
-            // makes it include every update that happened-before this call.
             // No table: the base is everything (a table grown later holds
             // only adds that did not happen-before this read).
             return self.base.load(Ordering::Relaxed);
@@ -340,7 +343,6 @@ impl Counter {
     /// The base and the rows of a read that keeps them alive.
     #[inline(always)]
     fn total_of(&self, rows: Rows<'_>) -> u64 {
-        // Relaxed: as in `sum`.
         self.base
             .load(Ordering::Relaxed)
             .wrapping_add(rows.sum_first_word())
@@ -547,7 +549,6 @@ impl Counter {
         // the visit changes the head, and `read` looks again. Pinned: it
         // allocates (`ShardTable::read_pinned`).
         self.table.read_pinned(|rows| {
-            // Relaxed: as in `sum`.
             let mut values = vec![self.base.load(Ordering::Relaxed)];
             values.resize(1 + rows.shards(), 0);
             rows.for_each_count_row(|r, row| {
@@ -576,7 +577,6 @@ impl Counter {
     /// without a table): for tests of which shard an add landed in.
     #[cfg(all(test, not(shardcount_loom)))]
     pub(crate) fn base_and_newest_shards(&self) -> (u64, Vec<u64>) {
-        // Relaxed: tests read at quiescence.
         let shards = self
             .table
             .table(self.table.load())
@@ -607,7 +607,6 @@ impl From<u64> for Counter {
     /// ```
     fn from(n: u64) -> Self {
         let c = Counter::new();
-        // Relaxed: not yet shared with any other thread.
         c.base.store(n, Ordering::Relaxed);
         c
     }
@@ -655,7 +654,6 @@ mod tests {
         c.add(3);
         let add = |row: u32, n: u64| {
             let t = c.table.table(c.table.load()).expect("grown");
-            // Relaxed: one thread.
             t.shard(row).fetch_add(n, Ordering::Relaxed);
         };
         c.grow_once();

@@ -43,6 +43,20 @@
 //!   moved`. Lock order: the registry, then a `busy`; a first-use fold
 //!   registers without holding `busy`. The add path is unchanged.
 //!
+//! Orderings, by role:
+//!
+//! * a cell: `Relaxed` loads and stores. Its thread is its only writer,
+//!   and every other reader (`sum`, `flush_all`) reads it under a lock
+//!   that orders the read after the owner's last fold: its `busy`, or the
+//!   registry lock for the store a first use makes before registering;
+//! * `moved`: `Relaxed`, read and written only under `busy` or the
+//!   registry lock;
+//! * `busy`: a spin lock, taken with an `Acquire` exchange and left with a
+//!   `Release` store;
+//! * the sink: every add to it is a `Release` RMW, and `approx` and `sum`
+//!   load it with `Acquire`, so a reader that sees a fold sees the cell
+//!   reset and `moved` before it.
+//!
 //! Subtractions and adds of `2^63` or more take the cold path and go
 //! straight to the sink, so a cell only ever counts up.
 
@@ -327,8 +341,6 @@ impl<K: LocalKey> LocalCounter<K> {
             return self.add_to_sink(n);
         }
         K::with_cell(|cell| {
-            // Relaxed (both): only this thread writes its cell; others read
-            // it under the registry lock for `sum`.
             let v = cell.load(Ordering::Relaxed).wrapping_add(n as i64);
             cell.store(v, Ordering::Relaxed);
             if v >= 0 {
@@ -378,7 +390,6 @@ impl<K: LocalKey> LocalCounter<K> {
     #[cold]
     #[inline(never)]
     fn add_to_sink(&'static self, n: u64) {
-        // Release: as a fold's, so `approx` readers see it in order.
         self.sink.fetch_add(n, Ordering::Release);
     }
 
@@ -389,8 +400,7 @@ impl<K: LocalKey> LocalCounter<K> {
     fn fold(&'static self, cell: &AtomicI64, v: i64) {
         let folded = K::with_guard(|g| {
             if g.on_exit.get().is_none() {
-                // First use: the cell counted from 0. Relaxed: the Release
-                // RMW below publishes it to `sum`'s readers.
+                // First use: the cell counted from 0.
                 cell.store(-(self.batch as i64), Ordering::Relaxed);
                 // Only now, holding `pending - batch`, may `sum` read the
                 // cell: registered earlier, its count from 0 would read as
@@ -410,9 +420,9 @@ impl<K: LocalKey> LocalCounter<K> {
                 let moved = m.moved.load(Ordering::Relaxed);
                 m.moved.store(0, Ordering::Relaxed);
                 cell.store(-(self.batch as i64), Ordering::Relaxed);
-                // Release: a `sum` whose Acquire load sees this sees the
-                // reset cell and `moved`, so it does not count `pending`
-                // twice.
+                // Release: pairs with the Acquire sink loads in `sum` and
+                // `approx`: a `sum` that sees this sees the reset cell and
+                // `moved`, so it does not count `pending` twice.
                 self.sink
                     .fetch_add(pending.wrapping_sub(moved), Ordering::Release);
                 m.unlock();
@@ -421,7 +431,7 @@ impl<K: LocalKey> LocalCounter<K> {
         if folded.is_none() {
             // The guard is gone (an add from a thread-local destructor at
             // thread exit): no cell to keep counts in. Fold and keep it 0,
-            // so the next add comes here too. Relaxed: as in `add`.
+            // so the next add comes here too.
             cell.store(0, Ordering::Relaxed);
             self.add_to_sink(v as u64);
         }
@@ -453,8 +463,6 @@ impl<K: LocalKey> LocalCounter<K> {
             registry.retain(|c| !std::ptr::eq(c.0, cell));
             // Under the registry lock: no `flush_all` moves more meanwhile.
             let moved = K::with_moved(|m| m.moved.load(Ordering::Relaxed));
-            // Relaxed: as in `add`; `moved` changes only under the registry
-            // lock (`flush_all`) or on this thread.
             let v = cell.load(Ordering::Relaxed);
             cell.store(0, Ordering::Relaxed);
             let pending = (v as u64).wrapping_add(this.batch);
@@ -477,7 +485,7 @@ impl<K: LocalKey> LocalCounter<K> {
     #[must_use]
     #[inline]
     pub fn approx(&'static self) -> u64 {
-        // Acquire: pairs with the folds' Release adds.
+        // Acquire: pairs with the Release sink add in `fold`.
         self.sink.load(Ordering::Acquire)
     }
 
@@ -493,8 +501,8 @@ impl<K: LocalKey> LocalCounter<K> {
     #[must_use]
     pub fn sum(&'static self) -> u64 {
         let registry = lock(&self.registry);
-        // Acquire: a fold we see was preceded by its cell's reset, which we
-        // then see below.
+        // Acquire: pairs with the Release sink add in `fold`: a fold we see
+        // was preceded by its cell's reset, which we then see below.
         let mut total = self.sink.load(Ordering::Acquire);
         for c in registry.iter() {
             // SAFETY: a registered thread unregisters under this lock
@@ -536,7 +544,6 @@ impl<K: LocalKey> LocalCounter<K> {
         let registered = K::with_guard(|g| g.on_exit.get().is_some()).unwrap_or(false);
         if registered {
             K::with_cell(|cell| {
-                // Relaxed: as in `add`.
                 let v = cell.load(Ordering::Relaxed);
                 if v != -(self.batch as i64) {
                     self.fold(cell, v);
@@ -572,13 +579,12 @@ impl<K: LocalKey> LocalCounter<K> {
             // SAFETY: as in `sum`: alive while registered.
             let (cell, m) = unsafe { (&*c.0, &*c.1) };
             m.lock();
-            // Relaxed: the lock orders it after the owner's last fold;
-            // any later value is the owner's count so far.
+            // Any value later than the owner's last fold is its count so
+            // far.
             let pending = (cell.load(Ordering::Relaxed) as u64).wrapping_add(self.batch);
             let moved = m.moved.load(Ordering::Relaxed);
             // Cells only count up between folds: `pending >= moved`.
             if pending != moved {
-                // Release: as a fold's, for `approx`'s readers.
                 self.sink
                     .fetch_add(pending.wrapping_sub(moved), Ordering::Release);
                 m.moved.store(pending, Ordering::Relaxed);

@@ -10,7 +10,8 @@
 //! The counter itself is one pointer, `shared: AtomicPtr<Shared>`: null until
 //! first use, then an `Arc<Shared>` turned into a raw pointer, installed once
 //! by a compare-exchange (`AcqRel`; readers that dereference it use
-//! `Acquire`).
+//! `Acquire`). Every other ordering here is a role of `slot.rs`'s protocol
+//! (the sink, owner-only bookkeeping, the `dropped` hint), stated there.
 
 #[cfg(not(shardcount_loom))]
 pub(crate) mod folder;
@@ -384,11 +385,9 @@ impl RoughCounter {
                 return false;
             }
             let now = shared.now();
-            // Relaxed: owner-only bookkeeping.
             let last = slot.last_fold.load(Ordering::Relaxed);
             let due = now.saturating_sub(last) >= self.interval;
             if due {
-                // Relaxed: owner-only bookkeeping.
                 slot.last_fold.store(now, Ordering::Relaxed);
             }
             due
@@ -434,7 +433,7 @@ impl RoughCounter {
     /// The shared block, if the counter has been used.
     #[inline]
     fn shared(&self) -> Option<&Shared> {
-        // Acquire: pairs with the AcqRel install in `shared_or_init`, so the
+        // Acquire: pairs with the AcqRel exchange in `install`, so the
         // block is initialised before we read it.
         let p = self.shared.load(Ordering::Acquire);
         // SAFETY: non-null means installed from Arc::into_raw; our own
@@ -444,7 +443,7 @@ impl RoughCounter {
 
     #[cold]
     fn shared_or_init(&self) -> *const Shared {
-        // Acquire: as in `shared`.
+        // Acquire: pairs with the AcqRel exchange in `install`.
         let p = self.shared.load(Ordering::Acquire);
         if !p.is_null() {
             return p;
@@ -520,8 +519,8 @@ impl RoughCounter {
     #[must_use]
     #[inline]
     pub fn approx(&self) -> u64 {
-        // Acquire: pairs with the Release fold, so a later `sum` reads at
-        // least the totals this value came from.
+        // Acquire: pairs with the Release sink add in `Shared::fold`, so a
+        // later `sum` reads at least the totals this value came from.
         self.shared().map_or(0, |s| s.sink.load(Ordering::Acquire))
     }
 
@@ -652,7 +651,7 @@ pub(crate) struct SharedRef(Arc<Shared>);
 impl SharedRef {
     /// Folds every slot; returns `false` once the counter has been dropped.
     pub(crate) fn fold_all(&self) -> bool {
-        // Relaxed: a hint; folding a dropped counter once more is harmless.
+        // Folding a dropped counter once more is harmless.
         if self.0.dropped.load(Ordering::Relaxed) {
             return false;
         }
@@ -662,7 +661,6 @@ impl SharedRef {
 
     /// Whether the counter is still alive (not dropped).
     pub(crate) fn is_live(&self) -> bool {
-        // Relaxed: a hint, as in `fold_all`.
         !self.0.dropped.load(Ordering::Relaxed)
     }
 }
@@ -674,8 +672,6 @@ impl Drop for RoughCounter {
         if !p.is_null() {
             // SAFETY: installed from Arc::into_raw; this is our reference.
             let shared = unsafe { Arc::from_raw(p.cast_const()) };
-            // Relaxed: a hint for thread caches and folders to let go; they
-            // hold their own references, so nothing depends on seeing it.
             shared.dropped.store(true, Ordering::Relaxed);
         }
     }

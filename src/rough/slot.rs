@@ -19,12 +19,18 @@
 //!   thread's slot table was destroyed (from another thread-local's
 //!   destructor). Each such add is a `fetch_add` of its `total`, a bump of
 //!   its `armed` (below) and a fold, at once.
+//! * `dropped: AtomicBool`: set when the counter is dropped, a hint for
+//!   exit registries and folders to let go early: `Relaxed` both ways, as
+//!   each reader holds its own reference, so seeing it late only delays
+//!   freeing.
 //!
 //! Each `Slot` holds:
 //!
 //! * `total: AtomicU64`: the cumulative sum of every add ever made through the
 //!   slot. Only the owning thread writes it, with a `Relaxed` load + store (no
-//!   locked instruction). It is never reset: when a thread exits, its slot
+//!   locked instruction), and reads it back `Relaxed` ([`Slot::own_total`]);
+//!   folds read it `Relaxed` after their `Acquire` loads below, sums by
+//!   coherence alone. It is never reset: when a thread exits, its slot
 //!   is folded and freed, and the next thread to take the same thread index
 //!   continues the same total. So `sum()` is simply the sum of every slot's `total`; it
 //!   never reads the sink and folding cannot make it count anything twice.
@@ -56,7 +62,8 @@
 //!   with `fetch_add(1, Release)`, followed by the same read of `folded`.
 //! * `in_use: AtomicBool`: whether a thread owns the slot. Only the thread
 //!   holding the slot's index writes it: `true` at its first add (the
-//!   takeover), `false` with `Release` when it exits. The next holder of the
+//!   takeover, `Relaxed`: `live_slots` needs no more than a current value),
+//!   `false` with `Release` when it exits. The next holder of the
 //!   index happens-after that exit (the index pool is a mutex), so it sees
 //!   the last `total` its predecessor wrote.
 //! * owner-only bookkeeping (`lo`, `width`, `last_fold`), `Relaxed`, and
@@ -245,11 +252,16 @@ impl Slot {
     /// The owner's add to `total`, inside the window.
     #[inline(always)]
     fn add_total(&self, n: u64) {
-        // Relaxed: only the owner writes `total`, so its own last store is
-        // what it reads; folds and sums read it without synchronising.
-        let t = self.total.load(Ordering::Relaxed);
-        // Relaxed: single writer; nothing else is published with it.
+        let t = self.own_total();
         self.total.store(t.wrapping_add(n), Ordering::Relaxed);
+    }
+
+    /// Owner only: `total` as the calling thread last stored it (or its
+    /// predecessor, handed over with the index).
+    #[inline(always)]
+    fn own_total(&self) -> u64 {
+        // Relaxed: the only writer reading its own last store.
+        self.total.load(Ordering::Relaxed)
     }
 
     /// Undoes `try_bump_owned`'s subtraction from `left` for a due add. Out of
@@ -263,12 +275,9 @@ impl Slot {
 
     /// The owner's add on the slow path. Returns whether a check is due.
     pub(super) fn bump(&self, n: u64) -> bool {
-        // Relaxed: as in `try_bump`.
-        let t = self.total.load(Ordering::Relaxed).wrapping_add(n);
-        // Relaxed: as in `try_bump`.
+        let t = self.own_total().wrapping_add(n);
         self.total.store(t, Ordering::Relaxed);
         self.set_left(t);
-        // Relaxed: owner-only bookkeeping.
         t.wrapping_sub(self.lo.load(Ordering::Relaxed)) >= self.width.load(Ordering::Relaxed)
     }
 
@@ -287,14 +296,14 @@ impl Slot {
     /// that distance or, if it lands later, sees the new generation.
     pub(super) fn begin_generation(&self) -> u64 {
         // Relaxed: only the owner writes `armed`; a new owner sees its
-        // predecessor's last store through the `in_use` handoff.
+        // predecessor's last store through the index pool's mutex.
         let g = self.armed.load(Ordering::Relaxed);
-        // Release: a fold whose Acquire load reads this generation reads a
-        // total no older than the owner's last store before it.
+        // Release: pairs with the Acquire loads of `armed` in
+        // `Shared::fold`: a fold that reads this generation reads a total
+        // no older than the owner's last store before it.
         self.armed.store(g.wrapping_add(1), Ordering::Release);
         let f = self.folded_after_bump();
-        // Relaxed: owner reading its own writes.
-        let t = self.total.load(Ordering::Relaxed);
+        let t = self.own_total();
         (t.wrapping_sub(f) as i64).unsigned_abs()
     }
 
@@ -323,11 +332,8 @@ impl Slot {
         let w = (batch - u)
             .min(batch.div_ceil(2))
             .min(RoughCounter::CHECK_EVERY);
-        // Relaxed: owner reading its own writes.
-        let t = self.total.load(Ordering::Relaxed);
-        // Relaxed: owner-only bookkeeping.
+        let t = self.own_total();
         self.lo.store(t.wrapping_sub(w - 1), Ordering::Relaxed);
-        // Relaxed: owner-only bookkeeping.
         self.width.store(2 * w - 1, Ordering::Relaxed);
         // The window's upper end, if an add of up to CHECK_EVERY from
         // inside the window cannot wrap past it; else 0, and every add is
@@ -344,8 +350,7 @@ impl Slot {
     pub(super) fn set_hi(&self, hi: u64) {
         // SAFETY: owner-only, as in `try_bump`.
         unsafe { *self.hi.get() = hi };
-        // Relaxed: owner reading its own writes.
-        self.set_left(self.total.load(Ordering::Relaxed));
+        self.set_left(self.own_total());
     }
 }
 
@@ -379,12 +384,12 @@ impl Default for Slot {
 impl Shared {
     pub(super) fn new(initial: u64) -> Self {
         let orphan = Slot::new(true);
-        // Relaxed: not shared yet; the Release publish of `Shared` covers it.
+        // Relaxed, all three: not shared yet; the AcqRel exchange in
+        // `RoughCounter::install` publishes them.
         orphan.total.store(initial, Ordering::Relaxed);
-        // Relaxed: as above.
         orphan.folded.store(initial, Ordering::Relaxed);
         // The initial claim is in the sink already: none in flight, or
-        // `fold_and_wait` would wait for it for ever. Relaxed: as above.
+        // `fold_and_wait` would wait for it for ever.
         orphan.sunk.store(initial, Ordering::Relaxed);
         Shared {
             sink: CachePadded::new(AtomicU64::new(initial)),
@@ -409,8 +414,9 @@ impl Shared {
     /// generation. Each extra round needs another bump: a check by the owner
     /// (at least one count), a takeover or give-back, or an orphan add.
     pub(super) fn fold(&self, slot: &Slot) {
-        // Acquire: pairs with the Release bump, so the total read below is no
-        // older than the one the bumping thread stored before it.
+        // Acquire: pairs with the Release bumps (`Slot::begin_generation`,
+        // `add_orphan`), so the total read below is no older than the one
+        // the bumping thread stored before it.
         let mut seen = slot.armed.load(Ordering::Acquire);
         // Acquire: pairs with the AcqRel claim of the previous fold, so the
         // total read below is no older than the one that fold claimed.
@@ -431,17 +437,20 @@ impl Shared {
                 .compare_exchange(f, t, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
-                    // Release: an `approx` that sees this add happens-after
-                    // our read of `total`, so a following `sum` reads at
-                    // least that total (approx ≤ sum for add-only use).
+                    // Release: pairs with the Acquire load in
+                    // `RoughCounter::approx`: an `approx` that sees this add
+                    // happens-after our read of `total`, so a following `sum`
+                    // reads at least that total (approx ≤ sum for add-only
+                    // use).
                     self.sink.fetch_add(t.wrapping_sub(f), Ordering::Release);
-                    // Release: a waiter whose Acquire load reads this (or a
-                    // later) value sees our sink add (`wait_sunk`).
+                    // Release: pairs with the Acquire loads of `sunk` in
+                    // `fold_and_wait`: a waiter that reads this (or a later)
+                    // value sees our sink add.
                     slot.sunk.fetch_add(t.wrapping_sub(f), Ordering::Release);
-                    // Acquire: as the first load of `armed`, for the next
-                    // round. If our claim came after a bump's RMW on
-                    // `folded`, it synchronised with it, so this sees the
-                    // bump.
+                    // Acquire: pairs with the Release bumps, for the next
+                    // round's total. If our claim came after a bump's RMW
+                    // on `folded`, it synchronised with it, so this sees
+                    // the bump.
                     let now = slot.armed.load(Ordering::Acquire);
                     if now == seen {
                         return;
@@ -477,8 +486,8 @@ impl Shared {
     /// (an exit fold after `thread::scope`, a `Folder` pass).
     pub(super) fn fold_and_wait(&self, slot: &Slot) {
         self.fold(slot);
-        // Acquire: as in `fold`; every claim up to this value is one we
-        // may wait for.
+        // Acquire: pairs with the claims' AcqRel exchanges of `folded`;
+        // every claim up to this value is one we may wait for.
         let target = slot.folded.load(Ordering::Acquire);
         #[cfg(not(shardcount_loom))]
         let mut spins = 0u32;
@@ -514,7 +523,6 @@ impl Shared {
     /// Owner only: whether the calling thread has taken `slot` over.
     #[inline]
     pub(super) fn owns(slot: &Slot) -> bool {
-        // Relaxed: only the thread holding the slot's index writes it.
         slot.in_use.load(Ordering::Relaxed)
     }
 
@@ -527,10 +535,7 @@ impl Shared {
         if !crate::thread::slots::on_exit(Box::new(Exit { shared, index })) {
             return false;
         }
-        // Relaxed: only this thread writes it until it exits; readers of
-        // `live_slots` need no more than a current value.
         slot.in_use.store(true, Ordering::Relaxed);
-        // Relaxed: owner-only bookkeeping.
         slot.last_fold.store(now, Ordering::Relaxed);
         true
     }
@@ -542,7 +547,6 @@ impl Shared {
         slot.begin_generation();
         self.fold_and_wait(slot);
         // An empty window: the next holder's first add takes the slot over.
-        // Relaxed: owner-only bookkeeping, handed over with the index.
         slot.width.store(0, Ordering::Relaxed);
         slot.set_hi(0);
         // Release: pairs with `live_slots`'s Acquire, so a slot read as free
@@ -557,8 +561,9 @@ impl Shared {
         // Relaxed: one RMW; `fold` reads it back in program order, and the
         // Release bump below publishes it to other folds.
         self.orphan.total.fetch_add(n, Ordering::Relaxed);
-        // Release: as an owner's bump (`Slot::begin_generation`), here an
-        // RMW since every thread may bump the orphan's generation.
+        // Release: pairs with the Acquire loads of `armed` in `fold`, as an
+        // owner's bump does; an RMW since every thread may bump the
+        // orphan's generation.
         self.orphan.armed.fetch_add(1, Ordering::Release);
         // Every other add's claim is then either folded over by our fold or
         // claimed again by its own, so the orphan ends fully folded.
@@ -617,7 +622,6 @@ impl ThreadExit for Exit {
     }
 
     fn is_dropped(&self) -> bool {
-        // Relaxed: a hint; letting go late only delays freeing.
         self.shared.dropped.load(Ordering::Relaxed)
     }
 }

@@ -61,16 +61,39 @@
 //! * **The take guard.** Owners never run that sequence themselves:
 //!   [`ShardTable::take`] counts the take in progress and returns a
 //!   [`take::Take`]; the owner empties its base and every row through the
-//!   guard's `swap` (the one place a take's `Release` swap is written), and
-//!   dropping the guard counts the take completed, on unwind too, so a
-//!   panic cannot leave a take in progress (which would silence every
-//!   check on the table for good).
+//!   guard (its `swap`, and the rows it hands out, whose shared words
+//!   `TakeRow::take` swaps: the two places a take's `Release` swap is
+//!   written), and dropping the guard counts the take completed, on unwind
+//!   too, so a panic cannot leave a take in progress (which would silence
+//!   every check on the table for good).
 //! * **Contention checks** (below) take the sampled add as a [`Check`] (a
 //!   lost compare-exchange as a [`Lost`]). The sampler's per-thread state
 //!   (strikes, the remembered epoch) is keyed by the `ShardTable`'s
 //!   address, so owners pass no key, and dropping the table forgets this
 //!   thread's strikes on it, as well as freeing the chain: owners need no
 //!   `Drop` of their own.
+//!
+//! Orderings, by role (a comment at a use names only its partner):
+//!
+//! * **Counts** (the base, every row's words): `Relaxed` adds and loads;
+//!   they publish nothing (`route.rs`).
+//! * **The head as a table's publication**: `grow` installs a table with
+//!   an `AcqRel` compare-exchange (`Acquire` on failure: the loser goes on
+//!   with the winner's table) and [`ShardTable::load`] reads the head with
+//!   `Acquire`, so a table's zeroed lines are seen before any of its words.
+//!   A merge's writes of the head have their reasons in `merge.rs`.
+//! * **A sampled add's re-load** of the word it added to
+//!   (`sampler::watch`, `sampler::watch_line`, the owners' inline
+//!   re-loads): `Acquire`, pairing with a take's `Release` swap of that
+//!   word ([`take::Take::swap`], `TakeRow::take` in `owned.rs`), so that a
+//!   swap read there shows its take's start in `epoch_after`.
+//! * **Take epochs** (`take.rs`): a take's start is a `Relaxed` RMW (the
+//!   `Release` swaps after it carry it), its end a `Release` RMW;
+//!   `epoch_before` loads a table's epoch with `Acquire`, pairing with
+//!   that end, and `epoch_after` loads `Relaxed`, after the re-load's
+//!   `Acquire`.
+//! * Anything under `&mut self` (the drops) loads `Relaxed`: every other
+//!   access happened-before.
 
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::primitive::sync::Mutex;
@@ -638,8 +661,6 @@ impl ShardTable {
             return false;
         }
         let before = self.epoch_before(c.head);
-        // Acquire loads inside: if one reads what a take's swap (Release)
-        // left, the take's start shows in `epoch_after` (module docs).
         let now = sampler::watch(c.word, c.prev, c.n);
         if now == c.prev.wrapping_add(c.n) {
             return false;
@@ -683,7 +704,6 @@ impl ShardTable {
     #[cold]
     #[inline(never)]
     pub(crate) fn check_shard(&self, c: Check<'_>) {
-        // Acquire loads inside: as in `check_base`.
         let now = sampler::watch(c.word, c.prev, c.n);
         let before = sampler::swap_epoch(self.key(), c.head.0.addr(), self.epoch_before(c.head));
         if now == c.prev.wrapping_add(c.n) {
@@ -746,8 +766,6 @@ impl Drop for ShardTable {
         // Strikes this thread counted against the table must not count
         // against one that later takes its place in memory.
         sampler::forget(self.key());
-        // Relaxed: `&mut self` means every other access already
-        // happened-before this one.
         let t = self.head.load(Ordering::Relaxed);
         if !is_tag(t) {
             // No thread's row cache may name a table of the chain once its

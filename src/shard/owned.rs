@@ -16,7 +16,7 @@
 //!   from thread-local destructors, after the lease is gone) adds with a
 //!   read-modify-write to the table's *shared rows*, a second area of as
 //!   many rows, allocated on the first such add (`shared`, published with
-//!   a `Release` compare-exchange, read with `Acquire`). If it cannot be
+//!   an `AcqRel` compare-exchange, read with `Acquire`). If it cannot be
 //!   allocated the owner of the table adds to its base instead.
 //! * **Takes keep baselines** (`taken`, one word per owned word, allocated
 //!   by the first take, under `take_lock`): a take of owned word `w` reads
@@ -34,6 +34,12 @@
 //! * Growth, sums and takes visit every table of the chain, owned and
 //!   shared rows alike: an owner that stores into an older table after a
 //!   growth (it loaded the head before) is still counted there.
+//!
+//! Orderings not named above: reads load the words themselves `Relaxed`
+//! (counts, `route.rs`); a take loads baselines and owned words `Relaxed`,
+//! under `take_lock`, which orders it after the previous take; a merge's
+//! `drain` swaps every word `Relaxed`, as nobody writes the table any more
+//! and readers order themselves by the head (`merge.rs`).
 //!
 //! Memory: a table of `R` rows has its `R` owned rows; the shared rows
 //! come with the first add of a thread without one (`R` more), the
@@ -129,10 +135,10 @@ impl RowRef<'_> {
     /// What word `i` holds that no take has taken yet.
     #[inline]
     pub(crate) fn read(&self, i: usize) -> u64 {
-        // Acquire: pairs with the taker's Release store of the baseline, so
-        // the word loaded next is at least the value it was taken from.
+        // Acquire: pairs with the Release baseline store in
+        // `TakeRow::take`, so the word loaded next is at least the value
+        // the baseline was taken from.
         let b = self.taken.map_or(0, |t| word(t, i).load(Ordering::Acquire));
-        // Relaxed: coherence is all a count read needs.
         word(self.lines, i).load(Ordering::Relaxed).wrapping_sub(b)
     }
 }
@@ -153,17 +159,15 @@ impl TakeRow<'_> {
     pub(crate) fn take(&self, i: usize) -> u64 {
         let w = word(self.lines, i);
         match (self.owned, self.taken) {
-            // Release: as `Take::swap` (the shard module's take epochs).
+            // Release: pairs with the Acquire re-loads of sampled adds
+            // (shard module docs, "Orderings"), as `Take::swap` does.
             (false, _) => w.swap(0, Ordering::Release),
             (true, Some(t)) => {
                 let b = word(t, i);
-                // Relaxed: baselines are written only under the take
-                // lock, which orders this load after the last store; the
-                // word's load after it sees at least that value (module
-                // docs).
                 let before = b.load(Ordering::Relaxed);
                 let now = w.load(Ordering::Relaxed);
-                // Release: pairs with a read's Acquire load of it.
+                // Release: pairs with the Acquire baseline loads in
+                // `RowRef::read` and `sum_rows`.
                 b.store(now, Ordering::Release);
                 now.wrapping_sub(before)
             }
@@ -276,17 +280,15 @@ impl Table {
                 }
             }
         };
-        // The baselines first, Acquire: each pairs with its taker's Release
-        // store, so every owned word loaded after it is at least the value
-        // that baseline was taken from (as in `RowRef::read`).
+        // The baselines first, Acquire: each pairs with the Release store
+        // in `TakeRow::take`, so every owned word loaded after it is at
+        // least the value that baseline was taken from.
         let taken = self
             .taken
             .get(len)
             .map_or(0, |t| pass(t.as_ptr(), Ordering::Acquire));
-        // Relaxed: as in `RowRef::read`.
         let mut total = pass(self.lines.as_ptr(), Ordering::Relaxed).wrapping_sub(taken);
         if let Some(s) = self.shared.get(len) {
-            // Relaxed: as in `RowRef::read`.
             total = total.wrapping_add(pass(s.as_ptr(), Ordering::Relaxed));
         }
         total
@@ -305,8 +307,6 @@ impl Table {
             let taken = taken.map(|t| &t[r * self.row_lines..(r + 1) * self.row_lines]);
             for i in 0..words {
                 let w = word(lines, i);
-                // Relaxed, all: nobody writes these words now, and readers
-                // order themselves by the head (`merge.rs`).
                 let b = taken.map_or(0, |t| word(t, i).swap(0, Ordering::Relaxed));
                 let v = w.swap(0, Ordering::Relaxed).wrapping_sub(b);
                 if v != 0 {
@@ -317,7 +317,6 @@ impl Table {
         if let Some(shared) = self.shared.get(len) {
             for lines in shared.chunks_exact(self.row_lines) {
                 for i in 0..words {
-                    // Relaxed: as above.
                     let v = word(lines, i).swap(0, Ordering::Relaxed);
                     if v != 0 {
                         f(i, v);

@@ -1,5 +1,6 @@
 //! Take epochs and the take guard (the protocol is in the `shard` module
-//! docs, under "Take epochs" and "The take guard").
+//! docs, under "Take epochs" and "The take guard"; the orderings under
+//! "Orderings").
 
 use super::{is_tag, tag_epoch, Head, ShardTable, EPOCH_SHIFT};
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
@@ -47,8 +48,8 @@ impl ShardTable {
     #[inline]
     pub(crate) fn epoch_before(&self, current: Head) -> Option<u64> {
         let epoch = match self.table(current) {
-            // Acquire: had it seen a take completed, that take's swaps
-            // come before any add after it (see the module docs).
+            // Acquire: pairs with the Release end in `end_take`: had it
+            // seen a take completed, that take's swaps come before the add.
             Some(t) => t.takes.load(Ordering::Acquire),
             // A retiring table gives no verdict (`merge.rs`).
             None if !is_tag(current.0) => return None,
@@ -63,11 +64,9 @@ impl ShardTable {
     #[inline]
     pub(crate) fn epoch_after(&self, current: Head) -> u64 {
         match self.table(current) {
-            // Relaxed: the Acquire re-load before it provides the ordering.
             Some(t) => t.takes.load(Ordering::Relaxed),
-            // Relaxed: as above. A table published meanwhile has another
-            // epoch too: no verdict, which is right, as the base is no
-            // longer written.
+            // A table published meanwhile has another epoch too: no
+            // verdict, which is right, as the base is no longer written.
             None => {
                 let now = self.head.load(Ordering::Relaxed);
                 if !is_tag(now) {
@@ -86,13 +85,12 @@ impl ShardTable {
         loop {
             // A retiring table too: the take is pinned, so it is alive.
             if let Some(t) = self.any_table(head) {
-                // Relaxed: the Release swaps that follow publish it.
                 t.takes.fetch_add(1, Ordering::Relaxed);
                 return head;
             }
             let bumped = head.0.map_addr(|a| a.wrapping_add(1 << EPOCH_SHIFT));
-            // Relaxed on success: the Release swaps that follow publish it.
-            // Acquire on failure: the value may be a new table we then use.
+            // Acquire on failure: the value may be a new table we then use
+            // (pairs with `grow`'s publish, as `ShardTable::load` does).
             match self.head.compare_exchange_weak(
                 head.0,
                 bumped,
@@ -108,7 +106,8 @@ impl ShardTable {
     /// Counts the take begun on `started_in` as completed.
     fn end_take(&self, started_in: Head) {
         if let Some(t) = self.any_table(started_in) {
-            // Release: an add that sees it completed also sees its swaps.
+            // Release: pairs with the Acquire load in `epoch_before`, so an
+            // add that sees the take completed also sees its swaps.
             t.takes.fetch_add(END_TAKE, Ordering::Release);
             return;
         }
@@ -117,7 +116,8 @@ impl ShardTable {
         // A table published meanwhile retires the tag: nobody reads its
         // epoch any more.
         while is_tag(now) {
-            // Release: as above. Relaxed on failure: we only retry. The add
+            // Release: pairs with the Acquire load in `ShardTable::load`,
+            // the tag's reader. Relaxed on failure: we only retry. The add
             // wraps off the top of the word, which only shortens the count
             // of completed takes.
             let ended = now.map_addr(|a| a.wrapping_add((END_TAKE as usize) << EPOCH_SHIFT));
@@ -142,10 +142,11 @@ impl<'a> Take<'a> {
     /// returns what it held.
     #[inline]
     pub(crate) fn swap(&self, word: &AtomicU64) -> u64 {
-        // Release: a checked add that reads what the swap left sees this
-        // take's start (module docs). The count itself needs only the
-        // RMW: the swap takes exactly the updates before it in the word's
-        // modification order.
+        // Release: pairs with the Acquire re-loads of sampled adds
+        // (`sampler::watch`, the owners' inline re-loads), so an add that
+        // reads what the swap left sees this take's start. The count itself needs only the RMW: the swap
+        // takes exactly the updates before it in the word's modification
+        // order.
         word.swap(0, Ordering::Release)
     }
 

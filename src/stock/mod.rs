@@ -30,9 +30,12 @@
 //! stock at an instant" below means at a point of *S*. (On x86 a locked
 //! read-modify-write is a full fence anyway; only the reopening stores cost
 //! extra, and they are on the slow path.) Loads ahead of a compare-exchange
-//! are `Relaxed`: they are a guess that the exchange validates. `sum` loads
-//! `Relaxed` under the lock; coherence makes it see every change that
-//! happened-before it. The `Mutex` orders consolidations among themselves.
+//! are `Relaxed` ([`guess`]): they are a guess that the exchange validates,
+//! and so is what a failed exchange read ([`exchange`]: `Relaxed` on
+//! failure). `sum` loads `Relaxed` under the lock, where every shard is
+//! open and no stock is in transit; coherence makes it see every change
+//! that happened-before it. The `Mutex` orders consolidations among
+//! themselves.
 //!
 //! # Why it is correct
 //!
@@ -303,16 +306,10 @@ impl Stock {
     pub fn try_sub(&self, n: u64) -> Result<(), Insufficient> {
         let home = self.home();
         let shard = &self.shards[home];
-        // Relaxed: a guess, validated by the exchange.
-        let cur = shard.load(Ordering::Relaxed);
+        let cur = guess(shard);
         // Open words are below CLOSED; a closed one sends us to the lock.
         if cur < CLOSED && cur >= n {
-            // SeqCst: puts this stock change in the total order the
-            // no-spurious-failure proof uses. Relaxed on failure: the slow
-            // path reloads.
-            if let Err(now) =
-                shard.compare_exchange(cur, cur - n, Ordering::SeqCst, Ordering::Relaxed)
-            {
+            if let Err(now) = exchange(shard, cur, cur - n) {
                 return self.try_sub_lost_race(n, home, now);
             }
             return Ok(());
@@ -339,14 +336,10 @@ impl Stock {
     pub fn add(&self, n: u64) {
         let home = self.home();
         let shard = &self.shards[home];
-        // Relaxed: a guess, validated by the exchange.
-        let cur = shard.load(Ordering::Relaxed);
+        let cur = guess(shard);
         // A closed word is above `cap`, so it fails this test too.
         if let Some(new) = cur.checked_add(n).filter(|&v| v <= self.cap) {
-            // SeqCst: as in `try_sub`. Relaxed on failure: the slow path
-            // reloads.
-            if let Err(now) = shard.compare_exchange(cur, new, Ordering::SeqCst, Ordering::Relaxed)
-            {
+            if let Err(now) = exchange(shard, cur, new) {
                 return self.add_lost_race(n, home, now);
             }
             return;
@@ -374,9 +367,6 @@ impl Stock {
     #[must_use]
     pub fn sum(&self) -> u64 {
         let _guard = lock(&self.lock);
-        // Relaxed: under the lock every shard is open and no stock is in
-        // transit; coherence makes each load see every write that
-        // happened-before the call.
         self.shards.iter().map(|s| s.load(Ordering::Relaxed)).sum()
     }
 
@@ -426,7 +416,6 @@ impl Stock {
     #[must_use]
     pub fn shard_amounts(&self) -> Vec<u64> {
         let _guard = lock(&self.lock);
-        // Relaxed: as in `sum`.
         self.shards
             .iter()
             .map(|s| s.load(Ordering::Relaxed))
@@ -473,13 +462,10 @@ impl Stock {
     /// Takes `n` from shard `i` if it is open and holds `n`; lock-free.
     fn take_open(&self, i: usize, n: u64) -> bool {
         let shard = &self.shards[i];
-        // Relaxed: a guess, validated by the exchange.
-        let mut cur = shard.load(Ordering::Relaxed);
+        let mut cur = guess(shard);
         // Open words are below CLOSED; a closed one sends us to the lock.
         while cur < CLOSED && cur >= n {
-            // SeqCst: as in `try_sub`. Relaxed on failure: the value read
-            // is only the next guess.
-            match shard.compare_exchange(cur, cur - n, Ordering::SeqCst, Ordering::Relaxed) {
+            match exchange(shard, cur, cur - n) {
                 Ok(_) => return true,
                 Err(now) => {
                     collided(now);
@@ -493,12 +479,10 @@ impl Stock {
     /// Adds `n` to shard `i` if it is open and stays within `cap`; lock-free.
     fn add_open(&self, i: usize, n: u64) -> bool {
         let shard = &self.shards[i];
-        // Relaxed: a guess, validated by the exchange.
-        let mut cur = shard.load(Ordering::Relaxed);
+        let mut cur = guess(shard);
         // A closed word is above `cap`, so it fails this test too.
         while let Some(new) = cur.checked_add(n).filter(|&v| v <= self.cap) {
-            // SeqCst: as in `take_open`.
-            match shard.compare_exchange(cur, new, Ordering::SeqCst, Ordering::Relaxed) {
+            match exchange(shard, cur, new) {
                 Ok(_) => return true,
                 Err(now) => {
                     collided(now);
@@ -516,8 +500,8 @@ impl Stock {
         (1..self.shards.len())
             .map(|k| (home + k) & self.mask())
             .any(|i| {
-                // Relaxed: a guess; `take_open` validates it.
-                let cur = self.shards[i].load(Ordering::Relaxed);
+                // `take_open` validates it.
+                let cur = guess(&self.shards[i]);
                 cur >= n && cur < rich && self.take_open(i, n)
             })
     }
@@ -639,7 +623,6 @@ impl Stock {
             let (q, r) = (pool / len, pool % len);
             for k in 0..self.shards.len() {
                 let share = q + u64::from((k as u64) < r);
-                // SeqCst: as above.
                 self.shards[(home + k) & self.mask()].store(share, Ordering::SeqCst);
             }
         }
@@ -656,6 +639,22 @@ impl Stock {
         self.close_all();
         self.reopen(initial, self.home(), Place::Auto);
     }
+}
+
+/// A shard's value, as a guess that the exchange after it validates.
+#[inline(always)]
+fn guess(shard: &AtomicU64) -> u64 {
+    // Relaxed: the exchange validates it (module docs, "Orderings").
+    shard.load(Ordering::Relaxed)
+}
+
+/// Changes a shard from `cur` (an open value) to `new`: one stock change.
+/// On failure, returns what it found there, the next guess.
+#[inline(always)]
+fn exchange(shard: &AtomicU64, cur: u64, new: u64) -> Result<u64, u64> {
+    // SeqCst: puts the change in the total order *S* the no-spurious-failure
+    // proof uses. Relaxed on failure: what it read is only a guess.
+    shard.compare_exchange(cur, new, Ordering::SeqCst, Ordering::Relaxed)
 }
 
 /// A compare-exchange on an open shard failed: unless a consolidation closed

@@ -55,6 +55,13 @@
 //! comes before G's in the fences' total order, G's loads see S's
 //! increment, and a later 0 means S's decrement came first; otherwise S's
 //! loads see the unlink that came before G's fence.
+//!
+//! Orderings not named above: the `phase` is `Relaxed` everywhere, as it
+//! only steers new sections away from the counters being waited on (G
+//! waits on both phases, so any value is safe); the barrier's flags
+//! (`HEAVY`, `TRIED`) are `Relaxed`, as they are written once under the
+//! `WORDS` lock, and read under it or by a thread that took it before its
+//! first light barrier (registering its word, or [`prepare_barrier`]).
 
 use crate::primitive::hint::spin_loop;
 use crate::primitive::sync::atomic::{fence, AtomicUsize, Ordering};
@@ -190,11 +197,11 @@ pub(crate) fn pin() -> Pin {
         debug_assert!(v % EPOCH_ONE < EPOCH_ONE - 1, "pins nested too deep");
         let v = v.wrapping_add(1 + if outermost { EPOCH_ONE } else { 0 });
         m.mirror.set(v);
-        // Release: a grace period may see this mark (a new epoch) instead
-        // of the unpin before it, and must still learn that the section
-        // before ended (a plain store would not carry the unpin's
-        // Release); the barrier below orders the store before the head
-        // loads.
+        // Release: pairs with `wait`'s Acquire loads, which may see this
+        // mark (a new epoch) instead of the unpin before it, and must
+        // still learn that the section before ended (a plain store would
+        // not carry the unpin's Release); the barrier below orders the
+        // store before the head loads.
         w.store(v, Ordering::Release);
         barrier::light();
         (std::ptr::from_ref(w), std::ptr::from_ref(&m.mirror))
@@ -208,7 +215,6 @@ pub(crate) fn pin() -> Pin {
 #[cold]
 fn striped() -> Pin {
     let readers: &'static Readers = &READERS;
-    // Relaxed: the phase only spreads sections out; any value is safe.
     let p = readers.phase.load(Ordering::Relaxed) & 1;
     // The token is an address: its high bits tell threads apart.
     let stripe = super::token().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - 4);
@@ -234,7 +240,7 @@ impl Drop for Pin {
         // scope that made it, before then.
         let w = unsafe { &*self.word };
         if self.mirror.is_null() {
-            // Release: pairs with the grace period's Acquire loads.
+            // Release: pairs with `wait`'s Acquire loads of the counters.
             w.fetch_sub(1, Ordering::Release);
             let _ = STRIPED.try_with(|d| d.set(d.get().saturating_sub(1)));
         } else {
@@ -243,9 +249,9 @@ impl Drop for Pin {
             let mirror = unsafe { &*self.mirror };
             let v = mirror.get().wrapping_sub(1);
             mirror.set(v);
-            // Release: the section's reads of a table happen-before the
-            // grace period that sees this (its Acquire loads), and so
-            // before a free.
+            // Release: pairs with `wait`'s Acquire loads of the words: the
+            // section's reads of a table happen-before the grace period
+            // that sees this, and so before a free.
             w.store(v, Ordering::Release);
         }
     }
@@ -267,7 +273,6 @@ mod barrier {
 
     /// Registers the process, once (under the `WORDS` lock).
     pub(super) fn register() {
-        // Relaxed: under the lock, which orders every earlier call.
         if !TRIED.swap(true, Ordering::Relaxed) {
             // SAFETY: `membarrier` takes integers and touches no memory
             // of ours; an unknown command only fails.
@@ -280,8 +285,6 @@ mod barrier {
     /// After marking a word, before loading heads.
     #[inline(always)]
     pub(super) fn light() {
-        // Relaxed: set before this thread registered its word, under the
-        // lock it took then.
         if HEAVY.load(Ordering::Relaxed) {
             compiler_fence(Ordering::SeqCst);
         } else {
@@ -398,7 +401,7 @@ pub(crate) fn wait() {
     };
     barrier::heavy(heavy);
     for w in &words {
-        // Acquire: pairs with the Release store that ends a section.
+        // Acquire: pairs with the Release stores in `pin` and `Pin::drop`.
         let v = w.load(Ordering::Acquire);
         if v % EPOCH_ONE == 0 {
             continue;
@@ -417,7 +420,6 @@ pub(crate) fn wait() {
     }
     let readers: &'static Readers = &READERS;
     for _ in 0..2 {
-        // Relaxed: the phase only steers new sections (module docs).
         let old = readers.phase.fetch_add(1, Ordering::Relaxed) & 1;
         for count in &readers.count[old] {
             // Acquire: pairs with the Release decrement in `Pin::drop`.

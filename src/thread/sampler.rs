@@ -99,14 +99,14 @@ const WATCH_SPINS: u32 = 8;
 #[inline]
 pub(crate) fn watch(at: &AtomicU64, prev: u64, n: u64) -> u64 {
     let left = prev.wrapping_add(n);
-    // Acquire: a value a take's swap (Release) left makes that take's
-    // start visible to the epoch read after (see `shard`).
+    // Acquire, here and in the watch: pairs with a take's Release swap
+    // (`Take::swap`, `TakeRow::take`), so a value it left makes the take's
+    // start visible to the epoch read after (`shard`'s "Orderings").
     let now = at.load(Ordering::Acquire);
     if now == left && watched(prev, n) {
         #[cfg(not(shardcount_loom))]
         for _ in 0..WATCH_SPINS {
             crate::primitive::hint::spin_loop();
-            // Acquire: as above.
             let now = at.load(Ordering::Acquire);
             if now != left {
                 return now;
@@ -145,9 +145,10 @@ pub(crate) fn line_watched(prev: u64, n: u64) -> bool {
 /// loom, one re-read.
 #[cold]
 pub(crate) fn watch_line(line: &[AtomicU64]) -> bool {
-    // Acquire: as in `watch`, so that a take's swap read here shows in
-    // the epoch read after. A wrapping sum: two changes that cancel
-    // exactly within a few hundred nanoseconds are not a concern.
+    // Acquire: pairs with `TakeRow::take`'s Release swap of a shared
+    // word, so that a swap read here shows in the epoch read after. A
+    // wrapping sum: two changes that cancel exactly within a few hundred
+    // nanoseconds are not a concern.
     let read = || {
         line.iter()
             .fold(0u64, |s, w| s.wrapping_add(w.load(Ordering::Acquire)))

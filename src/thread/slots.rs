@@ -20,8 +20,11 @@
 //!   for an owner the thread's registry holds (so the slot is alive), and
 //!   the registry clears the cache before it lets go of any owner.
 //!
-//! Buckets are published with a `Release` compare-exchange and read with
-//! `Acquire`, so a slot's initial state is visible to every reader.
+//! Orderings: buckets are published with a `Release` compare-exchange
+//! (`get_or_alloc`) and every load of a bucket (`at`, `get_or_alloc`,
+//! `for_each`) is `Acquire`, so a slot's initial state is visible to every
+//! reader; the drop loads `Relaxed` (`&mut self`: every other access
+//! happened-before).
 
 use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
 use std::cell::{Cell, RefCell};
@@ -120,12 +123,12 @@ impl<S: Default> SlotTable<S> {
         if b == 0 || b >= BUCKETS {
             return None;
         }
-        // Acquire: as in `get`.
         if self.buckets[b].load(Ordering::Acquire).is_null() {
             let new: Box<[S]> = (0..bucket_len(b)).map(|_| S::default()).collect();
             let new = Box::into_raw(new).cast::<S>();
-            // Release: publishes the slots' initial state to `get`. Acquire
-            // on failure: we go on to use the winner's bucket.
+            // Release: pairs with the Acquire bucket loads (`at`, above,
+            // `for_each`), publishing the slots' initial state. Acquire on
+            // failure: we go on to use the winner's bucket.
             if self.buckets[b]
                 .compare_exchange(ptr::null_mut(), new, Ordering::Release, Ordering::Acquire)
                 .is_err()
@@ -140,7 +143,6 @@ impl<S: Default> SlotTable<S> {
     /// Calls `f` on every allocated slot.
     pub(crate) fn for_each(&self, mut f: impl FnMut(&S)) {
         for (b, bucket) in self.buckets.iter().enumerate() {
-            // Acquire: as in `get`.
             let p = bucket.load(Ordering::Acquire);
             if !p.is_null() {
                 // SAFETY: as in `get`: `bucket_len(b)` live slots.
@@ -154,7 +156,6 @@ impl<S: Default> SlotTable<S> {
 impl<S> Drop for SlotTable<S> {
     fn drop(&mut self) {
         for (b, bucket) in self.buckets.iter().enumerate() {
-            // Relaxed: `&mut self`: every other access happened-before.
             let p = bucket.load(Ordering::Relaxed);
             if !p.is_null() {
                 // SAFETY: allocated in `get_or_alloc` as a boxed slice of
