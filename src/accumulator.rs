@@ -70,7 +70,7 @@ impl Extremum {
     #[inline(never)]
     fn raise(&self, head: Head, at: &AtomicU64, on_base: bool, v: u64) {
         let before = self.table.epoch_before(head);
-        // Relaxed: as in `record`; the loop below re-checks.
+        // Relaxed: a first guess; the loop below re-checks.
         let mut cur = at.load(Ordering::Relaxed);
         let mut lost = false;
         while v > cur {
@@ -99,7 +99,6 @@ impl Extremum {
     fn get(&self) -> u64 {
         // Relaxed: see the module docs.
         let mut max = self.base.load(Ordering::Relaxed);
-        // Relaxed: as above.
         self.table
             .for_each_shard(|s| max = max.max(s.load(Ordering::Relaxed)));
         max

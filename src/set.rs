@@ -56,6 +56,11 @@
 //!   the line of the counter it added to (`sampler::watch_line`): another
 //!   thread writing it is a strike. Quiet quick looks on a table say
 //!   nothing (as in `Counter`), so strikes seen at line watches add up.
+//! * **Orderings.** Adds go through `shard::route` (its module docs give
+//!   their orderings). Reads load every word `Relaxed`: a count read
+//!   publishes nothing, and each word's coherence alone makes it include
+//!   every update that happened-before the read; what makes a table safe
+//!   to read is the pin and the head's `Acquire` (`shard`).
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
@@ -528,7 +533,8 @@ impl CounterSet {
                 self.table.check_shard(c);
             }
         } else if c.word.load(Ordering::Acquire) != c.prev.wrapping_add(c.n) {
-            // Acquire: as in `ShardTable::check_shard`, which re-reads.
+            // Acquire: pairs with a take's Release swap (`TakeRow::take`), so
+            // a take's start shows in the epoch (`shard`'s Orderings).
             self.table.check_shard(c);
         }
         // Otherwise a quiet quick look on a table says nothing, as in
@@ -613,9 +619,6 @@ impl CounterSet {
         self.table.read(
             #[inline(always)]
             |rows| {
-                // Relaxed: a count read publishes nothing; coherence alone
-                // makes it include every update that happened-before this
-                // call.
                 // An unmade base row holds zeros.
                 let base = self
                     .base
@@ -646,7 +649,6 @@ impl CounterSet {
                 .take(self.len)
                 .enumerate()
             {
-                // Relaxed: as in `total`.
                 f(Some((i, w.load(Ordering::Relaxed))));
             }
             rows.for_each_count_row(|_, row| {
@@ -741,7 +743,6 @@ impl CounterSet {
         self.check_out(out);
         self.table.read(|rows| {
             out.fill(0);
-            // Relaxed: as in `total`.
             self.fold_base(out, |w| w.load(Ordering::Relaxed));
             rows.for_each_count_row(|_, row| {
                 for (i, o) in out.iter_mut().enumerate() {

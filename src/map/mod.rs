@@ -265,7 +265,7 @@ impl<K> fmt::Debug for CounterMap<K> {
         f.debug_struct("CounterMap")
             .field(
                 "keys",
-                // Relaxed: as in `len`.
+                // Relaxed: a count, as `len` reads it.
                 &self.next.load(Ordering::Relaxed),
             )
             .field("max_keys", &self.max_keys)

@@ -417,8 +417,8 @@ impl ShardTable {
             return current;
         }
         let plain = current.0.map_addr(|a| a & !RETIRING);
-        // AcqRel/Acquire: as a growth's publication, though the table is
-        // not new.
+        // AcqRel/Acquire: the head's publication role (`ShardTable::load`
+        // pairs with it), though the table is not new.
         match self
             .head
             .compare_exchange(current.0, plain, Ordering::AcqRel, Ordering::Acquire)

@@ -488,7 +488,8 @@ pub(crate) fn revoke() -> u64 {
     let owners = Arc::clone(&OWNERS);
     let n = {
         let held = lock(&owners.held);
-        // SeqCst: as in `ack`.
+        // SeqCst: the store half of `ack`'s store-load pattern (its comment
+        // gives the four accesses).
         let n = owners.revoked.fetch_add(1, Ordering::SeqCst) + 1;
         for r in held.holders.values() {
             // SAFETY: the thread is registered (its lease not dropped: the
