@@ -12,7 +12,7 @@
 //! * [`Counter`]: a swap-in for a hot `AtomicU64`; `const`, 16 bytes while
 //!   idle, sharded once threads contend. Exact reads.
 //! * [`RoughCounter`] and [`local_counter!`]: adds with no locked
-//!   instruction; each thread's counts are folded into a shared sink now
+//!   instruction; each thread's counts are folded into a shared tally now
 //!   and then (a [`Folder`] folds in the background). `approx()` is one
 //!   load that lags, `sum()` is exact.
 //! * [`CounterSet`], [`CounterMap`] (with [`CounterHandle`]): many exact
@@ -108,16 +108,33 @@
 //!
 //! # Glossary
 //!
+//! One word per idea, in the docs and in the code:
+//!
 //! * **shard**: one of several cache-padded words a count is split over;
 //!   threads add to different shards, so they do not fight over one line.
-//! * **slot**: a thread's own place in a counter (a [`RoughCounter`]'s
-//!   per-thread total), written by that thread alone.
-//! * **fold**: moving a slot's not-yet-published counts into the sink.
-//! * **sink**: the one shared word a [`RoughCounter`]'s folds add to, read
-//!   by `approx()`.
+//! * **table**, **row**: a sharded counter's shards, grown on contention;
+//!   a row is one thread's shards of a table (one word for a `Counter`, one
+//!   per counter of a [`CounterSet`]).
+//! * **owner id**: a number leased to a thread on its first add to a
+//!   sharded counter; id `i` owns row `i - 1` of every table and is its
+//!   only writer. Given back at thread exit or by [`quiesce`].
+//! * **route**: the one choice every add makes between the thread's owned
+//!   row, the base word and a shared row.
+//! * **merge**: folding a table's rows back into the base word and freeing
+//!   it; **pin**: what a read marks so a merge does not free what it reads.
+//! * **slot**: a thread's own place in a [`RoughCounter`] (its per-thread
+//!   total), written by that thread alone.
+//! * **fold**: moving a slot's (or a [`LocalCounter`] cell's)
+//!   not-yet-published counts into the tally.
+//! * **tally**: the one shared word those folds add to, read by
+//!   `approx()`.
 //! * **orphan**: the slot that takes adds made after a thread's own slots
 //!   are gone (from another thread-local's destructor at thread exit), so
 //!   even those are counted.
+//! * **place**: the counter a [`CounterMap`] key was given (its place
+//!   number: counter `n % 127` of chunk `n / 127`).
+//! * **sink**: where an [`Exporter`](export::Exporter) delivers batches
+//!   ([`export::Sink`]).
 #![warn(missing_docs, missing_debug_implementations, unsafe_op_in_unsafe_fn)]
 // docs.rs (RUSTDOCFLAGS="--cfg docsrs", nightly) badges feature-gated items.
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -7,7 +7,7 @@
 //! thread-local with no destructor (so an access is a bare TLS load or
 //! store, with no state check), written only by its thread with `Relaxed`
 //! loads and stores (plain moves). A registered thread's cell holds
-//! `pending - batch`, `pending` being its counts not yet in the sink, so it
+//! `pending - batch`, `pending` being its counts not yet in the tally, so it
 //! is negative until `pending` reaches `batch`. The add is `cell += n`, and
 //! the sign of the result is the whole test: non-negative means "fold" (or
 //! "first use", as a fresh cell is 0). The cold path:
@@ -15,8 +15,8 @@
 //! * first use: registers the thread (a second thread-local, with a
 //!   destructor, folds the cell at thread exit; the registry, a mutex'd list
 //!   of cell addresses, lets `sum` read live cells), then folds;
-//! * fold: stores `-batch` into the cell, then adds `pending` to the `sink`
-//!   with a `Release` RMW. A reader that sees the sink's new value
+//! * fold: stores `-batch` into the cell, then adds `pending` to the `tally`
+//!   with a `Release` RMW. A reader that sees the tally's new value
 //!   (`Acquire`) also sees the reset cell, so `sum` never counts a fold
 //!   twice (it can miss one in flight);
 //! * thread exit: the guard, holding the registry lock, unregisters the
@@ -25,16 +25,16 @@
 //!   so a `sum` racing an exit fold (after `thread::scope`, which returns
 //!   before its threads' exit folds) is exact;
 //! * after exit (an add from another thread-local's destructor): the guard
-//!   is gone, so the add goes straight to the sink with a locked add. No
+//!   is gone, so the add goes straight to the tally with a locked add. No
 //!   count is ever lost.
 //! * `flush_all` (another thread, a pool's workers never exiting): it may
 //!   not write a cell (the owner's plain store would race it), so each
 //!   thread has, beside its cell, a `Moved` (a third `const` thread-local
 //!   without a destructor, so no `&mut` to it ever exists while others
-//!   read it): `moved`, the cell's counts already put in the sink since
+//!   read it): `moved`, the cell's counts already put in the tally since
 //!   the owner's last fold, and `busy`, a spin lock over `moved` and the
 //!   fold. Under the registry lock and each `busy`, `flush_all` adds
-//!   `pending - moved` to the sink (`Release`) and stores `pending` in
+//!   `pending - moved` to the tally (`Release`) and stores `pending` in
 //!   `moved`; a fold, under its own `busy`, adds `pending - moved`, resets
 //!   the cell and `moved` to 0, all before its `Release` RMW; `sum` reads
 //!   each cell and `moved` under `busy` and counts `pending - moved`; the
@@ -53,12 +53,12 @@
 //!   registry lock;
 //! * `busy`: a spin lock, taken with an `Acquire` exchange and left with a
 //!   `Release` store;
-//! * the sink: every add to it is a `Release` RMW, and `approx` and `sum`
+//! * the tally: every add to it is a `Release` RMW, and `approx` and `sum`
 //!   load it with `Acquire`, so a reader that sees a fold sees the cell
 //!   reset and `moved` before it.
 //!
 //! Subtractions and adds of `2^63` or more take the cold path and go
-//! straight to the sink, so a cell only ever counts up.
+//! straight to the tally, so a cell only ever counts up.
 
 use crate::primitive::hint::spin_loop;
 use crate::primitive::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -107,7 +107,7 @@ impl Guard {
 /// it. Not for use by hand.
 #[doc(hidden)]
 pub struct Moved {
-    /// Counts of the cell that `flush_all` has put in the sink since the
+    /// Counts of the cell that `flush_all` has put in the tally since the
     /// owner's last fold. Only under `busy`.
     moved: AtomicU64,
     /// A spin lock over `moved` and the owner's fold: held by the owner's
@@ -203,22 +203,22 @@ unsafe impl Send for CellRef {}
 /// [`local_counter!`](crate::local_counter).
 ///
 /// Like [`RoughCounter`](crate::RoughCounter), each thread counts on its
-/// own and folds into a shared sink every `batch` counts and at thread
+/// own and folds into a shared tally every `batch` counts and at thread
 /// exit, and nothing is ever lost, not even adds from other thread-locals'
 /// destructors. It trades `RoughCounter`'s generality for speed: it is only
 /// a `static` (each declaration has its own thread-locals), and a `sub` is a
-/// locked add on the sink.
+/// locked add on the tally.
 ///
 /// It has no `take` or `reset`: each thread writes its cell with a plain
 /// store, so no swap from another thread can take a count losslessly.
 ///
 /// # Consistency of reads
 ///
-/// * [`sum`](Self::sum) is **exact at quiescence**: the sink plus every
+/// * [`sum`](Self::sum) is **exact at quiescence**: the tally plus every
 ///   live thread's pending counts. While threads add it is not a snapshot:
 ///   it may miss adds in flight, but for add-only use it never counts one
 ///   twice and never exceeds the adds started.
-/// * [`approx`](Self::approx) is one load of the sink: below `sum` by less
+/// * [`approx`](Self::approx) is one load of the tally: below `sum` by less
 ///   than `batch` per thread that has added and not yet exited (for
 ///   add-only use), exact once every thread that added has exited and been
 ///   joined, after each has called [`flush`](Self::flush), or after a
@@ -227,7 +227,7 @@ unsafe impl Send for CellRef {}
 /// **Scoped threads.** A thread's exit fold runs in its thread-local
 /// destructors; `JoinHandle::join` waits for them, `std::thread::scope`
 /// does not (it returns once the closures have returned). After a scope,
-/// `sum` is exact (an exit fold moves a cell's counts to the sink in one
+/// `sum` is exact (an exit fold moves a cell's counts to the tally in one
 /// step under the lock `sum` reads with); `approx` is exact after a scope
 /// if each scoped thread called `flush` before it returned:
 ///
@@ -248,7 +248,7 @@ unsafe impl Send for CellRef {}
 /// # Thread pools
 ///
 /// A pool's workers never exit, so their exit folds never run, and a
-/// worker that stops adding keeps up to `batch - 1` counts out of the sink:
+/// worker that stops adding keeps up to `batch - 1` counts out of the tally:
 /// `approx` stays short while `sum` is exact. Call
 /// [`flush_all`](Self::flush_all) before reading `approx` (before each
 /// scrape, say): it moves every live thread's pending counts from any
@@ -285,7 +285,7 @@ unsafe impl Send for CellRef {}
 /// assert_eq!(REQUESTS.approx(), 40_000);
 /// ```
 pub struct LocalCounter<K: 'static> {
-    sink: CachePadded<AtomicU64>,
+    tally: CachePadded<AtomicU64>,
     /// Cells of registered, live threads.
     registry: Mutex<Vec<CellRef>>,
     batch: u64,
@@ -293,7 +293,7 @@ pub struct LocalCounter<K: 'static> {
 }
 
 impl<K> LocalCounter<K> {
-    /// The default `batch`: a thread folds into the sink every this many
+    /// The default `batch`: a thread folds into the tally every this many
     /// counts. (At 1024 the shared fold shows beside adds this cheap.)
     ///
     /// ```
@@ -317,7 +317,7 @@ impl<K: LocalKey> LocalCounter<K> {
                 "shardcount: local_counter! batch must be in 1..=i64::MAX"
             );
             LocalCounter {
-                sink: CachePadded::new(AtomicU64::new(0)),
+                tally: CachePadded::new(AtomicU64::new(0)),
                 registry: Mutex::new(Vec::new()),
                 batch,
                 _key: PhantomData,
@@ -328,7 +328,7 @@ impl<K: LocalKey> LocalCounter<K> {
     /// Adds `n`, wrapping at 2<sup>64</sup>.
     ///
     /// A thread-local add and a sign test; every `batch` counts (and on the
-    /// thread's first add) a fold into the sink.
+    /// thread's first add) a fold into the tally.
     ///
     /// ```
     /// shardcount::local_counter!(static BYTES);
@@ -338,7 +338,7 @@ impl<K: LocalKey> LocalCounter<K> {
     #[inline(always)]
     pub fn add(&'static self, n: u64) {
         if n > i64::MAX as u64 {
-            return self.add_to_sink(n);
+            return self.add_to_tally(n);
         }
         K::with_cell(|cell| {
             let v = cell.load(Ordering::Relaxed).wrapping_add(n as i64);
@@ -361,7 +361,7 @@ impl<K: LocalKey> LocalCounter<K> {
         self.add(1);
     }
 
-    /// Subtracts `n`, wrapping below zero: a locked add on the sink (cells
+    /// Subtracts `n`, wrapping below zero: a locked add on the tally (cells
     /// only count up, which keeps `add` to one sign test).
     ///
     /// ```
@@ -371,11 +371,11 @@ impl<K: LocalKey> LocalCounter<K> {
     /// assert_eq!(LEVEL.sum(), 3);
     /// ```
     pub fn sub(&'static self, n: u64) {
-        self.add_to_sink(n.wrapping_neg());
+        self.add_to_tally(n.wrapping_neg());
     }
 
     /// Subtracts one, wrapping below zero: as [`sub`](Self::sub), a locked
-    /// add on the sink.
+    /// add on the tally.
     ///
     /// ```
     /// shardcount::local_counter!(static OPEN);
@@ -389,8 +389,8 @@ impl<K: LocalKey> LocalCounter<K> {
 
     #[cold]
     #[inline(never)]
-    fn add_to_sink(&'static self, n: u64) {
-        self.sink.fetch_add(n, Ordering::Release);
+    fn add_to_tally(&'static self, n: u64) {
+        self.tally.fetch_add(n, Ordering::Release);
     }
 
     /// The cold path: a cell that reached zero (a fold is due) or a thread's
@@ -409,7 +409,7 @@ impl<K: LocalKey> LocalCounter<K> {
                 // registry lock first.
                 K::with_moved(|m| self.register(cell, m));
                 g.on_exit.set(Some(Self::thread_exit));
-                self.sink.fetch_add(v as u64, Ordering::Release);
+                self.tally.fetch_add(v as u64, Ordering::Release);
                 return;
             }
             // `v` is `pending - batch`; `flush_all` may have moved part of
@@ -420,10 +420,10 @@ impl<K: LocalKey> LocalCounter<K> {
                 let moved = m.moved.load(Ordering::Relaxed);
                 m.moved.store(0, Ordering::Relaxed);
                 cell.store(-(self.batch as i64), Ordering::Relaxed);
-                // Release: pairs with the Acquire sink loads in `sum` and
+                // Release: pairs with the Acquire tally loads in `sum` and
                 // `approx`: a `sum` that sees this sees the reset cell and
                 // `moved`, so it does not count `pending` twice.
-                self.sink
+                self.tally
                     .fetch_add(pending.wrapping_sub(moved), Ordering::Release);
                 m.unlock();
             });
@@ -433,7 +433,7 @@ impl<K: LocalKey> LocalCounter<K> {
             // thread exit): no cell to keep counts in. Fold and keep it 0,
             // so the next add comes here too.
             cell.store(0, Ordering::Relaxed);
-            self.add_to_sink(v as u64);
+            self.add_to_tally(v as u64);
         }
     }
 
@@ -452,9 +452,9 @@ impl<K: LocalKey> LocalCounter<K> {
     }
 
     /// The guard's exit action: fold the thread's cell, unregister it, and
-    /// leave it at 0, so later adds go to the sink. The fold and the
+    /// leave it at 0, so later adds go to the tally. The fold and the
     /// unregistering are one step under the registry lock, so a `sum` sees
-    /// the counts either in the cell or in the sink: exact even while exit
+    /// the counts either in the cell or in the tally: exact even while exit
     /// folds run after `thread::scope` has returned.
     fn thread_exit() {
         let this = K::counter();
@@ -466,12 +466,12 @@ impl<K: LocalKey> LocalCounter<K> {
             let v = cell.load(Ordering::Relaxed);
             cell.store(0, Ordering::Relaxed);
             let pending = (v as u64).wrapping_add(this.batch);
-            this.add_to_sink(pending.wrapping_sub(moved));
+            this.add_to_tally(pending.wrapping_sub(moved));
             drop(registry);
         });
     }
 
-    /// The folded total: one load of the sink. See [the type
+    /// The folded total: one load of the tally. See [the type
     /// docs](LocalCounter#consistency-of-reads) for its lag.
     ///
     /// ```
@@ -485,11 +485,11 @@ impl<K: LocalKey> LocalCounter<K> {
     #[must_use]
     #[inline]
     pub fn approx(&'static self) -> u64 {
-        // Acquire: pairs with the Release sink add in `fold`.
-        self.sink.load(Ordering::Acquire)
+        // Acquire: pairs with the Release tally add in `fold`.
+        self.tally.load(Ordering::Acquire)
     }
 
-    /// The exact total at quiescence: the sink plus every live thread's
+    /// The exact total at quiescence: the tally plus every live thread's
     /// pending counts, read under the registry lock.
     ///
     /// ```
@@ -501,9 +501,9 @@ impl<K: LocalKey> LocalCounter<K> {
     #[must_use]
     pub fn sum(&'static self) -> u64 {
         let registry = lock(&self.registry);
-        // Acquire: pairs with the Release sink add in `fold`: a fold we see
+        // Acquire: pairs with the Release tally add in `fold`: a fold we see
         // was preceded by its cell's reset, which we then see below.
-        let mut total = self.sink.load(Ordering::Acquire);
+        let mut total = self.tally.load(Ordering::Acquire);
         for c in registry.iter() {
             // SAFETY: a registered thread unregisters under this lock
             // before its thread-locals are freed, so both are alive.
@@ -531,7 +531,7 @@ impl<K: LocalKey> LocalCounter<K> {
         self.sum() as i64
     }
 
-    /// Folds the calling thread's pending counts into the sink.
+    /// Folds the calling thread's pending counts into the tally.
     ///
     /// ```
     /// shardcount::local_counter!(static HITS);
@@ -552,7 +552,7 @@ impl<K: LocalKey> LocalCounter<K> {
         }
     }
 
-    /// Moves every live thread's pending counts into the sink, from any
+    /// Moves every live thread's pending counts into the tally, from any
     /// thread, while the owners keep adding: for a pool whose workers never
     /// exit, before a scrape that reads [`approx`](Self::approx). Nothing
     /// is lost or counted twice: an owner's cell is never written here;
@@ -585,7 +585,7 @@ impl<K: LocalKey> LocalCounter<K> {
             let moved = m.moved.load(Ordering::Relaxed);
             // Cells only count up between folds: `pending >= moved`.
             if pending != moved {
-                self.sink
+                self.tally
                     .fetch_add(pending.wrapping_sub(moved), Ordering::Release);
                 m.moved.store(pending, Ordering::Relaxed);
             }

@@ -28,7 +28,7 @@ fn sequential_spec() {
     assert_eq!((C.sum(), C.approx()), (39, 39));
     C.sub(4);
     assert_eq!((C.sum(), C.approx()), (35, 35));
-    C.add(u64::MAX); // -1, through the sink
+    C.add(u64::MAX); // -1, through the tally
     assert_eq!(C.sum(), 34);
     assert_eq!(format!("{C:?}"), "LocalCounter { sum: 34, approx: 34 }");
     C.sub(40);
@@ -172,7 +172,7 @@ shardcount::local_counter!(static SCOPED_FLUSHED);
 
 /// Issue 19, item 5, for `local_counter!`: `thread::scope` returns before
 /// its threads' exit folds run, yet `sum()` right after it is exact (an exit
-/// fold moves a cell's counts to the sink in one step under the lock `sum`
+/// fold moves a cell's counts to the tally in one step under the lock `sum`
 /// reads with), and `approx()` is exact when each thread flushed after its
 /// last add. 200 trials each.
 #[test]

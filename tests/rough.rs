@@ -566,8 +566,8 @@ fn after_a_thread_scope_whose_threads_flushed_approx_is_exact_with_a_folder() {
 }
 
 /// A counter made with `From` starts folded: its orphan slot's claims have
-/// all reached the sink, so `flush_all` has nothing to wait for. (It once
-/// waited for ever: the orphan's `sunk` started at 0, not at the initial
+/// all reached the tally, so `flush_all` has nothing to wait for. (It once
+/// waited for ever: the orphan's `tallied` started at 0, not at the initial
 /// value.) The patience is a liveness bound, not a speed assertion.
 #[test]
 fn flush_all_on_a_counter_made_from_a_value_returns() {

@@ -129,7 +129,7 @@ impl Subject for Counter {
     }
 }
 
-/// Readers call `approx` (one load of the sink), its cheap read; the check
+/// Readers call `approx` (one load of the tally), its cheap read; the check
 /// uses the exact `sum`.
 impl Subject for RoughCounter {
     const NAME: &'static str = "RoughCounter";
@@ -330,7 +330,7 @@ impl Drop for LimitGuard {
     fn drop(&mut self) {
         // The cell has no destructor, so it is still there. Marked
         // unregistered again: a later add (from another thread-local's
-        // destructor) then goes to the sink.
+        // destructor) then goes to the tally.
         let n = LIMIT_CELL.with(|c| c.replace(UNREGISTERED));
         // Relaxed: the joining thread's join orders this before its reads.
         LIMIT_SINK.fetch_add(own_count(n), Ordering::Relaxed);
@@ -364,7 +364,7 @@ pub struct TlLimit {
 impl TlLimit {
     /// A thread's first add, which wrapped its cell from `UNREGISTERED` to
     /// 0: registers the exit guard and counts the add. If the thread is
-    /// already exiting and its guard has run, the add goes to the sink.
+    /// already exiting and its guard has run, the add goes to the tally.
     #[cold]
     #[inline(never)]
     fn register(cell: &Cell<u64>) {
@@ -382,8 +382,8 @@ impl Subject for TlLimit {
     const NAME: &'static str = "tl-limit";
     const KEY: &'static str = "tl-limit";
     fn new() -> Self {
-        // Move this thread's count into the sink (keeping it registered), so
-        // that the count is the sink plus the reading thread's own cell, and
+        // Move this thread's count into the tally (keeping it registered), so
+        // that the count is the tally plus the reading thread's own cell, and
         // a reader on another thread never starts below the base.
         let mine = LIMIT_CELL.with(|c| {
             let v = c.get();
@@ -552,7 +552,7 @@ mod tests {
             }
         }
         // On a thread joined before the lock is released: a limit count
-        // left in this test thread's cell would fold into the sink when the
+        // left in this test thread's cell would fold into the tally when the
         // thread exits, inside another test's window.
         std::thread::spawn(|| for_each(&mut V)).join().unwrap();
     }

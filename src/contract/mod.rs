@@ -266,7 +266,7 @@ impl Count for RoughCounter {
 impl<K: LocalKey> Count for LocalCounter<K> {
     const KIND: Kind = Kind::Counter;
 
-    /// [`LocalCounter::sum`](LocalCounter::sum) (the sink and every
+    /// [`LocalCounter::sum`](LocalCounter::sum) (the tally and every
     /// live thread's pending counts), not `approx()`.
     #[inline]
     fn read(&self) -> u64 {

@@ -86,7 +86,7 @@ fn exit_fold_races_sum() {
 /// `std::thread::scope` returns before its threads' exit folds run. A
 /// `sum` after the scope (here: after the thread's last add is visible,
 /// its exit fold still to come or in progress) is exact: the exit fold
-/// unregisters the cell and adds its counts to the sink in one step under
+/// unregisters the cell and adds its counts to the tally in one step under
 /// the registry lock, so `sum` sees one or the other.
 #[test]
 fn sum_racing_an_exit_fold_after_the_last_add_is_exact() {

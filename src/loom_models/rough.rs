@@ -2,7 +2,7 @@
 //!
 //! Each model checks one claim of the protocol: `sum` reads cumulative slot
 //! totals only (no double count, no loss, whatever the folds do); a fold's
-//! `Release` add to the sink pairs with `approx`'s `Acquire` so that
+//! `Release` add to the tally pairs with `approx`'s `Acquire` so that
 //! `approx() ≤ sum()`; any thread may fold any slot while its owner adds,
 //! and a claim of a total older than the owner's last check (or than the
 //! slot's give-back, or another orphan add) is claimed again, so with
@@ -93,7 +93,7 @@ fn fold_races_sum_and_approx() {
 
 /// `flush_all()` on another thread races the owner's adds and its own
 /// batch fold. The owner here is the main thread, which stays alive, so no
-/// exit fold helps: after a final `flush_all`, the sink holds everything.
+/// exit fold helps: after a final `flush_all`, the tally holds everything.
 #[test]
 fn flush_all_races_owner_adds() {
     loom::model(|| {
@@ -191,7 +191,7 @@ fn orphan_adds_race_flush_all() {
         c.flush_all();
         let a = c.approx();
         // Not necessarily ≥ 4: the other thread's fold may have claimed our
-        // add and not yet added it to the sink (documented on flush_all).
+        // add and not yet added it to the tally (documented on flush_all).
         assert!(a <= c.sum());
         t.join().unwrap();
         assert_eq!(c.sum(), 7);
@@ -325,7 +325,7 @@ fn stale_orphan_fold_leaves_approx_exact() {
 /// thread-local destructors (the exit folds) have run; loom's `join` is the
 /// same. `flush_all` after it must still leave `approx` exact: it waits for
 /// an exit fold that has claimed the slot's counts but not yet added them
-/// to the sink.
+/// to the tally.
 #[test]
 fn flush_all_after_a_join_that_precedes_the_exit_fold_is_exact() {
     loom::model(|| {

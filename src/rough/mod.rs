@@ -1,8 +1,8 @@
 //! `RoughCounter`: each thread counts in its own slot with no locked
-//! instruction; the counts are folded now and then into one global sink that
+//! instruction; the counts are folded now and then into one global tally that
 //! [`approx`](RoughCounter::approx) reads with a single load.
 //!
-//! * `slot.rs`: the slots, the sink and the fold protocol (the proofs of the
+//! * `slot.rs`: the slots, the tally and the fold protocol (the proofs of the
 //!   read guarantees are there);
 //! * `folder.rs`: the background [`Folder`](crate::Folder);
 //! * this file: the API, and the add path over `thread::slots`.
@@ -11,7 +11,7 @@
 //! first use, then an `Arc<Shared>` turned into a raw pointer, installed once
 //! by a compare-exchange (`AcqRel`; readers that dereference it use
 //! `Acquire`). Every other ordering here is a role of `slot.rs`'s protocol
-//! (the sink, owner-only bookkeeping, the `dropped` hint), stated there.
+//! (the tally, owner-only bookkeeping, the `dropped` hint), stated there.
 
 #[cfg(not(shardcount_loom))]
 pub(crate) mod folder;
@@ -26,8 +26,8 @@ use std::ptr;
 use std::time::Duration;
 
 /// A `u64` counter whose adds cost about a thread-local add: each thread
-/// counts in its own slot, and the slots are folded into one global sink now
-/// and then. [`approx`](Self::approx) reads the sink (one load, lags a
+/// counts in its own slot, and the slots are folded into one global tally now
+/// and then. [`approx`](Self::approx) reads the tally (one load, lags a
 /// little); [`sum`](Self::sum) reads every slot (exact).
 ///
 /// Use it for very hot counters that are read rarely or roughly, such as
@@ -36,9 +36,9 @@ use std::time::Duration;
 ///
 /// Arithmetic is modulo 2<sup>64</sup>, as with `AtomicU64::fetch_add`.
 ///
-/// # When a thread's counts reach the sink
+/// # When a thread's counts reach the tally
 ///
-/// A thread's unfolded delta is folded into the sink when:
+/// A thread's unfolded delta is folded into the tally when:
 ///
 /// * **batch:** its magnitude reaches `batch` counts
 ///   ([`with_batch`](Self::with_batch), default
@@ -49,7 +49,7 @@ use std::time::Duration;
 ///   every add: a thread checks it when its count has moved
 ///   512 counts (or half of `batch`, if smaller) since its
 ///   last check. **A thread that adds rarely, or stops adding, is not folded
-///   by the interval rule**; its counts reach the sink when it exits, calls
+///   by the interval rule**; its counts reach the tally when it exits, calls
 ///   [`flush`](Self::flush), someone calls [`flush_all`](Self::flush_all),
 ///   or a background [`Folder`](crate::Folder) runs;
 /// * **thread exit:** a thread-local destructor folds every slot of the
@@ -78,14 +78,14 @@ use std::time::Duration;
 ///
 /// # Consistency of reads
 ///
-/// * [`sum`](Self::sum) is **exact**: it adds up every slot, never the sink,
+/// * [`sum`](Self::sum) is **exact**: it adds up every slot, never the tally,
 ///   so a concurrent fold cannot make it count anything twice. It includes
 ///   every add that happened-before the call; for add-only use, successive
 ///   calls by one thread never decrease. Like `Counter::sum` it is not an
 ///   atomic snapshot while others add. Cost: one load per slot; slots
 ///   follow the peak number of threads alive at once in the process
 ///   (thread indexes are process-wide, dense and reused).
-/// * [`approx`](Self::approx) is one load of the sink. For add-only use it
+/// * [`approx`](Self::approx) is one load of the tally. For add-only use it
 ///   never exceeds a `sum` that the same thread calls after it. At an
 ///   instant when no thread is inside an add to the counter and no fold of
 ///   it is in progress (a batch or interval fold, `flush`, `flush_all`, a
@@ -105,7 +105,7 @@ use std::time::Duration;
 /// # Memory and lifetime
 ///
 /// Nothing is allocated until first use. Then the counter owns a shared
-/// block with the sink and one 128-byte slot per thread index that used it,
+/// block with the tally and one 128-byte slot per thread index that used it,
 /// allocated in buckets of 1, 1, 2, 4, ... slots. Thread indexes are dense
 /// and reused once a thread exits, so memory follows the peak number of
 /// threads alive at once in the process, not how many came and went. Each
@@ -183,9 +183,9 @@ impl RoughCounter {
     }
 
     crate::primitive::const_fn! {
-        /// Sets `batch`: a thread folds into the sink once its unfolded
+        /// Sets `batch`: a thread folds into the tally once its unfolded
         /// delta reaches `batch` counts (in either direction). `1` folds on
-        /// every add (then every add costs a locked add on the sink).
+        /// every add (then every add costs a locked add on the tally).
         ///
         /// Use it on a fresh counter (it is a builder); a counter already
         /// used keeps the threads' current windows until their next check.
@@ -492,7 +492,7 @@ impl RoughCounter {
         self.shared().map_or(0, Shared::sum)
     }
 
-    /// The folded total: one load of the sink.
+    /// The folded total: one load of the tally.
     ///
     /// Approximate: for add-only use it never exceeds a [`sum`](Self::sum)
     /// the same thread calls after it. At an instant when no thread is inside
@@ -500,13 +500,13 @@ impl RoughCounter {
     /// [`live_slots`](Self::live_slots) × (`batch` − 1) counts of `sum`,
     /// below it for add-only use, either side with subs. Idle threads' deltas
     /// stay unfolded within that bound until something folds them (see [the
-    /// type docs](RoughCounter#when-a-threads-counts-reach-the-sink)). Not
+    /// type docs](RoughCounter#when-a-threads-counts-reach-the-tally)). Not
     /// monotonic under a mix of adds and subs. Exact once every thread that
     /// added has exited and been joined, after a [`flush_all`](Self::flush_all)
     /// while no thread adds, or once each thread that added has called
     /// [`flush`](Self::flush) after its last add (the way to make it exact
     /// after a `std::thread::scope`, see [the type
-    /// docs](RoughCounter#when-a-threads-counts-reach-the-sink)).
+    /// docs](RoughCounter#when-a-threads-counts-reach-the-tally)).
     ///
     /// ```
     /// let c = shardcount::RoughCounter::new().with_batch(100);
@@ -519,18 +519,18 @@ impl RoughCounter {
     #[must_use]
     #[inline]
     pub fn approx(&self) -> u64 {
-        // Acquire: pairs with the Release sink add in `Shared::fold`, so a
+        // Acquire: pairs with the Release tally add in `Shared::fold`, so a
         // later `sum` reads at least the totals this value came from.
-        self.shared().map_or(0, |s| s.sink.load(Ordering::Acquire))
+        self.shared().map_or(0, |s| s.tally.load(Ordering::Acquire))
     }
 
-    /// Folds the calling thread's unfolded delta into the sink.
+    /// Folds the calling thread's unfolded delta into the tally.
     ///
     /// After it, [`approx`](Self::approx), in any thread that
     /// happens-after the call (one that joined a `thread::scope` this thread
     /// ran in, say), includes every add this thread made before the call. If
     /// another thread's fold of this slot (a `Folder` pass, a `flush_all`)
-    /// has claimed counts that are not in the sink yet, `flush` waits for it:
+    /// has claimed counts that are not in the tally yet, `flush` waits for it:
     /// a few instructions, unless that thread was descheduled.
     ///
     /// ```
@@ -548,7 +548,7 @@ impl RoughCounter {
         }
     }
 
-    /// Folds every thread's unfolded delta into the sink. Safe while the
+    /// Folds every thread's unfolded delta into the tally. Safe while the
     /// owners keep adding: what they add meanwhile is folded now or later,
     /// never lost or counted twice.
     ///

@@ -1,5 +1,5 @@
-//! The fold protocol: per-thread slots, the sink, and how a slot's counts
-//! move into the sink without loss, double counting or a lag beyond the
+//! The fold protocol: per-thread slots, the tally, and how a slot's counts
+//! move into the tally without loss, double counting or a lag beyond the
 //! batch.
 //!
 //! # Protocol
@@ -9,7 +9,7 @@
 //! by a compare-exchange (`AcqRel`; readers that dereference it use
 //! `Acquire`). `Shared` holds:
 //!
-//! * `sink: AtomicU64`: the folded counts. Only folds write it, each with one
+//! * `tally: AtomicU64`: the folded counts. Only folds write it, each with one
 //!   `fetch_add(.., Release)`; `approx` loads it with `Acquire`.
 //! * `slots: SlotTable<Slot>`: one slot per thread index (see
 //!   `thread::slots`), allocated in buckets on first use and freed only when
@@ -33,25 +33,25 @@
 //!   coherence alone. It is never reset: when a thread exits, its slot
 //!   is folded and freed, and the next thread to take the same thread index
 //!   continues the same total. So `sum()` is simply the sum of every slot's `total`; it
-//!   never reads the sink and folding cannot make it count anything twice.
-//! * `folded: AtomicU64`: the part of `total` already added to the sink.
+//!   never reads the tally and folding cannot make it count anything twice.
+//! * `folded: AtomicU64`: the part of `total` already added to the tally.
 //!   Any thread may fold any slot: it loads `armed` and `folded` (both
 //!   `Acquire`), then `total`, claims the range by a compare-exchange of
 //!   `folded` from the old value to the loaded total (`AcqRel`), adds the
-//!   difference to the sink, and loads `armed` again (`Acquire`); if that
+//!   difference to the tally, and loads `armed` again (`Acquire`); if that
 //!   moved, it claims again from the total it installed (see below). Every
-//!   write of `folded` is a read-modify-write. The sink always changes by
+//!   write of `folded` is a read-modify-write. The tally always changes by
 //!   exactly what `folded` changed by, so once all folds are finished,
-//!   `sink == Σ folded`, and after a final fold, `approx() == sum()`.
-//! * `sunk: AtomicU64`: the claimed amounts that have reached the sink.
-//!   After its sink add, each claim adds its amount here (`Release` RMW), so
-//!   `sunk == folded` exactly when no claim of the slot is in flight. A
+//!   `tally == Σ folded`, and after a final fold, `approx() == sum()`.
+//! * `tallied: AtomicU64`: the claimed amounts that have reached the tally.
+//!   After its tally add, each claim adds its amount here (`Release` RMW), so
+//!   `tallied == folded` exactly when no claim of the slot is in flight. A
 //!   fold that finds nothing left to claim may be racing a claim that is
-//!   not in the sink yet (an exit fold after `thread::scope`, a `Folder`
+//!   not in the tally yet (an exit fold after `thread::scope`, a `Folder`
 //!   pass); `flush`, `flush_all` and the exit fold therefore fold and then
-//!   wait, with `Acquire` loads, until `sunk` reaches the `folded` they
-//!   saw (`fold_and_wait`): every write of `sunk` is an RMW, so the load
-//!   that reads that value synchronises with every claim's sink add. The
+//!   wait, with `Acquire` loads, until `tallied` reaches the `folded` they
+//!   saw (`fold_and_wait`): every write of `tallied` is an RMW, so the load
+//!   that reads that value synchronises with every claim's tally add. The
 //!   wait ends when the claimants run a few more instructions; a slot
 //!   whose `folded` moves meanwhile (its owner adds and folds) is not
 //!   waited for, so the wait never chases a busy owner.
@@ -73,14 +73,14 @@
 //!
 //! # Why `approx() ≤ sum()` for add-only use
 //!
-//! A fold reads `total` before its `Release` add to the sink. A thread whose
-//! `Acquire` load of the sink sees that add (or a later one: all sink writes
+//! A fold reads `total` before its `Release` add to the tally. A thread whose
+//! `Acquire` load of the tally sees that add (or a later one: all tally writes
 //! are read-modify-writes, so they continue the release sequence) therefore
 //! happens-after the fold's read of `total`, and its later `sum()` reads that
 //! total or a newer one. The `Acquire`/`AcqRel` chain on `folded` makes each
 //! fold read a total no older than the one the previous fold claimed (a
 //! fold's second round claims from its own claim to a total it read later),
-//! so for add-only use every claimed range is non-negative and the sink never
+//! so for add-only use every claimed range is non-negative and the tally never
 //! holds more than the totals a following `sum()` reads.
 //!
 //! # Why each live slot's unfolded delta stays below `batch`
@@ -165,7 +165,7 @@ pub(super) struct Slot {
     /// (`hi` = `lo + width`, or 0, "always due": see `arm`). Read only to
     /// set `left` again after the slow path moved `total` or `hi`.
     hi: UnsafeCell<u64>,
-    /// The prefix of `total` already moved into the sink.
+    /// The prefix of `total` already moved into the tally.
     folded: AtomicU64,
     /// The slot's generation: bumped when its owner checks, takes or gives
     /// back the slot, and at every orphan add. A fold that sees it move
@@ -178,10 +178,10 @@ pub(super) struct Slot {
     lo: AtomicU64,
     /// Owner-only: see `lo`.
     width: AtomicU64,
-    /// The part of `folded` whose claims have reached the sink: each claim
-    /// adds its amount here after its sink add, so `sunk == folded` once no
+    /// The part of `folded` whose claims have reached the tally: each claim
+    /// adds its amount here after its tally add, so `tallied == folded` once no
     /// claim is in flight.
-    sunk: AtomicU64,
+    tallied: AtomicU64,
     /// Owner-only: nanoseconds after `Shared::epoch` of the last timed fold.
     pub(super) last_fold: AtomicU64,
     /// Whether a thread owns this slot.
@@ -198,7 +198,7 @@ impl Slot {
             armed: AtomicU64::new(0),
             lo: AtomicU64::new(0),
             width: AtomicU64::new(0),
-            sunk: AtomicU64::new(0),
+            tallied: AtomicU64::new(0),
             last_fold: AtomicU64::new(0),
             in_use: AtomicBool::new(in_use),
         }
@@ -357,7 +357,7 @@ impl Slot {
 /// What a counter shares with the threads that use it; reference-counted so
 /// a thread's exit registry can outlive the counter.
 pub(super) struct Shared {
-    pub(super) sink: CachePadded<AtomicU64>,
+    pub(super) tally: CachePadded<AtomicU64>,
     /// One slot per thread index.
     pub(super) slots: SlotTable<CachePadded<Slot>>,
     orphan: CachePadded<Slot>,
@@ -388,11 +388,11 @@ impl Shared {
         // `RoughCounter::install` publishes them.
         orphan.total.store(initial, Ordering::Relaxed);
         orphan.folded.store(initial, Ordering::Relaxed);
-        // The initial claim is in the sink already: none in flight, or
+        // The initial claim is in the tally already: none in flight, or
         // `fold_and_wait` would wait for it for ever.
-        orphan.sunk.store(initial, Ordering::Relaxed);
+        orphan.tallied.store(initial, Ordering::Relaxed);
         Shared {
-            sink: CachePadded::new(AtomicU64::new(initial)),
+            tally: CachePadded::new(AtomicU64::new(initial)),
             slots: SlotTable::new(),
             orphan: CachePadded::new(orphan),
             dropped: AtomicBool::new(false),
@@ -404,7 +404,7 @@ impl Shared {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// Moves `slot`'s unfolded delta into the sink. Any thread may call it,
+    /// Moves `slot`'s unfolded delta into the tally. Any thread may call it,
     /// at any time, concurrently with the owner's adds and other folds.
     ///
     /// If the slot's generation moved between our read of `total` and our
@@ -423,7 +423,7 @@ impl Shared {
         let mut f = slot.folded.load(Ordering::Acquire);
         loop {
             // Relaxed: coherence after the Acquire above bounds its age; the
-            // Release on the sink publishes this read to `approx` readers.
+            // Release on the tally publishes this read to `approx` readers.
             let t = slot.total.load(Ordering::Relaxed);
             if t == f {
                 return;
@@ -442,11 +442,11 @@ impl Shared {
                     // happens-after our read of `total`, so a following `sum`
                     // reads at least that total (approx ≤ sum for add-only
                     // use).
-                    self.sink.fetch_add(t.wrapping_sub(f), Ordering::Release);
-                    // Release: pairs with the Acquire loads of `sunk` in
+                    self.tally.fetch_add(t.wrapping_sub(f), Ordering::Release);
+                    // Release: pairs with the Acquire loads of `tallied` in
                     // `fold_and_wait`: a waiter that reads this (or a later)
-                    // value sees our sink add.
-                    slot.sunk.fetch_add(t.wrapping_sub(f), Ordering::Release);
+                    // value sees our tally add.
+                    slot.tallied.fetch_add(t.wrapping_sub(f), Ordering::Release);
                     // Acquire: pairs with the Release bumps, for the next
                     // round's total. If our claim came after a bump's RMW
                     // on `folded`, it synchronised with it, so this sees
@@ -479,10 +479,10 @@ impl Shared {
     }
 
     /// Folds `slot`, then waits until every claim of it so far, this one's
-    /// and any other thread's in flight, has reached the sink, unless the
+    /// and any other thread's in flight, has reached the tally, unless the
     /// slot's owner claims more meanwhile (it is adding: nothing to be
     /// exact about). Without the wait, a fold that finds everything claimed
-    /// returns while another thread's claim is still on its way to the sink
+    /// returns while another thread's claim is still on its way to the tally
     /// (an exit fold after `thread::scope`, a `Folder` pass).
     pub(super) fn fold_and_wait(&self, slot: &Slot) {
         self.fold(slot);
@@ -491,10 +491,10 @@ impl Shared {
         let target = slot.folded.load(Ordering::Acquire);
         #[cfg(not(shardcount_loom))]
         let mut spins = 0u32;
-        // Acquire: pairs with each claim's Release add to `sunk`, made after
-        // its sink add; every write of `sunk` is an RMW, so reading the
+        // Acquire: pairs with each claim's Release add to `tallied`, made after
+        // its tally add; every write of `tallied` is an RMW, so reading the
         // final value synchronises with all of them.
-        while slot.sunk.load(Ordering::Acquire) != target {
+        while slot.tallied.load(Ordering::Acquire) != target {
             // Relaxed: only whether a claim beyond `target` was made.
             if slot.folded.load(Ordering::Relaxed) != target {
                 return;
