@@ -50,8 +50,9 @@ struct Flags {
     woken: bool,
 }
 
+/// The stop flag and the wake-up, shared by the worker and its thread.
 #[derive(Default)]
-struct Shared {
+struct Signal {
     flags: Mutex<Flags>,
     cond: Condvar,
 }
@@ -59,7 +60,7 @@ struct Shared {
 /// A named thread running a pass periodically until stopped; dropping it
 /// stops and joins the thread.
 pub(crate) struct Worker {
-    shared: Arc<Shared>,
+    shared: Arc<Signal>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -89,7 +90,7 @@ impl Worker {
         first: Duration,
         pass: impl FnMut() -> Duration + Send + 'static,
     ) -> Worker {
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Signal::default());
         let thread = thread::Builder::new()
             .name(name.to_owned())
             .spawn({
@@ -141,7 +142,7 @@ impl Drop for Worker {
     }
 }
 
-fn run(shared: &Shared, first: Duration, mut pass: impl FnMut() -> Duration) {
+fn run(shared: &Signal, first: Duration, mut pass: impl FnMut() -> Duration) {
     let mut wait = first;
     loop {
         // None: a wait too long to represent as an instant lasts until a

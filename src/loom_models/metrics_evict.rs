@@ -62,7 +62,7 @@ fn evicted_entry_folded_until_unique_loses_nothing() {
                 evicted.take_out(&map, Instant::now(), Duration::ZERO);
                 IGNORE_HANDLES.with(|c| c.set(false));
                 assert_eq!(evicted.len(), 1, "the idle key was not evicted");
-                // `Shared::pass` and every flush, pass after pass.
+                // `KeyTable::pass` and every flush, pass after pass.
                 loop {
                     evicted.fold();
                     if evicted.len() == 0 {

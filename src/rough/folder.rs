@@ -14,14 +14,14 @@
 //! calls wait at most for a list copy, never for a pass, however short the
 //! interval. No atomics of its own: the mutex orders everything.
 
-use super::{RoughCounter, SharedRef};
+use super::{CoreRef, RoughCounter};
 use crate::primitive::sync::{Arc, Mutex, MutexGuard};
 use crate::worker::{self, Worker};
 use std::fmt;
 use std::time::Duration;
 
 struct State {
-    counters: Vec<SharedRef>,
+    counters: Vec<CoreRef>,
     /// Completed fold passes, for `passes()`.
     passes: u64,
 }
@@ -116,7 +116,7 @@ impl Folder {
     /// folder.register(&c);
     /// ```
     pub fn register(&self, counter: &RoughCounter) {
-        let r = counter.shared_ref();
+        let r = counter.core_ref();
         lock(&self.state).counters.push(r);
     }
 
@@ -174,7 +174,7 @@ fn pass(state: &Mutex<State>) {
     let dropped = counters.iter().filter(|c| !c.fold_all()).count();
     let mut state = lock(state);
     if dropped > 0 {
-        state.counters.retain(SharedRef::is_live);
+        state.counters.retain(CoreRef::is_live);
     }
     state.passes += 1;
 }

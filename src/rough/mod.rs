@@ -7,8 +7,8 @@
 //! * `folder.rs`: the background [`Folder`](crate::Folder);
 //! * this file: the API, and the add path over `thread::slots`.
 //!
-//! The counter itself is one pointer, `shared: AtomicPtr<Shared>`: null until
-//! first use, then an `Arc<Shared>` turned into a raw pointer, installed once
+//! The counter itself is one pointer, `shared: AtomicPtr<Core>`: null until
+//! first use, then an `Arc<Core>` turned into a raw pointer, installed once
 //! by a compare-exchange (`AcqRel`; readers that dereference it use
 //! `Acquire`). Every other ordering here is a role of `slot.rs`'s protocol
 //! (the tally, owner-only bookkeeping, the `dropped` hint), stated there.
@@ -20,7 +20,7 @@ mod slot;
 use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
 use crate::primitive::sync::Arc;
 use crate::thread;
-use slot::{Shared, Slot};
+use slot::{Core, Slot};
 use std::fmt;
 use std::ptr;
 use std::time::Duration;
@@ -131,8 +131,8 @@ use std::time::Duration;
 /// assert_eq!(HITS.approx(), 40_000);
 /// ```
 pub struct RoughCounter {
-    /// Null until first use, then an `Arc<Shared>` from `Arc::into_raw`.
-    shared: AtomicPtr<Shared>,
+    /// Null until first use, then an `Arc<Core>` from `Arc::into_raw`.
+    shared: AtomicPtr<Core>,
     batch: u64,
     /// Nanoseconds; `u64::MAX` means never.
     interval: u64,
@@ -302,7 +302,7 @@ impl RoughCounter {
         self.add_uncached::<true>(n);
     }
 
-    /// `add_checked` from the cached path, which has no `&Shared` at hand.
+    /// `add_checked` from the cached path, which has no `&Core` at hand.
     #[cold]
     #[inline(never)]
     fn add_checked_cold(&self, slot: &Slot, n: u64) {
@@ -346,9 +346,9 @@ impl RoughCounter {
     /// (taken over here) or a check; then caches the slot.
     #[cold]
     #[inline(never)]
-    fn add_due(&self, shared: &Shared, slot: &Slot, n: u64) {
+    fn add_due(&self, shared: &Core, slot: &Slot, n: u64) {
         self.add_checked(shared, slot, n);
-        if Shared::owns(slot) {
+        if Core::owns(slot) {
             thread::slots::cache(
                 std::ptr::from_ref(shared).cast(),
                 std::ptr::from_ref(slot).cast(),
@@ -361,8 +361,8 @@ impl RoughCounter {
     /// before this add), or a check by count.
     #[cold]
     #[inline(never)]
-    fn add_checked(&self, shared: &Shared, slot: &Slot, n: u64) {
-        if !Shared::owns(slot) {
+    fn add_checked(&self, shared: &Core, slot: &Slot, n: u64) {
+        if !Core::owns(slot) {
             if !self.take_over(slot) {
                 // The thread is exiting and can no longer promise an exit
                 // fold: count this add where it cannot be lost.
@@ -379,7 +379,7 @@ impl RoughCounter {
     }
 
     /// The owner's slow check: fold by batch or interval, then rearm.
-    fn check(&self, shared: &Shared, slot: &Slot) {
+    fn check(&self, shared: &Core, slot: &Slot) {
         shared.check(slot, self.batch, || {
             if self.interval == u64::MAX {
                 return false;
@@ -405,7 +405,7 @@ impl RoughCounter {
             Arc::increment_strong_count(p);
             Arc::from_raw(p)
         };
-        Shared::take_over(shared, slot, thread::index())
+        Core::take_over(shared, slot, thread::index())
     }
 
     /// The first add of this thread (no index yet), the first add to this
@@ -432,7 +432,7 @@ impl RoughCounter {
 
     /// The shared block, if the counter has been used.
     #[inline]
-    fn shared(&self) -> Option<&Shared> {
+    fn shared(&self) -> Option<&Core> {
         // Acquire: pairs with the AcqRel exchange in `install`, so the
         // block is initialised before we read it.
         let p = self.shared.load(Ordering::Acquire);
@@ -442,17 +442,17 @@ impl RoughCounter {
     }
 
     #[cold]
-    fn shared_or_init(&self) -> *const Shared {
+    fn shared_or_init(&self) -> *const Core {
         // Acquire: pairs with the AcqRel exchange in `install`.
         let p = self.shared.load(Ordering::Acquire);
         if !p.is_null() {
             return p;
         }
-        self.install(Shared::new(0))
+        self.install(Core::new(0))
     }
 
     #[cold]
-    fn install(&self, shared: Shared) -> *const Shared {
+    fn install(&self, shared: Core) -> *const Core {
         let new = Arc::into_raw(Arc::new(shared)).cast_mut();
         // AcqRel on success: Release publishes the block to Acquire loads.
         // Acquire on failure: we go on to use the winner's block.
@@ -489,7 +489,7 @@ impl RoughCounter {
     /// ```
     #[must_use]
     pub fn sum(&self) -> u64 {
-        self.shared().map_or(0, Shared::sum)
+        self.shared().map_or(0, Core::sum)
     }
 
     /// The folded total: one load of the tally.
@@ -519,7 +519,7 @@ impl RoughCounter {
     #[must_use]
     #[inline]
     pub fn approx(&self) -> u64 {
-        // Acquire: pairs with the Release tally add in `Shared::fold`, so a
+        // Acquire: pairs with the Release tally add in `Core::fold`, so a
         // later `sum` reads at least the totals this value came from.
         self.shared().map_or(0, |s| s.tally.load(Ordering::Acquire))
     }
@@ -542,7 +542,7 @@ impl RoughCounter {
     pub fn flush(&self) {
         let Some(shared) = self.shared() else { return };
         if let Some(slot) = shared.slots.get(thread::index()) {
-            if Shared::owns(slot) {
+            if Core::owns(slot) {
                 shared.fold_and_wait(slot);
             }
         }
@@ -594,7 +594,7 @@ impl RoughCounter {
     /// ```
     #[must_use]
     pub fn slots(&self) -> usize {
-        self.shared().map_or(0, Shared::slots)
+        self.shared().map_or(0, Core::slots)
     }
 
     /// How many slots are owned by a thread right now: threads that have
@@ -615,7 +615,7 @@ impl RoughCounter {
     /// ```
     #[must_use]
     pub fn live_slots(&self) -> usize {
-        self.shared().map_or(0, Shared::live_slots)
+        self.shared().map_or(0, Core::live_slots)
     }
 
     /// Adds `n` the way an add from a thread-local destructor does after the
@@ -630,11 +630,11 @@ impl RoughCounter {
     /// For the background folder: this counter's shared block, created if
     /// needed, as a strong reference.
     #[cfg(not(shardcount_loom))]
-    pub(crate) fn shared_ref(&self) -> SharedRef {
+    pub(crate) fn core_ref(&self) -> CoreRef {
         let p = self.shared_or_init();
         // SAFETY: `p` is alive (we hold our reference); we add one for the
         // caller.
-        SharedRef(unsafe {
+        CoreRef(unsafe {
             Arc::increment_strong_count(p);
             Arc::from_raw(p)
         })
@@ -645,10 +645,10 @@ impl RoughCounter {
 /// background folder.
 #[cfg(not(shardcount_loom))]
 #[derive(Clone)]
-pub(crate) struct SharedRef(Arc<Shared>);
+pub(crate) struct CoreRef(Arc<Core>);
 
 #[cfg(not(shardcount_loom))]
-impl SharedRef {
+impl CoreRef {
     /// Folds every slot; returns `false` once the counter has been dropped.
     pub(crate) fn fold_all(&self) -> bool {
         // Folding a dropped counter once more is harmless.
@@ -688,7 +688,7 @@ impl From<u64> for RoughCounter {
     /// ```
     fn from(n: u64) -> Self {
         let c = RoughCounter::new();
-        c.install(Shared::new(n));
+        c.install(Core::new(n));
         c
     }
 }

@@ -4,16 +4,16 @@
 //!
 //! # Protocol
 //!
-//! The counter itself is one pointer, `shared: AtomicPtr<Shared>`: null until
-//! first use, then an `Arc<Shared>` turned into a raw pointer, installed once
+//! The counter itself is one pointer, `shared: AtomicPtr<Core>`: null until
+//! first use, then an `Arc<Core>` turned into a raw pointer, installed once
 //! by a compare-exchange (`AcqRel`; readers that dereference it use
-//! `Acquire`). `Shared` holds:
+//! `Acquire`). `Core` holds:
 //!
 //! * `tally: AtomicU64`: the folded counts. Only folds write it, each with one
 //!   `fetch_add(.., Release)`; `approx` loads it with `Acquire`.
 //! * `slots: SlotTable<Slot>`: one slot per thread index (see
 //!   `thread::slots`), allocated in buckets on first use and freed only when
-//!   `Shared` is. A thread reaches its slot in O(1), however many counters
+//!   `Core` is. A thread reaches its slot in O(1), however many counters
 //!   it uses.
 //! * `orphan: Slot`: a slot no thread owns, for adds made after the calling
 //!   thread's slot table was destroyed (from another thread-local's
@@ -182,7 +182,7 @@ pub(super) struct Slot {
     /// adds its amount here after its tally add, so `tallied == folded` once no
     /// claim is in flight.
     tallied: AtomicU64,
-    /// Owner-only: nanoseconds after `Shared::epoch` of the last timed fold.
+    /// Owner-only: nanoseconds after `Core::epoch` of the last timed fold.
     pub(super) last_fold: AtomicU64,
     /// Whether a thread owns this slot.
     in_use: AtomicBool,
@@ -299,7 +299,7 @@ impl Slot {
         // predecessor's last store through the index pool's mutex.
         let g = self.armed.load(Ordering::Relaxed);
         // Release: pairs with the Acquire loads of `armed` in
-        // `Shared::fold`: a fold that reads this generation reads a total
+        // `Core::fold`: a fold that reads this generation reads a total
         // no older than the owner's last store before it.
         self.armed.store(g.wrapping_add(1), Ordering::Release);
         let f = self.folded_after_bump();
@@ -326,7 +326,7 @@ impl Slot {
     /// the window, and with subs the total can then swing to the far side of
     /// it before the next check; two half-widths stay below `batch`. (A
     /// claim of a total from before the window is claimed again: see
-    /// `Shared::fold`.)
+    /// `Core::fold`.)
     fn arm(&self, u: u64, batch: u64) {
         debug_assert!(u < batch, "the check folds at a distance of a batch");
         let w = (batch - u)
@@ -356,7 +356,7 @@ impl Slot {
 
 /// What a counter shares with the threads that use it; reference-counted so
 /// a thread's exit registry can outlive the counter.
-pub(super) struct Shared {
+pub(super) struct Core {
     pub(super) tally: CachePadded<AtomicU64>,
     /// One slot per thread index.
     pub(super) slots: SlotTable<CachePadded<Slot>>,
@@ -381,7 +381,7 @@ impl Default for Slot {
     }
 }
 
-impl Shared {
+impl Core {
     pub(super) fn new(initial: u64) -> Self {
         let orphan = Slot::new(true);
         // Relaxed, all three: not shared yet; the AcqRel exchange in
@@ -391,7 +391,7 @@ impl Shared {
         // The initial claim is in the tally already: none in flight, or
         // `fold_and_wait` would wait for it for ever.
         orphan.tallied.store(initial, Ordering::Relaxed);
-        Shared {
+        Core {
             tally: CachePadded::new(AtomicU64::new(initial)),
             slots: SlotTable::new(),
             orphan: CachePadded::new(orphan),
@@ -607,7 +607,7 @@ impl Shared {
 
 /// A thread's promise to hand its slot in one counter back at exit.
 struct Exit {
-    shared: Arc<Shared>,
+    shared: Arc<Core>,
     index: usize,
 }
 
@@ -615,7 +615,7 @@ impl ThreadExit for Exit {
     fn thread_exit(&self, index: usize) {
         debug_assert_eq!(index, self.index);
         if let Some(slot) = self.shared.slots.get(self.index) {
-            if Shared::owns(slot) {
+            if Core::owns(slot) {
                 self.shared.release_slot(slot);
             }
         }
