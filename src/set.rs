@@ -64,12 +64,12 @@
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    flat_word_at, lines_for, merge_all, shared_add, store_add, word, word_unchecked, Check, Head,
-    Line, Part, Route, ShardTable, Table, LINE_WORDS,
+    lines_for, merge_all, shared_add, store_add, word, Line, Part, Route, ShardTable, LINE_WORDS,
 };
-use crate::thread::{self, grace, owner, sampler, MAX_SHARDS};
+use crate::thread::MAX_SHARDS;
 use std::fmt;
 
+mod add;
 mod base;
 mod pair;
 
@@ -400,146 +400,6 @@ impl CounterSet {
                 }
             },
         );
-    }
-
-    /// An add by a thread whose owner id is beyond `t`, the table `head`
-    /// names: on its probe's shared row, sampled.
-    ///
-    /// # Safety
-    ///
-    /// `i < len()`.
-    #[inline(never)]
-    unsafe fn add_beyond(&self, head: Head, t: &Table, i: usize, n: u64) {
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.add_probed(head, t, i, n) }
-    }
-
-    /// An add by a thread without an owner id (none yet, or revoked by a
-    /// merge: `shard/merge.rs`): it leases or acknowledges, then adds
-    /// afresh with a head loaded after that; pinned if the thread can have
-    /// none (at its exit).
-    ///
-    /// # Safety
-    ///
-    /// `i < len()`.
-    #[inline(never)]
-    pub(crate) unsafe fn add_unowned(&self, i: usize, n: u64) {
-        let id = owner::lease();
-        let _pin = (id == 0).then(grace::pin);
-        match self.table.route_leased(id) {
-            // SAFETY: every row has room for `len + 1` words, and `i < len`.
-            Ok(row) => store_add(unsafe { row.word(i) }, n),
-            // SAFETY: the caller's promise, passed on.
-            Err(Route::Base(head)) => unsafe { self.add_base(head, i, n) },
-            // SAFETY: as above.
-            Err(Route::Beyond(head, t)) => unsafe { self.add_probed(head, t, i, n) },
-            Err(Route::NoId) => unreachable!("a lease leaves an id or a pin"),
-        }
-    }
-
-    /// An add to the base row, sampled (the head names no plain table):
-    /// an idle set's whole add, so inlined.
-    ///
-    /// # Safety
-    ///
-    /// `i < len()`.
-    #[inline(always)]
-    unsafe fn add_base(&self, head: Head, i: usize, n: u64) {
-        // SAFETY: the base row has room for `len + 1` words; `i < len`.
-        let at = unsafe { flat_word_at(self.base_first(), i) };
-        let prev = shared_add(at, n);
-        if sampler::sampled(prev, n) {
-            self.check_base_add(head, at, prev, n, i);
-        }
-    }
-
-    /// `check` for a sampled add to the base row, out of line: the add's
-    /// inlined path loads nothing the check alone needs (the row's width).
-    #[cold]
-    #[inline(never)]
-    fn check_base_add(&self, head: Head, at: &AtomicU64, prev: u64, n: u64, i: usize) {
-        self.check_add(head, at, prev, n, self.base(), i);
-    }
-
-    /// `check` for a sampled add of `n` to word `at` (counter `i` of `row`),
-    /// which held `prev`.
-    #[inline(always)]
-    fn check_add(&self, head: Head, at: &AtomicU64, prev: u64, n: u64, row: &[Line], i: usize) {
-        let c = Check {
-            head,
-            word: at,
-            prev,
-            n,
-            row_lines: self.row_lines(),
-        };
-        self.check(c, row, i);
-    }
-
-    /// An add on the probe's shared row of `t`, sampled: for threads that
-    /// own no row of it.
-    ///
-    /// # Safety
-    ///
-    /// `i < len()`.
-    #[inline]
-    unsafe fn add_probed(&self, head: Head, t: &Table, i: usize, n: u64) {
-        let Some(row) = t.shared_row(thread::probe()) else {
-            // No memory for the shared rows: the base row takes it.
-            // SAFETY: as above.
-            shared_add(unsafe { word_unchecked(self.base(), i) }, n);
-            return;
-        };
-        // SAFETY: as above.
-        let at = unsafe { word_unchecked(row, i) };
-        let prev = shared_add(at, n);
-        if sampler::sampled(prev, n) {
-            self.check_add(head, at, prev, n, row, i);
-        }
-    }
-
-    /// A sampled add `c` to counter `i` of `row`: is another thread
-    /// writing this row's lines? Three signals,
-    /// any of which counts as interference:
-    ///
-    /// * the row's mark (word `len`) names another thread: it sampled an
-    ///   add to this row since this thread's last sample here, so the two
-    ///   write the same lines (false sharing, when the counters differ);
-    /// * on a table, at a line watch (one sample in 8), another thread
-    ///   writes the line of counter `i`: the row's owner, who never marks
-    ///   it;
-    /// * the re-loaded word shows another adder's write (`shard`'s check,
-    ///   take epochs and all).
-    #[cold]
-    #[inline(never)]
-    fn check(&self, c: Check<'_>, row: &[Line], i: usize) {
-        let me = thread::token() as u64;
-        // SAFETY: word `len` is in every row (see `build`).
-        let mark = unsafe { word_unchecked(row, self.len) };
-        // Relaxed: only the value matters; nothing is published through it.
-        let last = mark.swap(me, Ordering::Relaxed);
-        if last != 0 && last != me {
-            // Shared lines: move (on a table), and grow once it persists.
-            self.table.strike(c);
-        } else if self.table.table(c.head).is_none() {
-            if !self.table.check_base(c) {
-                self.table.quiet();
-            }
-        } else if sampler::line_watched(c.prev, c.n) {
-            // A thread beyond the table: its row's owner never marks it,
-            // so watch the line itself.
-            if self.table.line_written(c.head, &row[i / LINE_WORDS]) {
-                self.table.strike(c);
-            } else {
-                self.table.check_shard(c);
-            }
-        } else if c.word.load(Ordering::Acquire) != c.prev.wrapping_add(c.n) {
-            // Acquire: pairs with a take's Release swap (`TakeRow::take`), so
-            // a take's start shows in the epoch (`shard`'s Orderings).
-            self.table.check_shard(c);
-        }
-        // Otherwise a quiet quick look on a table says nothing, as in
-        // `Counter`: quiet samples count only at watches, so strikes seen
-        // at watches can add up.
     }
 
     /// Subtracts `n` from counter `i`, wrapping below zero.
@@ -967,6 +827,7 @@ impl fmt::Debug for CounterSet {
 mod tests {
     use super::*;
     use crate::shard::GrowOnce;
+    use crate::thread::owner;
     use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
 
