@@ -242,27 +242,3 @@ mod tests {
         assert_ne!(a.hash_one("/"), b.hash_one("/"));
     }
 }
-#[cfg(all(test, not(shardcount_loom)))]
-mod tmp_probe {
-    use super::*;
-    #[test]
-    fn tmp_worst_over_seeds() {
-        let mut worsts = vec![];
-        for _ in 0..300 {
-            let s = KeyedState::new();
-            let mut per_bin = vec![0u32; 1 << 14];
-            for i in 0..10_000u64 {
-                per_bin[s.hash_one(i) as usize & ((1 << 14) - 1)] += 1;
-            }
-            worsts.push(*per_bin.iter().max().unwrap());
-        }
-        worsts.sort();
-        eprintln!(
-            "TMP worst ints: median {} p90 {} max {} over10 {}",
-            worsts[150],
-            worsts[270],
-            worsts[299],
-            worsts.iter().filter(|&&w| w > 10).count()
-        );
-    }
-}
