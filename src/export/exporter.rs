@@ -24,7 +24,8 @@
 //! involved.
 
 use super::register::Registered;
-use super::{Batch, Outcome, Sink, SinkError, Source, WriterId, RESERVED_PREFIX};
+use super::sink::{Batch, Outcome, Sink, SinkError, WriterId};
+use super::source::{Source, RESERVED_PREFIX};
 use crate::contract::{CountFamily, CountRef};
 use crate::primitive::sync::{lock, Arc, Mutex};
 use crate::worker::{self, Worker};

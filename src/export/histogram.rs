@@ -1,6 +1,6 @@
 //! [`HistogramSource`]: a histogram's count and sum as two exporter keys.
 
-use super::{Source, RESERVED_PREFIX};
+use super::source::{Source, RESERVED_PREFIX};
 use crate::contract::CountRef;
 use crate::contract::Distribution;
 
@@ -10,7 +10,8 @@ use crate::contract::Distribution;
 /// read together once per export. The buckets are not exported: a sink
 /// holds totals per key.
 ///
-/// Register it with [`Exporter::register_source`](super::Exporter::register_source).
+/// Register it with
+/// [`Exporter::register_source`](super::exporter::Exporter::register_source).
 /// It is always live: the exporter keeps it until the exporter goes.
 ///
 /// ```

@@ -1,6 +1,6 @@
 //! `MemorySink`: the sink contract in process, behind one mutex.
 
-use super::{Batch, Outcome, Sink, SinkError, WriterId};
+use super::sink::{Batch, Outcome, Sink, SinkError, WriterId};
 use crate::primitive::sync::{lock, Arc, Mutex};
 use std::collections::HashMap;
 
@@ -15,7 +15,7 @@ struct State {
 /// A [`Sink`] that keeps per-key totals in process, with the same
 /// exactly-once contract as the Redis sink (last sequence per writer).
 /// Clones share the totals, so a test or an in-process aggregator can read
-/// what an [`Exporter`](super::Exporter) delivered.
+/// what an [`Exporter`](super::exporter::Exporter) delivered.
 ///
 /// ```
 /// use shardcount::export::{Batch, MemorySink, Outcome, Sink, WriterId};

@@ -57,9 +57,10 @@
 //!
 //! Counter `k` lives at `<prefix>k`; the sink's own bookkeeping at
 //! `<prefix>__writers`. Keys starting with `__` are reserved: the
-//! [`Exporter`](super::Exporter) refuses them (see
-//! [`RESERVED_PREFIX`](super::RESERVED_PREFIX)), and the script refuses a
-//! counter key equal to the writers hash's, so a counter can never name it.
+//! [`Exporter`](super::exporter::Exporter) refuses them (see
+//! [`RESERVED_PREFIX`](super::source::RESERVED_PREFIX)), and the script
+//! refuses a counter key equal to the writers hash's, so a counter can
+//! never name it.
 //!
 //! Everything a batch touches is checked before the first write, so a
 //! batch applies entirely or not at all, whatever is stored at its keys.
@@ -67,20 +68,20 @@
 //!
 //! * a counter key it sets to a non-integer, another type or a value near
 //!   the 64-bit limit makes that key's deltas rejected
-//!   ([`ExportStats::rejected`](super::ExportStats::rejected)); the other
-//!   keys of the batch still apply, once;
+//!   ([`ExportStats::rejected`](super::exporter::ExportStats::rejected));
+//!   the other keys of the batch still apply, once;
 //! * an integer it adds to a counter key is simply part of that key's total
 //!   (the exporter only ever adds deltas);
 //! * a writers hash it replaces by another type, or a writer's field it
 //!   sets to a non-number, stops every batch of the prefix, which waits
 //!   (nothing written, the error in
-//!   [`ExportStats::last_error`](super::ExportStats::last_error)) until the
-//!   key is repaired. Only restoring each writer's number repairs it
-//!   exactly. Deleting the key, or lowering or deleting a field, looks like
+//!   [`ExportStats::last_error`](super::exporter::ExportStats::last_error))
+//!   until the key is repaired. Only restoring each writer's number repairs
+//!   it exactly. Deleting the key, or lowering or deleting a field, looks like
 //!   a server that lost confirmed batches (a gap, see the
 //!   [exporter's docs](super#the-sinks-contract)): the exporter sends again
 //!   the batches it confirmed within
-//!   [`ExportConfig::retain`](super::ExportConfig::retain), which the
+//!   [`ExportConfig::retain`](super::exporter::ExportConfig::retain), which the
 //!   counter keys already hold, so those are counted twice. (No sink can
 //!   keep exactly-once against a writer that erases its bookkeeping.)
 //!
@@ -88,7 +89,7 @@
 //! number, about 50 bytes). Every key of a batch must live on one node: in
 //! Redis Cluster, give the prefix a hash tag (`{fleet}:`).
 
-use super::{Batch, Outcome, Sink, SinkError};
+use super::sink::{Batch, Outcome, Sink, SinkError};
 use redis::{Client, Connection, Value};
 use std::fmt;
 use std::time::Duration;

@@ -1,8 +1,8 @@
-//! What [`Exporter::register`](super::Exporter::register) keeps: the
-//! counter (`&'static T` or `Arc<T>`) and its key, as a [`Source`] over the
-//! contract.
+//! What [`Exporter::register`](super::exporter::Exporter::register) keeps:
+//! the counter (`&'static T` or `Arc<T>`) and its key, as a [`Source`] over
+//! the contract.
 
-use super::Source;
+use super::source::Source;
 use crate::contract::{CountFamily, CountRef};
 use crate::primitive::sync::{lock, Mutex};
 use std::fmt::Write as _;
@@ -32,7 +32,8 @@ where
     pub(super) fn new(key: &str, held: H) -> Self {
         let family = !<H::Target as CountFamily>::LABEL_NAMES.is_empty();
         assert!(
-            !key.starts_with(super::RESERVED_PREFIX) && !(family && (key.is_empty() || key == "_")),
+            !key.starts_with(super::source::RESERVED_PREFIX)
+                && !(family && (key.is_empty() || key == "_")),
             "shardcount: Exporter::register({key:?}): keys starting with `__` are reserved \
              for sinks' bookkeeping (a family's key must not be \"\" or \"_\" either, as a \
              label could complete the prefix)"
@@ -89,6 +90,6 @@ where
 mod tests {
     #[test]
     fn unprintable_labels_go_to_a_reserved_key() {
-        assert!(super::UNPRINTABLE.starts_with(super::super::RESERVED_PREFIX));
+        assert!(super::UNPRINTABLE.starts_with(super::super::source::RESERVED_PREFIX));
     }
 }

@@ -8,7 +8,8 @@
 //! histogram's record plus the label's index: no hashing, no lock.
 
 use super::layout::Layout;
-use super::{duration_ns, snapshot_of, HistogramSnapshot, HistogramUnit, SUM};
+use super::snapshot::{HistogramSnapshot, HistogramUnit};
+use super::unlabelled::{duration_ns, snapshot_of, SUM};
 use crate::labels::Label;
 use crate::set::CounterSet;
 use std::fmt;

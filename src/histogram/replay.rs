@@ -3,7 +3,7 @@
 //! recorded since the last replay, each inside the bucket it was counted
 //! in, adding up to the recorded sum.
 
-use super::HistogramSnapshot;
+use super::snapshot::HistogramSnapshot;
 
 /// What a replay keeps between calls for one histogram: the read it
 /// replayed last, and the part of the recorded sum not yet replayed.
@@ -104,7 +104,7 @@ fn values(ranges: &[(u64, u64)], counts: &[u64], sum: u64, mut f: impl FnMut(u64
 mod tests {
     use super::{replay_since, values, Replayed};
     use crate::histogram::layout::Layout;
-    use crate::histogram::{HistogramSnapshot, HistogramUnit};
+    use crate::histogram::snapshot::{HistogramSnapshot, HistogramUnit};
 
     /// A read with buckets `[0, 999]`, `[1000, 1999]` and above: `counts`
     /// and `sum`.

@@ -2,7 +2,7 @@
 //! [`HistogramTimer`] guard. The clock is read off the record path: a
 //! timer reads `Instant::now()` twice, `record_duration` does the rest.
 
-use super::Histogram;
+use super::unlabelled::Histogram;
 use std::fmt;
 use std::time::{Duration, Instant};
 

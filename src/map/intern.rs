@@ -1,9 +1,10 @@
 //! Adds by key and `handle`: a lock-free lookup, else the key interned
 //! under the index's lock.
 
+use super::counter_map::CounterMap;
+use super::handle::{CounterHandle, IntoKey};
 use super::index::{Entry, Writer};
 use super::store::{Place, CHUNK};
-use super::{CounterHandle, CounterMap, IntoKey};
 use crate::primitive::sync::atomic::Ordering;
 use crate::thread::grace;
 use std::borrow::Borrow;

@@ -1,8 +1,8 @@
 //! Making a map: the bound on its keys, the name of their label.
 
+use super::counter_map::CounterMap;
 use super::hasher::KeyedState;
 use super::index::Index;
-use super::CounterMap;
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicUsize};
 use crate::primitive::sync::Mutex;
 use crate::set::CounterSet;

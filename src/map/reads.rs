@@ -1,8 +1,9 @@
 //! Reads and takes: one key's, every key's (under the index's lock), the
 //! overflow's; the map's size; the map as a `CountFamily`.
 
+use super::counter_map::CounterMap;
+use super::handle::CounterHandle;
 use super::store::CHUNK;
-use super::{CounterHandle, CounterMap};
 use crate::primitive::sync::atomic::Ordering;
 use crate::primitive::sync::lock;
 use crate::set::CounterSet;

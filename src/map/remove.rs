@@ -1,9 +1,9 @@
 //! Removal (`remove`, `retain`, `evict_idle`) and the compaction that
 //! follows it.
 
+use super::counter_map::CounterMap;
 use super::index::Writer;
 use super::store::{Place, CHUNK};
-use super::CounterMap;
 use crate::primitive::sync::atomic::Ordering;
 use crate::primitive::sync::{lock, MutexGuard};
 use crate::thread::grace;

@@ -1,7 +1,7 @@
 //! The chunks' shard rows: split ahead of a burst, merged back after.
 
+use super::counter_map::CounterMap;
 use super::store::CHUNK;
-use super::CounterMap;
 use crate::set::CounterSet;
 use crate::shard::merge_all;
 use std::hash::Hash;

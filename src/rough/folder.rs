@@ -14,7 +14,7 @@
 //! calls wait at most for a list copy, never for a pass, however short the
 //! interval. No atomics of its own: the mutex orders everything.
 
-use super::{CoreRef, RoughCounter};
+use super::rough_counter::{CoreRef, RoughCounter};
 use crate::primitive::sync::{Arc, Mutex, MutexGuard};
 use crate::worker::{self, Worker};
 use std::fmt;

@@ -143,13 +143,18 @@
 //! a window and asks the thread's exit registry for a [`ThreadExit`] call,
 //! which folds and frees the slot when the thread exits. An add that is
 //! not due therefore proves the slot taken over by the calling thread.
-use super::RoughCounter;
 use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::primitive::sync::Arc;
 use crate::thread::slots::{SlotTable, ThreadExit};
 use crossbeam_utils::CachePadded;
 use std::cell::UnsafeCell;
 use std::time::Instant;
+
+/// A thread reads the clock for the interval rule when its count on a
+/// counter has moved this many counts (or half of `batch`, if smaller) since its
+/// last check: for `inc`, once every 512 adds. A tuning constant, not
+/// API: `RoughCounter`'s docs give the behaviour.
+const CHECK_EVERY: u64 = 512;
 
 /// One per-thread slot, padded to its own cache lines.
 pub(super) struct Slot {
@@ -329,9 +334,7 @@ impl Slot {
     /// `Core::fold`.)
     fn arm(&self, u: u64, batch: u64) {
         debug_assert!(u < batch, "the check folds at a distance of a batch");
-        let w = (batch - u)
-            .min(batch.div_ceil(2))
-            .min(RoughCounter::CHECK_EVERY);
+        let w = (batch - u).min(batch.div_ceil(2)).min(CHECK_EVERY);
         let t = self.own_total();
         self.lo.store(t.wrapping_sub(w - 1), Ordering::Relaxed);
         self.width.store(2 * w - 1, Ordering::Relaxed);
@@ -341,7 +344,7 @@ impl Slot {
         // of adds, once per wrap of the total).
         let hi = t
             .checked_add(w)
-            .filter(|&h| h <= u64::MAX - RoughCounter::CHECK_EVERY)
+            .filter(|&h| h <= u64::MAX - CHECK_EVERY)
             .unwrap_or(0);
         self.set_hi(hi);
     }

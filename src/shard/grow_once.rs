@@ -1,7 +1,7 @@
 //! One forced growth step, written once for every owner of a table: for
 //! models and tests that race adds against a growth.
 
-use super::ShardTable;
+use super::table::ShardTable;
 
 /// An owner of a [`ShardTable`] that a test can grow on demand.
 pub(crate) trait GrowOnce {

@@ -69,8 +69,8 @@
 //! `split`. Nothing was moved yet, and owners only write `X` again after
 //! they acknowledged, which they may.
 
-use super::{is_table, is_tag, tag_epoch, Head, ShardTable, Table, CAP_MASK, EPOCH_SHIFT};
-use super::{FOLDING, RETIRING};
+use super::table::{is_table, is_tag, tag_epoch, Head, ShardTable, Table, CAP_MASK, EPOCH_SHIFT};
+use super::table::{FOLDING, RETIRING};
 use crate::primitive::sync::atomic::{fence, Ordering};
 use crate::primitive::sync::{lock, Mutex};
 use crate::thread::{grace, owner};

@@ -45,8 +45,9 @@
 //! come with the first add of a thread without one (`R` more), the
 //! baselines with the first take (`R` more). All are freed with the table.
 
-use super::{flat_word_at, try_zeroed_lines, word, Line, Table, LINE_WORDS};
-use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use super::lines::{flat_word_at, word, Line, LINE_WORDS};
+use super::table::{Head, Table};
+use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::primitive::sync::{lock, MutexGuard};
 
 /// Adds `n` to a word only the calling thread writes: a load and a store,
@@ -57,70 +58,6 @@ pub(crate) fn store_add(w: &AtomicU64, n: u64) {
     // need only coherence, and the owner pool's mutex orders a hand-off.
     let v = w.load(Ordering::Relaxed);
     w.store(v.wrapping_add(n), Ordering::Relaxed);
-}
-
-/// An area of `len` lines allocated on first use and freed with its
-/// table: the shared rows or the baselines.
-pub(super) struct Lazy {
-    ptr: AtomicPtr<Line>,
-}
-
-impl Lazy {
-    pub(super) fn new() -> Lazy {
-        Lazy {
-            ptr: AtomicPtr::new(std::ptr::null_mut()),
-        }
-    }
-
-    /// The area if it exists.
-    #[inline]
-    fn get(&self, len: usize) -> Option<&[Line]> {
-        // Acquire: pairs with the Release publish in `get_or_make`, so the
-        // zeroed lines are initialised before use.
-        let p = self.ptr.load(Ordering::Acquire);
-        // SAFETY: a non-null pointer was published by `get_or_make` from a
-        // live `Box<[Line]>` of `len` lines (the table's fixed size), freed
-        // only in `free`, which has `&mut`.
-        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, len) })
-    }
-
-    /// The area, allocated (zeroed) if it does not exist yet; `None` if it
-    /// cannot be allocated.
-    #[cold]
-    #[inline(never)]
-    fn get_or_make(&self, len: usize) -> Option<&[Line]> {
-        if let Some(area) = self.get(len) {
-            return Some(area);
-        }
-        let fresh = Box::into_raw(try_zeroed_lines(len)?).cast::<Line>();
-        // AcqRel on success: Release publishes the zeroed lines to `get`.
-        // Acquire on failure: we go on to use the winner's lines.
-        match self.ptr.compare_exchange(
-            std::ptr::null_mut(),
-            fresh,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => {}
-            Err(_) => {
-                // SAFETY: `fresh` came from `Box::into_raw` of `len` lines
-                // just above and was never shared.
-                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, len)) });
-            }
-        }
-        self.get(len)
-    }
-
-    /// Frees the area: only from the table's drop.
-    pub(super) fn free(&mut self, len: usize) {
-        // Relaxed: `&mut self`, every other access happened-before.
-        let p = self.ptr.load(Ordering::Relaxed);
-        if !p.is_null() {
-            // SAFETY: published by `get_or_make` from a `Box<[Line]>` of
-            // `len` lines, freed once, here.
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) });
-        }
-    }
 }
 
 /// A row as a read sees it: its words, and for an owned row the baselines
@@ -361,7 +298,7 @@ impl super::take::Take<'_> {
         // Retiring tables too: the take is pinned.
         while let Some(t) = table.any_table(head) {
             t.for_each_take_row(&mut f);
-            head = super::Head(t.older);
+            head = Head(t.older);
         }
     }
 }

@@ -4,8 +4,8 @@
 //! counters) all add through [`ShardTable::route`], then write the word it
 //! names with one of two adds:
 //!
-//! * [`store_add`](super::store_add) on a row the thread owns: a load and a
-//!   store, its only writer (`owned.rs`);
+//! * [`store_add`](super::owned::store_add) on a row the thread owns: a
+//!   load and a store, its only writer (`owned.rs`);
 //! * [`shared_add`] on every other word (the base, a shared row): a
 //!   read-modify-write, sampled for contention by the caller.
 //!
@@ -17,7 +17,7 @@
 //! head's `Acquire` load ([`ShardTable::load`]) and the merge protocol
 //! (`merge.rs`), never the adds.
 
-use super::{Head, Row, ShardTable, Table};
+use super::table::{Head, Row, ShardTable, Table};
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::thread::{owner, MAX_SHARDS};
 use std::marker::PhantomData;

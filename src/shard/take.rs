@@ -2,7 +2,7 @@
 //! docs, under "Take epochs" and "The take guard"; the orderings under
 //! "Orderings").
 
-use super::{is_tag, tag_epoch, Head, ShardTable, EPOCH_SHIFT};
+use super::table::{is_tag, tag_epoch, Head, ShardTable, EPOCH_SHIFT};
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::thread::grace::{self, Pin};
 

@@ -217,7 +217,7 @@ fn striped() -> Pin {
     let readers: &'static Readers = &READERS;
     let p = readers.phase.load(Ordering::Relaxed) & 1;
     // The token is an address: its high bits tell threads apart.
-    let stripe = super::token().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - 4);
+    let stripe = super::probe::token().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - 4);
     let count = &*readers.count[p][stripe & (STRIPES - 1)];
     // Relaxed, then the fence: the fence orders the increment before the
     // head loads that follow (module docs).

@@ -295,7 +295,7 @@ pub(crate) fn swap_epoch(key: usize, table: usize, now: Option<u64>) -> Option<u
 /// the one before, so the caller should grow its table if it can.
 #[cold]
 pub(crate) fn collided(key: usize) -> bool {
-    super::rehash();
+    super::probe::rehash();
     STRIKES.with(|s| {
         #[cfg(not(shardcount_loom))]
         let recent = {

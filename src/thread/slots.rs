@@ -26,55 +26,10 @@
 //! reader; the drop loads `Relaxed` (`&mut self`: every other access
 //! happened-before).
 
+use super::buckets::{assert_position, bucket_len, locate, position, BUCKETS, BUCKETS_POW2};
 use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
 use std::cell::{Cell, RefCell};
 use std::ptr;
-
-/// Thread indexes at or above `2^MAX_INDEX_LOG2` get no slot (their adds
-/// take the owner's shared fallback): 65,535 threads at once.
-#[cfg(not(shardcount_loom))]
-const MAX_INDEX_LOG2: usize = 16;
-/// Models use a handful of threads, and every bucket a walk visits is
-/// another step for loom to explore.
-#[cfg(shardcount_loom)]
-const MAX_INDEX_LOG2: usize = 3;
-/// Bucket 0 is never allocated (index 0 means "no index"); bucket `b >= 1`
-/// holds indexes `2^(b-1) .. 2^b`.
-const BUCKETS: usize = MAX_INDEX_LOG2 + 1;
-/// The bucket array's length: a power of two, so a mask keeps any bucket
-/// number in range; the buckets from `BUCKETS` up are never allocated.
-const BUCKETS_POW2: usize = BUCKETS.next_power_of_two();
-
-/// Debug builds check what `at`'s safety rests on.
-#[inline(always)]
-fn assert_position(bucket: usize, offset: usize) {
-    debug_assert!(bucket < BUCKETS && offset < bucket_len(bucket));
-}
-
-/// The bucket and offset of thread index `i` (`i >= 1`; 0 gives bucket 0).
-fn locate(i: usize) -> (usize, usize) {
-    let b = (usize::BITS - i.leading_zeros()) as usize;
-    (b, i - ((1usize << b) >> 1))
-}
-
-/// Where thread index `i`'s slot is in every table: `(bucket, offset)`,
-/// with bucket 0 (never allocated) when `i` is 0 or beyond the tables'
-/// reach. Threads keep it beside their index (`thread::slot_position`).
-pub(crate) fn position(i: usize) -> (usize, usize) {
-    match locate(i) {
-        (b, off) if b < BUCKETS => (b, off),
-        _ => (0, 0),
-    }
-}
-
-/// How many slots bucket `b` holds.
-const fn bucket_len(b: usize) -> usize {
-    if b == 0 {
-        0
-    } else {
-        1 << (b - 1)
-    }
-}
 
 /// One slot per thread index, allocated in buckets on first use.
 pub(crate) struct SlotTable<S> {
@@ -221,7 +176,7 @@ fn clear_cache() {
 
 struct Registry {
     /// The thread's index while it holds one.
-    lease: RefCell<Option<super::IndexLease>>,
+    lease: RefCell<Option<super::index::IndexLease>>,
     owners: RefCell<Vec<Box<dyn ThreadExit>>>,
     /// Prune dropped owners when the list reaches this length.
     prune_at: Cell<usize>,
@@ -232,7 +187,7 @@ impl Registry {
         self.lease
             .borrow()
             .as_ref()
-            .map_or(0, super::IndexLease::index)
+            .map_or(0, super::index::IndexLease::index)
     }
 }
 
@@ -265,7 +220,7 @@ pub(crate) fn index_or_take() -> Option<usize> {
     REGISTRY
         .try_with(|r| {
             let mut lease = r.lease.borrow_mut();
-            lease.get_or_insert_with(super::take_index).index()
+            lease.get_or_insert_with(super::index::take_index).index()
         })
         .ok()
 }

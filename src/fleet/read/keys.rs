@@ -19,7 +19,8 @@
 //! a refresh later than another key's while a refresh is storing; the
 //! total is always one refresh's sum). `round_trips` is a Relaxed tally.
 
-use super::{FleetReadError, Reading, Server};
+use super::reading::{FleetReadError, Reading};
+use super::server::Server;
 use crate::primitive::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex};
 use redis::Connection;
@@ -32,7 +33,8 @@ pub(super) struct Refresh {
     last_error: Option<String>,
 }
 
-/// A cached key set of a [`FleetReader`](super::FleetReader); see there.
+/// A cached key set of a [`FleetReader`](super::reader::FleetReader); see
+/// there.
 /// Share it (by reference or in an `Arc`) among the threads that read it.
 ///
 /// ```no_run
@@ -76,7 +78,7 @@ impl FleetKeys {
     }
 
     /// The set's keys (without the prefix); for an
-    /// [`all`](super::FleetReader::all) set, those of the last refresh.
+    /// [`all`](super::reader::FleetReader::all) set, those of the last refresh.
     ///
     /// ```
     /// # use shardcount::fleet::FleetReader;
@@ -266,7 +268,7 @@ impl fmt::Debug for FleetKeys {
 
 #[cfg(test)]
 mod tests {
-    use crate::fleet::FleetReader;
+    use crate::fleet::read::reader::FleetReader;
     use std::time::Duration;
 
     #[test]

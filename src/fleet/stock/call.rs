@@ -1,10 +1,10 @@
 //! One call of the lease script: sent (a take with its WAITAOF), its
 //! reply read, and classified; `call` resends it when that can help.
 
+use super::error::FleetError;
 use super::lease::Inner;
 use super::link::Link;
-use super::op::{Kind, Op, Reply};
-use super::{FleetError, MAX_AMOUNT};
+use super::op::{Kind, Op, Reply, MAX_AMOUNT};
 use crate::export::redis::answered;
 use crate::primitive::sync::atomic::Ordering;
 use redis::Value;

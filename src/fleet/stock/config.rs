@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-/// How a [`FleetStock`](super::FleetStock) leases.
+/// How a [`FleetStock`](super::fleet_stock::FleetStock) leases.
 ///
 /// ```
 /// let c = shardcount::fleet::FleetStockConfig::default();
@@ -14,14 +14,15 @@ pub struct FleetStockConfig {
     /// needs it). With `n_max` the largest `n` asked, a process's lease
     /// never exceeds `max(chunk, n_max) + n_max − 1` (`chunk` for
     /// `try_sub(1)`), nor does what a crash of it strands (see
-    /// [`FleetStock`](super::FleetStock)).
+    /// [`FleetStock`](super::fleet_stock::FleetStock)).
     pub chunk: u64,
     /// A lease that has not changed (no sale, no refill) for this long goes
     /// back to Redis. Checked every quarter of it, by a background worker;
     /// any value below 4 ms checks every 1 ms (see the crate's worker rule).
     pub idle: Duration,
     /// Connect, read and write timeout of each Redis call; must not be
-    /// zero ([`FleetStock::new`](super::FleetStock::new) refuses it).
+    /// zero ([`FleetStock::new`](super::fleet_stock::FleetStock::new)
+    /// refuses it).
     pub timeout: Duration,
 }
 

@@ -3,7 +3,7 @@
 use crate::stock::Insufficient;
 use std::fmt;
 
-/// Why a [`FleetStock`](super::FleetStock) call failed.
+/// Why a [`FleetStock`](super::fleet_stock::FleetStock) call failed.
 ///
 /// ```
 /// use shardcount::fleet::FleetError;
@@ -15,7 +15,7 @@ pub enum FleetError {
     /// The lease and Redis were both short: `available` is what the lease
     /// held plus what Redis held (0) when the take was refused. Other
     /// processes' leases are not counted (see
-    /// [`FleetStock`](super::FleetStock)).
+    /// [`FleetStock`](super::fleet_stock::FleetStock)).
     Insufficient(Insufficient),
     /// Redis could not be reached, did not answer in time, or refused the
     /// command for a reason of its own (loading, read-only, out of
@@ -30,10 +30,11 @@ pub enum FleetError {
     /// kept and sent again by the next call.
     Corrupt(String),
     /// The call cannot work as given, and retrying it will not help: a
-    /// zero `timeout` in [`FleetStock::new`](super::FleetStock::new) (the
-    /// message names the field), or an [`add`](super::FleetStock::add)
-    /// that would take the stock to 2<sup>53</sup> or more (nothing was
-    /// added).
+    /// zero `timeout` in
+    /// [`FleetStock::new`](super::fleet_stock::FleetStock::new) (the
+    /// message names the field), or an
+    /// [`add`](super::fleet_stock::FleetStock::add) that would take the
+    /// stock to 2<sup>53</sup> or more (nothing was added).
     Invalid(String),
 }
 

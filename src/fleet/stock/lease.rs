@@ -1,9 +1,10 @@
 //! The lease: the local `Stock`, refilled and given back through
 //! numbered operations, one outstanding at a time (see `stock/mod.rs`).
 
+use super::config::FleetStockConfig;
+use super::error::FleetError;
 use super::link::Link;
-use super::op::{Kind, Op, Reply};
-use super::{assert_amount, FleetError, FleetStockConfig, MAX_AMOUNT};
+use super::op::{assert_amount, Kind, Op, Reply, MAX_AMOUNT};
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::primitive::sync::{lock, try_lock, Mutex};
 use crate::stock::Stock;

@@ -1,8 +1,8 @@
 //! A `FleetStock`'s connection: opened and its script loaded on demand,
 //! and what a failed call on it means.
 
+use super::error::FleetError;
 use super::op::{Op, LEASE_SCRIPT};
-use super::FleetError;
 use crate::export::redis::answered;
 use redis::{Client, Connection};
 use std::time::{Duration, Instant};

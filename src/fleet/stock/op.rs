@@ -1,5 +1,5 @@
 //! One operation of the lease script: the script itself, what an
-//! operation carries, and what it answers.
+//! operation carries, what it answers, and the bound on its amounts.
 
 /// The lease script (`src/fleet/scripts/lease.lua`). `KEYS[1]` is the
 /// stock key, `KEYS[2]` the leases hash; `ARGV` = token, sequence number,
@@ -52,4 +52,16 @@ pub(super) struct Op {
 pub(super) struct Reply {
     pub(super) amount: u64,
     pub(super) stock: i64,
+}
+
+/// Every amount and the stock stay below this: Redis runs the script's
+/// arithmetic in doubles, exact below 2<sup>53</sup>.
+pub(super) const MAX_AMOUNT: u64 = 1 << 53;
+
+/// Panics (as documented) on an amount the script cannot count exactly.
+pub(super) fn assert_amount(n: u64, call: &str) {
+    assert!(
+        n < MAX_AMOUNT,
+        "shardcount: FleetStock::{call}({n}): the amount must be below 2^53"
+    );
 }

@@ -1,7 +1,7 @@
 //! What a `FleetStock` has done so far.
 
-/// What a [`FleetStock`](super::FleetStock) has done so far (counts since
-/// it was built).
+/// What a [`FleetStock`](super::fleet_stock::FleetStock) has done so far
+/// (counts since it was built).
 ///
 /// ```
 /// let s = shardcount::fleet::FleetStockStats::default();
@@ -17,7 +17,7 @@ pub struct FleetStockStats {
     pub returned: u64,
     /// Operations Redis had confirmed and then lost (seen as skipped
     /// numbers in the token's record): after an AOF `everysec` crash, see
-    /// [`FleetStock`](super::FleetStock)'s "Redis restarts".
+    /// [`FleetStock`](super::fleet_stock::FleetStock)'s "Redis restarts".
     pub lost_ops: u64,
     /// Units taken out of the lease for a return not yet confirmed.
     pub in_flight: u64,

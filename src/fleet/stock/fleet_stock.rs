@@ -1,0 +1,409 @@
+//! `FleetStock` itself: the public type, over the lease (`lease.rs`) and
+//! its connection (`link.rs`).
+
+use super::config::FleetStockConfig;
+use super::error::FleetError;
+use super::lease::Inner;
+use super::link::Link;
+use super::op::{assert_amount, Kind, Op, MAX_AMOUNT};
+use super::stats::FleetStockStats;
+use crate::export::WriterId;
+use crate::primitive::sync::atomic::{AtomicU64, Ordering};
+use crate::primitive::sync::{lock, Arc, Mutex};
+use crate::stock::Stock;
+use crate::worker::Worker;
+use redis::Client;
+use std::fmt;
+use std::time::Instant;
+
+/// `init`'s script: sets `KEYS[1]` to `ARGV[1]` only if it does not exist
+/// (1), leaves a string as it is (0), refuses another type (-1).
+const INIT_SCRIPT: &str = include_str!("../scripts/init.lua");
+
+/// A stock of units kept in Redis that many processes sell from, never
+/// oversold.
+///
+/// Each process holds a *lease*: units taken from Redis into a local
+/// [`Stock`]. [`try_sub`](Self::try_sub) takes from the lease, lock-free;
+/// when the lease is short, one atomic script call takes up to
+/// [`chunk`](FleetStockConfig::chunk) more (never below zero). Unused
+/// units go back on [`flush`](Self::flush), on drop, and when the lease
+/// has been idle for [`idle`](FleetStockConfig::idle).
+///
+/// # What is exact
+///
+/// * **Never oversold:** Redis only grants what its total holds, and each
+///   unit is in one place: Redis, one lease, a return in flight, or sold.
+///   Across all processes, successful takes never exceed the initial stock
+///   plus what was added.
+/// * **Retries never double:** every take, return and add carries the
+///   process's token and a sequence number recorded in Redis in the same
+///   script run; a call whose reply was lost is resent with the same number
+///   and gets the recorded answer (the same grant; a repeated return or add
+///   adds nothing).
+/// * **Clean failures:** `try_sub(n)` fails with
+///   [`FleetError::Insufficient`] only when this lease cannot cover `n` and
+///   a take found Redis short (it takes what was left). At that moment
+///   other live processes' leases may hold units: each at most `L =
+///   max(chunk, n_max) + n_max − 1` (`n_max` the largest `n` any process
+///   asks for; for `try_sub(1)`, `L = chunk`), so at most `(processes − 1)
+///   × L` units, which come back as those processes sell, flush or idle.
+///
+/// # What a crash costs
+///
+/// * **A process killed (`kill -9`):** its lease is lost, never reclaimed
+///   (reclaiming a lease from a process that is only slow would oversell).
+///   Stranded: at most `L` units (above; for `try_sub(1)`, one chunk): its
+///   lease, or a return in flight (the lease is empty then: no
+///   take is sent until the return is confirmed), or a take whose reply
+///   it never read plus what the lease held (less than `n_max`) when it
+///   asked. The leases hash records each
+///   token's net take (`"<seq> <amount> <net>"`), so an operator can see
+///   which tokens hold units.
+/// * **Redis restarts:** with `appendonly yes` and `appendfsync always`,
+///   every reply follows its fsync, nothing confirmed is lost, and
+///   nothing can be oversold. With Redis 7.2 or later and AOF on, each take
+///   also waits (pipelined, no extra round trip) for `WAITAOF 1 0`, so
+///   `everysec` is safe too. On older Redis under `everysec`, Redis may
+///   confirm a take whose AOF write it had postponed (up to 2 s while a
+///   fsync is slow; any unsynced second on a machine crash): if it then
+///   dies, the take is undone in Redis while the process keeps and sells
+///   the units, and Redis can grant them again. The oversell is bounded by
+///   the units granted in that window (at most the takes of the last ~2 s),
+///   and shows as [`FleetStockStats::lost_ops`]. A lost return or add only
+///   strands or drops units: it never oversells. A connection that Redis
+///   closed (a restart, an idle `timeout`) is found on the next call, which
+///   is sent again, once, on a fresh connection (the same number: applied
+///   at most once), so the first call after a restart does not fail, and a
+///   drop's one return reaches the restarted Redis.
+/// * **A `fork` after `new`:** parent and child would share the token and
+///   its numbers, and one's take would be answered as a repeat of the
+///   other's. Make the stock in the process that uses it.
+///
+/// # Example
+///
+/// ```no_run
+/// use shardcount::fleet::{FleetError, FleetStock, FleetStockConfig};
+///
+/// let stock = FleetStock::new(
+///     "redis://127.0.0.1:6379",
+///     "shop:",
+///     "sku-42",
+///     FleetStockConfig { chunk: 50, ..FleetStockConfig::default() },
+/// )
+/// .unwrap();
+/// stock.add(1_000).unwrap(); // restock (once for the fleet)
+/// match stock.try_sub(1) {
+///     Ok(()) => { /* sold one */ }
+///     Err(FleetError::Insufficient(_)) => { /* sold out */ }
+///     Err(e) => eprintln!("{e}"), // Redis unreachable: try later
+/// }
+/// stock.flush().unwrap(); // give the unused lease back
+/// ```
+pub struct FleetStock {
+    inner: Arc<Inner>,
+    worker: Option<Worker>,
+}
+
+impl FleetStock {
+    /// A stock named `name` under `prefix` (Redis key `<prefix><name>`) on
+    /// the server at `url`. Connects lazily.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Redis`] if `url` cannot be parsed;
+    /// [`FleetError::Invalid`] if `config.timeout` is zero.
+    ///
+    /// # Panics
+    ///
+    /// If `config.chunk` is 0 or 2<sup>53</sup> or more, or the worker
+    /// thread cannot be spawned.
+    ///
+    /// ```
+    /// use shardcount::fleet::{FleetStock, FleetStockConfig};
+    /// let s = FleetStock::new("redis://127.0.0.1:1", "p:", "n", FleetStockConfig::default()).unwrap();
+    /// assert_eq!(s.lease(), 0);
+    /// let zero = FleetStockConfig { timeout: std::time::Duration::ZERO, ..FleetStockConfig::default() };
+    /// let e = FleetStock::new("redis://127.0.0.1:1", "p:", "n", zero).unwrap_err();
+    /// assert_eq!(e.to_string(), "fleet stock: invalid: FleetStockConfig::timeout must not be zero");
+    /// ```
+    pub fn new(
+        url: &str,
+        prefix: &str,
+        name: &str,
+        config: FleetStockConfig,
+    ) -> Result<FleetStock, FleetError> {
+        assert!(
+            config.chunk >= 1 && config.chunk < MAX_AMOUNT,
+            "shardcount: FleetStockConfig::chunk must be in 1..2^53, got {}",
+            config.chunk
+        );
+        if config.timeout.is_zero() {
+            // std refuses a zero socket timeout: every call would fail.
+            return Err(FleetError::Invalid(
+                "FleetStockConfig::timeout must not be zero".into(),
+            ));
+        }
+        let client = Client::open(url).map_err(|e| FleetError::Redis(e.to_string()))?;
+        let check = (config.idle / 4).max(crate::worker::MIN_WAIT);
+        let inner = Arc::new(Inner {
+            local: Stock::new(0),
+            stock_key: format!("{prefix}{name}"),
+            leases_key: format!("{prefix}__leases:{name}"),
+            link: Mutex::new(Link {
+                client,
+                conn: None,
+                sha: None,
+                waitaof: false,
+                token: WriterId::random().to_string(),
+                seq: 0,
+                unresolved: None,
+                idle_seen: (0, Instant::now()),
+                stale_possible: false,
+                closed: false,
+            }),
+            config,
+            round_trips: AtomicU64::new(0),
+            granted: AtomicU64::new(0),
+            returned: AtomicU64::new(0),
+            lost_ops: AtomicU64::new(0),
+        });
+        let worker = Worker::spawn("shardcount-fleet-stock", check, {
+            let inner = Arc::clone(&inner);
+            move || inner.idle_pass()
+        });
+        Ok(FleetStock {
+            inner,
+            worker: Some(worker),
+        })
+    }
+
+    /// Takes `n` units: from the lease, lock-free, while it holds `n`;
+    /// otherwise one script call refills it (see the type docs).
+    /// `try_sub(0)` always succeeds.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Insufficient`] when the lease and Redis are both
+    /// short (nothing taken); [`FleetError::Redis`] when the lease is short
+    /// and Redis cannot be reached (the lease keeps serving what it holds).
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 2<sup>53</sup> or more and the lease cannot cover it.
+    ///
+    /// ```no_run
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
+    /// let s = FleetStock::new("redis://127.0.0.1:6379", "p:", "n", FleetStockConfig::default()).unwrap();
+    /// let sold = (0..10).filter(|_| s.try_sub(1).is_ok()).count();
+    /// # drop(sold);
+    /// ```
+    #[inline]
+    pub fn try_sub(&self, n: u64) -> Result<(), FleetError> {
+        if self.inner.local.try_sub(n).is_ok() {
+            return Ok(());
+        }
+        self.inner.refill(n)
+    }
+
+    /// Adds `n` units to the Redis total (a restock), exactly once even if
+    /// the call is retried. Returns the total after it.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Redis`] if Redis could not confirm it: the next call
+    /// sends it again (it is applied once).
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 2<sup>53</sup> or more.
+    ///
+    /// ```no_run
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
+    /// let s = FleetStock::new("redis://127.0.0.1:6379", "p:", "n", FleetStockConfig::default()).unwrap();
+    /// let total = s.add(500).unwrap();
+    /// # drop(total);
+    /// ```
+    pub fn add(&self, n: u64) -> Result<i64, FleetError> {
+        // Before the lock: a panic under it would poison it.
+        assert_amount(n, "add");
+        let mut link = lock(&self.inner.link);
+        Ok(self.inner.run(&mut link, Kind::Add, n)?.stock)
+    }
+
+    /// Gives the whole lease back to Redis now, after resending any
+    /// unconfirmed operation. Returns the units returned.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Redis`] if Redis could not confirm it; the units stay
+    /// in flight and the next call sends the same return again.
+    ///
+    /// ```no_run
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
+    /// let s = FleetStock::new("redis://127.0.0.1:6379", "p:", "n", FleetStockConfig::default()).unwrap();
+    /// s.try_sub(1).ok();
+    /// let back = s.flush().unwrap();
+    /// assert_eq!(s.lease(), 0);
+    /// # drop(back);
+    /// ```
+    pub fn flush(&self) -> Result<u64, FleetError> {
+        let mut link = lock(&self.inner.link);
+        self.inner.give_back(&mut link)
+    }
+
+    /// Sets the stock to `n` if it was never set: the way to start a fleet
+    /// whose processes all run the same code. One `SET NX`, atomic in
+    /// Redis: however many processes call it, at once or later, only the
+    /// first sets it, and a stock already sold down (even to 0) is left
+    /// as it is. Returns whether this call set it. Restock with
+    /// [`add`](Self::add).
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Redis`] if Redis could not be reached (safe to call
+    /// again: it sets the stock at most once); [`FleetError::Corrupt`] if
+    /// the key holds another type than a string (nothing is changed).
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 2<sup>53</sup> or more.
+    ///
+    /// ```no_run
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
+    /// let s = FleetStock::new("redis://127.0.0.1:6379", "shop:", "tickets", FleetStockConfig::default()).unwrap();
+    /// s.init(10_000).unwrap(); // every process may call it: the stock is 10,000, once
+    /// s.try_sub(1).ok();
+    /// ```
+    pub fn init(&self, n: u64) -> Result<bool, FleetError> {
+        assert_amount(n, "init");
+        let mut link = lock(&self.inner.link);
+        let key = self.inner.stock_key.clone();
+        let timeout = self.inner.config.timeout;
+        // Relaxed: a reporting tally.
+        self.inner.round_trips.fetch_add(1, Ordering::Relaxed);
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(INIT_SCRIPT).arg(1).arg(&key).arg(n);
+        // `SET` only if absent: a resend sets at most once.
+        let got: Result<i64, redis::RedisError> = link.query(timeout, &cmd);
+        match got.map_err(|e| link.failed(&e, &key))? {
+            -1 => Err(FleetError::Corrupt(format!(
+                "{key} holds another type than the stock's"
+            ))),
+            set => Ok(set == 1),
+        }
+    }
+
+    /// Units in this process's lease now (a [`Stock::sum`]).
+    ///
+    /// ```
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
+    /// let s = FleetStock::new("redis://127.0.0.1:1", "p:", "n", FleetStockConfig::default()).unwrap();
+    /// assert_eq!(s.lease(), 0);
+    /// ```
+    #[must_use]
+    pub fn lease(&self) -> u64 {
+        self.inner.local.sum()
+    }
+
+    /// The undistributed units in Redis (one `GET`; absent reads 0).
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Redis`] if Redis cannot be reached,
+    /// [`FleetError::Corrupt`] if the key is not an integer.
+    ///
+    /// ```no_run
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
+    /// let s = FleetStock::new("redis://127.0.0.1:6379", "p:", "n", FleetStockConfig::default()).unwrap();
+    /// println!("{} left in Redis", s.remaining().unwrap());
+    /// ```
+    pub fn remaining(&self) -> Result<i64, FleetError> {
+        let mut link = lock(&self.inner.link);
+        let key = self.inner.stock_key.clone();
+        let timeout = self.inner.config.timeout;
+        let got: Result<Option<String>, redis::RedisError> =
+            link.query(timeout, redis::cmd("GET").arg(&key));
+        let v = got.map_err(|e| link.failed(&e, &key))?;
+        let corrupt = || FleetError::Corrupt(format!("{key} is not an integer below ±2^53"));
+        v.map_or(Ok(0), |s| {
+            let n: i64 = s.parse().map_err(|_| corrupt())?;
+            // The script's bound (its arithmetic is in doubles).
+            if n.unsigned_abs() >= MAX_AMOUNT {
+                return Err(corrupt());
+            }
+            Ok(n)
+        })
+    }
+
+    /// This process's token in the leases hash (`<prefix>__leases:<name>`).
+    ///
+    /// ```
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
+    /// let s = FleetStock::new("redis://127.0.0.1:1", "p:", "n", FleetStockConfig::default()).unwrap();
+    /// assert_eq!(s.token().len(), 32);
+    /// ```
+    #[must_use]
+    pub fn token(&self) -> String {
+        lock(&self.inner.link).token.clone()
+    }
+
+    /// Counts so far (see [`FleetStockStats`]).
+    ///
+    /// ```
+    /// # use shardcount::fleet::{FleetStock, FleetStockConfig};
+    /// let s = FleetStock::new("redis://127.0.0.1:1", "p:", "n", FleetStockConfig::default()).unwrap();
+    /// assert_eq!(s.stats().round_trips, 0);
+    /// ```
+    #[must_use]
+    pub fn stats(&self) -> FleetStockStats {
+        let link = lock(&self.inner.link);
+        let i = &self.inner;
+        // Relaxed: reporting tallies (see the module notes).
+        FleetStockStats {
+            round_trips: i.round_trips.load(Ordering::Relaxed),
+            granted: i.granted.load(Ordering::Relaxed),
+            returned: i.returned.load(Ordering::Relaxed),
+            lost_ops: i.lost_ops.load(Ordering::Relaxed),
+            in_flight: match link.unresolved {
+                Some(Op {
+                    kind: Kind::Return,
+                    amount,
+                    ..
+                }) => amount,
+                _ => 0,
+            },
+        }
+    }
+}
+
+impl Drop for FleetStock {
+    /// Stops the idle worker and returns the lease (one try; if Redis does
+    /// not confirm it, those units are stranded, as after a crash).
+    fn drop(&mut self) {
+        if let Some(mut w) = self.worker.take() {
+            w.stop();
+        }
+        let mut link = lock(&self.inner.link);
+        if self.inner.give_back(&mut link).is_ok() && !link.stale_possible {
+            // Nothing of this token is left in flight: its record guards
+            // nothing any more (see the module notes).
+            let (key, token) = (self.inner.leases_key.clone(), link.token.clone());
+            if let Ok(conn) = link.connect(self.inner.config.timeout) {
+                // Relaxed: a reporting tally.
+                self.inner.round_trips.fetch_add(1, Ordering::Relaxed);
+                let _: Result<(), _> = redis::cmd("HDEL").arg(key).arg(token).query(conn);
+            }
+        }
+    }
+}
+
+impl fmt::Debug for FleetStock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FleetStock")
+            .field("key", &self.inner.stock_key)
+            .field("lease", &self.lease())
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}

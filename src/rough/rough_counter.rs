@@ -1,0 +1,688 @@
+//! `RoughCounter` itself: the API, and the add path over `thread::slots`
+//! (the protocol is in the `rough` module docs and in `slot.rs`).
+
+use super::slot::{Core, Slot};
+use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
+use crate::primitive::sync::Arc;
+use crate::thread;
+use std::fmt;
+use std::ptr;
+use std::time::Duration;
+
+/// A `u64` counter whose adds cost about a thread-local add: each thread
+/// counts in its own slot, and the slots are folded into one global tally now
+/// and then. [`approx`](Self::approx) reads the tally (one load, lags a
+/// little); [`sum`](Self::sum) reads every slot (exact).
+///
+/// Use it for very hot counters that are read rarely or roughly, such as
+/// metrics scraped every few seconds. For exact cheap reads, use
+/// [`Counter`](crate::Counter).
+///
+/// Arithmetic is modulo 2<sup>64</sup>, as with `AtomicU64::fetch_add`.
+///
+/// # When a thread's counts reach the tally
+///
+/// A thread's unfolded delta is folded into the tally when:
+///
+/// * **batch:** its magnitude reaches `batch` counts
+///   ([`with_batch`](Self::with_batch), default
+///   [`DEFAULT_BATCH`](Self::DEFAULT_BATCH));
+/// * **interval:** at a check, `interval` has passed since the slot's last
+///   timed fold ([`with_interval`](Self::with_interval), default
+///   [`DEFAULT_INTERVAL`](Self::DEFAULT_INTERVAL)). The clock is not read on
+///   every add: a thread checks it when its count has moved
+///   512 counts (or half of `batch`, if smaller) since its
+///   last check. **A thread that adds rarely, or stops adding, is not folded
+///   by the interval rule**; its counts reach the tally when it exits, calls
+///   [`flush`](Self::flush), someone calls [`flush_all`](Self::flush_all),
+///   or a background [`Folder`](crate::Folder) runs;
+/// * **thread exit:** a thread-local destructor folds every slot of the
+///   thread and returns the slots for reuse.
+///
+/// **Scoped threads.** `JoinHandle::join` waits for a thread's thread-local
+/// destructors (and so its exit fold); `std::thread::scope` does not: it
+/// returns once the closures have returned, possibly before. After a scope,
+/// [`sum`](Self::sum) is exact. [`approx`](Self::approx) is exact after a
+/// scope if each scoped thread called [`flush`](Self::flush) before it
+/// returned, or once [`flush_all`](Self::flush_all) has been called after
+/// the scope (it waits for exit folds already under way).
+///
+/// ```
+/// use shardcount::RoughCounter;
+/// static C: RoughCounter = RoughCounter::new();
+/// std::thread::scope(|s| {
+///     for _ in 0..4 {
+///         s.spawn(|| (0..1000).for_each(|_| C.inc()));
+///     }
+/// });
+/// assert_eq!(C.sum(), 4000); // exact
+/// C.flush_all(); // approx() could lag here without it
+/// assert_eq!(C.approx(), 4000);
+/// ```
+///
+/// # Consistency of reads
+///
+/// * [`sum`](Self::sum) is **exact**: it adds up every slot, never the tally,
+///   so a concurrent fold cannot make it count anything twice. It includes
+///   every add that happened-before the call; for add-only use, successive
+///   calls by one thread never decrease. Like `Counter::sum` it is not an
+///   atomic snapshot while others add. Cost: one load per slot; slots
+///   follow the peak number of threads alive at once in the process
+///   (thread indexes are process-wide, dense and reused).
+/// * [`approx`](Self::approx) is one load of the tally. For add-only use it
+///   never exceeds a `sum` that the same thread calls after it. At an
+///   instant when no thread is inside an add to the counter and no fold of
+///   it is in progress (a batch or interval fold, `flush`, `flush_all`, a
+///   [`Folder`](crate::Folder) pass), it differs from `sum` by at most
+///   **live slots × (`batch` − 1)** counts, up or down: each live slot's
+///   unfolded delta is below `batch` in magnitude, and an exited thread's is
+///   0. An idle thread's delta stays unfolded, within that bound, until
+///   something folds it (see above). It is exact after every thread that
+///   added has exited and been joined with `JoinHandle::join`, or after a
+///   [`flush_all`](Self::flush_all) while no thread adds (after a
+///   `thread::scope`, for instance), or once each thread that added has
+///   called [`flush`](Self::flush) after its last add.
+///
+/// It has no `take` or `reset`: each thread writes its slot with a plain
+/// store, so no swap from another thread can take a count losslessly.
+///
+/// # Memory and lifetime
+///
+/// Nothing is allocated until first use. Then the counter owns a shared
+/// block with the tally and one 128-byte slot per thread index that used it,
+/// allocated in buckets of 1, 1, 2, 4, ... slots. Thread indexes are dense
+/// and reused once a thread exits, so memory follows the peak number of
+/// threads alive at once in the process, not how many came and went. Each
+/// thread's exit registry holds a reference to the block, so dropping the counter while threads
+/// still hold slots is safe: the block is freed when the last of them exits
+/// or notices the drop.
+///
+/// # Example
+///
+/// ```
+/// use shardcount::RoughCounter;
+///
+/// static HITS: RoughCounter = RoughCounter::new();
+///
+/// let workers: Vec<_> = (0..4)
+///     .map(|_| std::thread::spawn(|| (0..10_000).for_each(|_| HITS.inc())))
+///     .collect();
+/// assert!(HITS.approx() <= HITS.sum());
+/// for w in workers {
+///     w.join().unwrap(); // runs the thread's exit fold
+/// }
+/// assert_eq!(HITS.sum(), 40_000);
+/// assert_eq!(HITS.approx(), 40_000);
+/// ```
+pub struct RoughCounter {
+    /// Null until first use, then an `Arc<Core>` from `Arc::into_raw`.
+    shared: AtomicPtr<Core>,
+    batch: u64,
+    /// Nanoseconds; `u64::MAX` means never.
+    interval: u64,
+}
+
+impl RoughCounter {
+    /// The default `batch`: a thread folds once its unfolded delta reaches
+    /// this many counts.
+    ///
+    /// ```
+    /// assert_eq!(shardcount::RoughCounter::DEFAULT_BATCH, 1024);
+    /// ```
+    pub const DEFAULT_BATCH: u64 = 1024;
+
+    /// The default `interval`: 100 ms.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(shardcount::RoughCounter::DEFAULT_INTERVAL, Duration::from_millis(100));
+    /// ```
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
+
+    crate::primitive::const_fn! {
+        /// A counter at zero with the default batch and interval.
+        ///
+        /// `const`, so it can initialise a `static`; it allocates nothing until first used.
+        ///
+        /// ```
+        /// use shardcount::RoughCounter;
+        /// static HITS: RoughCounter = RoughCounter::new();
+        /// HITS.inc();
+        /// assert_eq!(HITS.sum(), 1);
+        /// ```
+        #[must_use]
+        pub const fn new() -> Self {
+            RoughCounter {
+                shared: AtomicPtr::new(ptr::null_mut()),
+                batch: Self::DEFAULT_BATCH,
+                interval: Self::DEFAULT_INTERVAL.as_nanos() as u64,
+            }
+        }
+    }
+
+    crate::primitive::const_fn! {
+        /// Sets `batch`: a thread folds into the tally once its unfolded
+        /// delta reaches `batch` counts (in either direction). `1` folds on
+        /// every add (then every add costs a locked add on the tally).
+        ///
+        /// Use it on a fresh counter (it is a builder); a counter already
+        /// used keeps the threads' current windows until their next check.
+        ///
+        /// # Panics
+        ///
+        /// If `batch` is 0 (in a `const` context, a compile error).
+        ///
+        /// ```
+        /// use shardcount::RoughCounter;
+        /// static HITS: RoughCounter = RoughCounter::new().with_batch(2);
+        /// HITS.inc();
+        /// HITS.inc(); // the unfolded delta reaches 2: folded
+        /// assert_eq!(HITS.approx(), 2);
+        /// ```
+        #[must_use]
+        pub const fn with_batch(self, batch: u64) -> Self {
+            assert!(batch > 0, "shardcount: RoughCounter::with_batch(0): batch must be at least 1");
+            let mut s = self;
+            s.batch = batch;
+            s
+        }
+    }
+
+    crate::primitive::const_fn! {
+        /// Sets `interval`: at a check (see [the type docs](RoughCounter)),
+        /// a thread folds if this long has passed since its slot's last
+        /// timed fold, so timed folds come at most once per interval.
+        /// `Duration::ZERO` is the limit of that rule: a fold at every
+        /// check (no thread sleeps here, so nothing is raised to 1 ms).
+        /// `Duration::MAX` never reads the clock. A background thread's
+        /// interval follows another rule: below 1 ms, zero included, it
+        /// runs every 1 ms (see [`Folder::new`](crate::Folder::new)).
+        ///
+        /// ```
+        /// use shardcount::RoughCounter;
+        /// use std::time::Duration;
+        /// static HITS: RoughCounter =
+        ///     RoughCounter::new().with_interval(Duration::ZERO);
+        /// for _ in 0..512 {
+        ///     HITS.inc(); // the 512th add checks, and folds
+        /// }
+        /// assert_eq!(HITS.approx(), 512);
+        /// ```
+        #[must_use]
+        pub const fn with_interval(self, interval: Duration) -> Self {
+            let nanos = interval.as_nanos();
+            let mut s = self;
+            s.interval = if nanos > u64::MAX as u128 { u64::MAX } else { nanos as u64 };
+            s
+        }
+    }
+
+    /// The `batch` this counter folds at.
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::new().with_batch(10);
+    /// assert_eq!(c.batch(), 10);
+    /// ```
+    #[must_use]
+    pub fn batch(&self) -> u64 {
+        self.batch
+    }
+
+    /// The `interval` of the interval rule.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = shardcount::RoughCounter::new().with_interval(Duration::from_secs(1));
+    /// assert_eq!(c.interval(), Duration::from_secs(1));
+    /// ```
+    #[must_use]
+    pub fn interval(&self) -> Duration {
+        if self.interval == u64::MAX {
+            // "Never": anything from 2^64 - 1 ns (about 584 years) up.
+            Duration::MAX
+        } else {
+            Duration::from_nanos(self.interval)
+        }
+    }
+
+    /// Adds `n`, wrapping at 2<sup>64</sup>.
+    ///
+    /// Costs a subtraction from a countdown and an add to the total, both
+    /// in the thread's own slot, with no locked instruction and no clock
+    /// unless a check is due (at most 1,023 counts apart, 512 while only
+    /// adding). The slot of the counter the thread used last is cached;
+    /// any other is found in O(1) by the thread's index, however many
+    /// counters the thread uses. A `sub`, or an add larger than what is
+    /// left before the next check, takes an out-of-line call (still no
+    /// locked instruction unless a check is due).
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::new();
+    /// c.add(5);
+    /// assert_eq!(c.sum(), 5);
+    /// ```
+    #[inline]
+    pub fn add(&self, n: u64) {
+        // Relaxed: only compared with the thread's cached owner; a cached
+        // slot was reached through Acquire loads on this thread's slower path.
+        let p = self.shared.load(Ordering::Relaxed).cast_const();
+        if let Some(slot) = thread::slots::cached(p.cast()) {
+            // SAFETY: the cache names a slot of this counter taken over by
+            // this thread, whose exit registry keeps the counter's shared
+            // block (and so the slot) alive, and clears the cache before it
+            // lets go of it.
+            let slot = unsafe { &*slot.cast::<Slot>() };
+            if !slot.try_bump_owned(n) {
+                self.add_checked_cold(slot, n);
+            }
+            return;
+        }
+        self.add_uncached::<true>(n);
+    }
+
+    /// `add_checked` from the cached path, which has no `&Core` at hand.
+    #[cold]
+    #[inline(never)]
+    fn add_checked_cold(&self, slot: &Slot, n: u64) {
+        // SAFETY: the slot is cached, so the counter has its shared block
+        // (our own reference keeps it alive while we are borrowed).
+        let shared = unsafe { &*self.shared_or_init() };
+        self.add_checked(shared, slot, n);
+    }
+
+    /// A cache miss: the thread's slot through the table, O(1) in the
+    /// number of counters the thread uses; cached once taken over. A
+    /// thread rotating over many counters comes through here on every add,
+    /// so it reads no more than the bucket and the slot's first line: an
+    /// add that is not due proves the slot taken over (only the owner's
+    /// check arms a window; a free slot's `left` is 0, so every add is due).
+    ///
+    /// Generic only so that it is compiled in the caller's crate, still out
+    /// of line: there its thread-local reads are plain `fs:` loads, where a
+    /// copy compiled in this crate (a user's build without LTO) calls
+    /// `__tls_get_addr` and saves registers around it.
+    #[inline(never)]
+    fn add_uncached<const IN_CALLER: bool>(&self, n: u64) {
+        if let Some(shared) = self.shared() {
+            let (bucket, offset) = thread::slot_position();
+            if let Some(slot) = shared.slots.at(bucket, offset) {
+                if slot.try_bump(n) {
+                    thread::slots::cache(
+                        std::ptr::from_ref(shared).cast(),
+                        std::ptr::from_ref(slot).cast(),
+                    );
+                } else {
+                    self.add_due(shared, slot, n);
+                }
+                return;
+            }
+        }
+        self.add_slow(n);
+    }
+
+    /// A due add through the table: the thread's first add to its slot
+    /// (taken over here) or a check; then caches the slot.
+    #[cold]
+    #[inline(never)]
+    fn add_due(&self, shared: &Core, slot: &Slot, n: u64) {
+        self.add_checked(shared, slot, n);
+        if Core::owns(slot) {
+            thread::slots::cache(
+                std::ptr::from_ref(shared).cast(),
+                std::ptr::from_ref(slot).cast(),
+            );
+        }
+    }
+
+    /// An add to the thread's slot that is due for a check: the slot's
+    /// first add by this thread (take it over first, so its window starts
+    /// before this add), or a check by count.
+    #[cold]
+    #[inline(never)]
+    fn add_checked(&self, shared: &Core, slot: &Slot, n: u64) {
+        if !Core::owns(slot) {
+            if !self.take_over(slot) {
+                // The thread is exiting and can no longer promise an exit
+                // fold: count this add where it cannot be lost.
+                shared.add_orphan(n);
+                return;
+            }
+            // The first check: a new generation (for folds still claiming
+            // from the previous owner's time) and a window.
+            shared.check(slot, self.batch, || false);
+        }
+        if slot.bump(n) {
+            self.check(shared, slot);
+        }
+    }
+
+    /// The owner's slow check: fold by batch or interval, then rearm.
+    fn check(&self, shared: &Core, slot: &Slot) {
+        shared.check(slot, self.batch, || {
+            if self.interval == u64::MAX {
+                return false;
+            }
+            let now = shared.now();
+            let last = slot.last_fold.load(Ordering::Relaxed);
+            let due = now.saturating_sub(last) >= self.interval;
+            if due {
+                slot.last_fold.store(now, Ordering::Relaxed);
+            }
+            due
+        });
+    }
+
+    /// Takes `slot` (at the calling thread's index) over. Needs our own
+    /// strong reference to hand to the thread's exit registry.
+    #[cold]
+    fn take_over(&self, slot: &Slot) -> bool {
+        let p = self.shared_or_init();
+        // SAFETY: our own reference keeps `p` alive; we add one for the
+        // registry.
+        let shared = unsafe {
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
+        };
+        Core::take_over(shared, slot, thread::index())
+    }
+
+    /// The first add of this thread (no index yet), the first add to this
+    /// counter, or an add from a thread-local destructor at thread exit.
+    #[cold]
+    #[inline(never)]
+    fn add_slow(&self, n: u64) {
+        let p = self.shared_or_init();
+        // SAFETY: our own reference keeps `p` alive while we are borrowed.
+        let shared = unsafe { &*p };
+        let slot = thread::slots::index_or_take().and_then(|i| shared.slots.get_or_alloc(i));
+        match slot {
+            Some(slot) => {
+                if !slot.try_bump(n) {
+                    self.add_checked(shared, slot, n);
+                }
+            }
+            // The thread's exit registry is gone (we are in a thread-local
+            // destructor at thread exit), or its index is beyond the slot
+            // table: count it where it cannot be lost.
+            None => shared.add_orphan(n),
+        }
+    }
+
+    /// The shared block, if the counter has been used.
+    #[inline]
+    fn shared(&self) -> Option<&Core> {
+        // Acquire: pairs with the AcqRel exchange in `install`, so the
+        // block is initialised before we read it.
+        let p = self.shared.load(Ordering::Acquire);
+        // SAFETY: non-null means installed from Arc::into_raw; our own
+        // reference is released only in `drop`, which takes `&mut self`.
+        unsafe { p.as_ref() }
+    }
+
+    #[cold]
+    fn shared_or_init(&self) -> *const Core {
+        // Acquire: pairs with the AcqRel exchange in `install`.
+        let p = self.shared.load(Ordering::Acquire);
+        if !p.is_null() {
+            return p;
+        }
+        self.install(Core::new(0))
+    }
+
+    #[cold]
+    fn install(&self, shared: Core) -> *const Core {
+        let new = Arc::into_raw(Arc::new(shared)).cast_mut();
+        // AcqRel on success: Release publishes the block to Acquire loads.
+        // Acquire on failure: we go on to use the winner's block.
+        match self.shared.compare_exchange(
+            ptr::null_mut(),
+            new,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => new,
+            Err(winner) => {
+                // SAFETY: `new` came from Arc::into_raw above, never shared.
+                drop(unsafe { Arc::from_raw(new) });
+                winner
+            }
+        }
+    }
+
+    /// The exact total, modulo 2<sup>64</sup>: every slot's count, folded or
+    /// not.
+    ///
+    /// Includes every add that happened-before the call, and never counts a
+    /// delta twice, even while it is being folded. For add-only use,
+    /// successive calls by one thread never decrease. Not an atomic snapshot
+    /// while others add. Cost: one load per slot (about the peak number of
+    /// threads alive at once in the process), plus one.
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::new();
+    /// c.add(2);
+    /// c.add(3);
+    /// assert_eq!(c.sum(), 5);
+    /// assert_eq!(c.approx(), 0); // not folded yet
+    /// ```
+    #[must_use]
+    pub fn sum(&self) -> u64 {
+        self.shared().map_or(0, Core::sum)
+    }
+
+    /// The folded total: one load of the tally.
+    ///
+    /// Approximate: for add-only use it never exceeds a [`sum`](Self::sum)
+    /// the same thread calls after it. At an instant when no thread is inside
+    /// an add to the counter and no fold of it is in progress, it is within
+    /// [`live_slots`](Self::live_slots) × (`batch` − 1) counts of `sum`,
+    /// below it for add-only use, either side with subs. Idle threads' deltas
+    /// stay unfolded within that bound until something folds them (see [the
+    /// type docs](RoughCounter#when-a-threads-counts-reach-the-tally)). Not
+    /// monotonic under a mix of adds and subs. Exact once every thread that
+    /// added has exited and been joined, after a [`flush_all`](Self::flush_all)
+    /// while no thread adds, or once each thread that added has called
+    /// [`flush`](Self::flush) after its last add (the way to make it exact
+    /// after a `std::thread::scope`, see [the type
+    /// docs](RoughCounter#when-a-threads-counts-reach-the-tally)).
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::new().with_batch(100);
+    /// c.add(250); // reaches the batch: folded
+    /// c.add(5);
+    /// assert_eq!(c.approx(), 250);
+    /// c.flush();
+    /// assert_eq!(c.approx(), 255);
+    /// ```
+    #[must_use]
+    #[inline]
+    pub fn approx(&self) -> u64 {
+        // Acquire: pairs with the Release tally add in `Core::fold`, so a
+        // later `sum` reads at least the totals this value came from.
+        self.shared().map_or(0, |s| s.tally.load(Ordering::Acquire))
+    }
+
+    /// Folds the calling thread's unfolded delta into the tally.
+    ///
+    /// After it, [`approx`](Self::approx), in any thread that
+    /// happens-after the call (one that joined a `thread::scope` this thread
+    /// ran in, say), includes every add this thread made before the call. If
+    /// another thread's fold of this slot (a `Folder` pass, a `flush_all`)
+    /// has claimed counts that are not in the tally yet, `flush` waits for it:
+    /// a few instructions, unless that thread was descheduled.
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::new();
+    /// c.add(7);
+    /// c.flush();
+    /// assert_eq!(c.approx(), 7);
+    /// ```
+    pub fn flush(&self) {
+        let Some(shared) = self.shared() else { return };
+        if let Some(slot) = shared.slots.get(thread::index()) {
+            if Core::owns(slot) {
+                shared.fold_and_wait(slot);
+            }
+        }
+    }
+
+    /// Folds every thread's unfolded delta into the tally. Safe while the
+    /// owners keep adding: what they add meanwhile is folded now or later,
+    /// never lost or counted twice.
+    ///
+    /// After it, [`approx`](Self::approx) includes every add that
+    /// happened-before the call, provided no thread adds to the counter
+    /// meanwhile: folds by other threads that are under way (a thread's exit
+    /// fold after `std::thread::scope` has returned, a `Folder` pass) are
+    /// waited for, a few instructions each. A slot whose owner keeps adding
+    /// is folded but not waited for. Cost: one fold per slot.
+    ///
+    /// ```
+    /// use shardcount::RoughCounter;
+    /// static C: RoughCounter = RoughCounter::new();
+    /// let (tx, rx) = std::sync::mpsc::channel::<()>();
+    /// let (done_tx, done_rx) = std::sync::mpsc::channel();
+    /// let t = std::thread::spawn(move || {
+    ///     C.add(5);
+    ///     done_tx.send(()).unwrap();
+    ///     rx.recv().unwrap(); // stays alive, holding its slot
+    /// });
+    /// done_rx.recv().unwrap();
+    /// assert_eq!(C.approx(), 0);
+    /// C.flush_all();
+    /// assert_eq!(C.approx(), 5);
+    /// tx.send(()).unwrap();
+    /// t.join().unwrap();
+    /// ```
+    pub fn flush_all(&self) {
+        if let Some(shared) = self.shared() {
+            shared.fold_all();
+        }
+    }
+
+    /// How many slots threads have taken in this counter: one per thread
+    /// index that used it, so at most the peak number of threads alive at
+    /// once in the process. A diagnostic; it never shrinks.
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::new();
+    /// assert_eq!(c.slots(), 0);
+    /// c.inc();
+    /// assert_eq!(c.slots(), 1);
+    /// ```
+    #[must_use]
+    pub fn slots(&self) -> usize {
+        self.shared().map_or(0, Core::slots)
+    }
+
+    /// How many slots are owned by a thread right now: threads that have
+    /// used the counter and not yet exited (or noticed it was dropped). The
+    /// [`approx`](Self::approx) lag bound is in terms of this number.
+    ///
+    /// Once it reads 0, every exited thread's exit fold is visible to
+    /// `approx`: a thread folds its slot before it gives the slot back.
+    ///
+    /// ```
+    /// use shardcount::RoughCounter;
+    /// static C: RoughCounter = RoughCounter::new();
+    /// std::thread::spawn(|| C.add(3)).join().unwrap();
+    /// assert_eq!(C.live_slots(), 0);
+    /// assert_eq!(C.approx(), 3);
+    /// C.inc(); // this thread now holds a slot
+    /// assert_eq!(C.live_slots(), 1);
+    /// ```
+    #[must_use]
+    pub fn live_slots(&self) -> usize {
+        self.shared().map_or(0, Core::live_slots)
+    }
+
+    /// Adds `n` the way an add from a thread-local destructor does after the
+    /// thread's slots are gone. For loom models, whose thread-local
+    /// destructors run in a random order that loom cannot replay.
+    #[cfg(all(test, shardcount_loom))]
+    pub(crate) fn add_orphan(&self, n: u64) {
+        // SAFETY: our own reference keeps the block alive while borrowed.
+        unsafe { &*self.shared_or_init() }.add_orphan(n);
+    }
+
+    /// For the background folder: this counter's shared block, created if
+    /// needed, as a strong reference.
+    #[cfg(not(shardcount_loom))]
+    pub(crate) fn core_ref(&self) -> CoreRef {
+        let p = self.shared_or_init();
+        // SAFETY: `p` is alive (we hold our reference); we add one for the
+        // caller.
+        CoreRef(unsafe {
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
+        })
+    }
+}
+
+/// An opaque strong reference to a counter's shared block, for the
+/// background folder.
+#[cfg(not(shardcount_loom))]
+#[derive(Clone)]
+pub(crate) struct CoreRef(Arc<Core>);
+
+#[cfg(not(shardcount_loom))]
+impl CoreRef {
+    /// Folds every slot; returns `false` once the counter has been dropped.
+    pub(crate) fn fold_all(&self) -> bool {
+        // Folding a dropped counter once more is harmless.
+        if self.0.dropped.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.0.fold_all();
+        true
+    }
+
+    /// Whether the counter is still alive (not dropped).
+    pub(crate) fn is_live(&self) -> bool {
+        !self.0.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for RoughCounter {
+    fn drop(&mut self) {
+        // Relaxed: `&mut self`: every access through `self` happened-before.
+        let p = self.shared.load(Ordering::Relaxed);
+        if !p.is_null() {
+            // SAFETY: installed from Arc::into_raw; this is our reference.
+            let shared = unsafe { Arc::from_raw(p.cast_const()) };
+            shared.dropped.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+crate::surface::u64_counter_surface!(RoughCounter);
+
+impl From<u64> for RoughCounter {
+    /// A counter starting at `n` (already folded: `approx() == n`).
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::from(42);
+    /// assert_eq!((c.sum(), c.approx()), (42, 42));
+    /// ```
+    fn from(n: u64) -> Self {
+        let c = RoughCounter::new();
+        c.install(Core::new(n));
+        c
+    }
+}
+
+impl fmt::Debug for RoughCounter {
+    /// Shows [`sum`](RoughCounter::sum) and [`approx`](RoughCounter::approx).
+    ///
+    /// ```
+    /// let c = shardcount::RoughCounter::from(3);
+    /// c.inc();
+    /// assert_eq!(format!("{c:?}"), "RoughCounter { sum: 4, approx: 3 }");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RoughCounter")
+            .field("sum", &self.sum())
+            .field("approx", &self.approx())
+            .finish()
+    }
+}

@@ -1,0 +1,98 @@
+//! Thread indexes: small, dense and reused, so a table indexed by them stays
+//! as small as the number of threads alive at once.
+//!
+//! Index 0 means "none": a thread has none until a slot table first needs
+//! one, and has none again once its exit hook has run (adds from later
+//! thread-local destructors then take a slower path that does not need
+//! one). `slots` owns the lifetime: it holds the [`IndexLease`] that
+//! [`take_index`] gives, and drops it (giving the index back) after every
+//! slot under it has been handed over.
+
+use super::pool::Pool;
+use crate::primitive::sync::{lock, Arc, Mutex};
+use std::cell::Cell;
+
+crate::primitive::global! {
+    // Behind an Arc that each lease shares, so giving an index back never
+    // needs the static: under loom, statics are gone before the main
+    // thread's thread-local destructors run.
+    static POOL: Arc<Mutex<Pool>> = Arc::new(Mutex::new(Pool::new()));
+}
+
+/// A thread's index, and where its slot is in every slot table:
+/// computed once when the index is taken, so the hot path does no
+/// arithmetic on it.
+struct Held {
+    index: Cell<usize>,
+    /// The slot table bucket (0, never allocated, for "none").
+    bucket: Cell<usize>,
+    /// The slot's position in the bucket.
+    offset: Cell<usize>,
+}
+
+crate::primitive::const_thread_local! {
+    /// The calling thread's index, 0 if none. No destructor: the hot
+    /// path reads it with a bare TLS load.
+    static INDEX: Held = Held {
+        index: Cell::new(0),
+        bucket: Cell::new(0),
+        offset: Cell::new(0),
+    };
+}
+
+/// The calling thread's index, or 0 if it has none.
+#[inline]
+pub(crate) fn index() -> usize {
+    // During thread teardown the cell may be gone: no index.
+    INDEX.try_with(|h| h.index.get()).unwrap_or(0)
+}
+
+/// The calling thread's slot position `(bucket, offset)` (see
+/// `thread::slots`); bucket 0 if it has no index.
+#[inline]
+pub(crate) fn slot_position() -> (usize, usize) {
+    INDEX
+        .try_with(|h| (h.bucket.get(), h.offset.get()))
+        .unwrap_or((0, 0))
+}
+
+fn set(i: usize) {
+    let (bucket, offset) = super::buckets::position(i);
+    // Ignoring the error: a thread being torn down keeps no index.
+    let _ = INDEX.try_with(|h| {
+        h.index.set(i);
+        h.bucket.set(bucket);
+        h.offset.set(offset);
+    });
+}
+
+/// The calling thread's hold on its index; dropping it gives the index
+/// back.
+///
+/// The pool's mutex orders everything: a thread that takes an index
+/// another gave back happens-after everything that thread did before.
+pub(crate) struct IndexLease {
+    index: usize,
+    pool: Arc<Mutex<Pool>>,
+}
+
+impl IndexLease {
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+}
+
+/// Gives the calling thread an index (it must have none).
+pub(crate) fn take_index() -> IndexLease {
+    let pool = Arc::clone(&POOL);
+    let index = lock(&pool).take();
+    set(index);
+    IndexLease { index, pool }
+}
+
+impl Drop for IndexLease {
+    fn drop(&mut self) {
+        set(0);
+        lock(&self.pool).give(self.index);
+    }
+}
