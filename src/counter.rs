@@ -453,7 +453,7 @@ impl Counter {
     /// are still allocated), and a later `merge` call completes it;
     /// contention on the base meanwhile cancels it and the shards are used
     /// again. A thread that added once and then only sleeps holds a merge
-    /// pending until it adds, exits or calls [`quiesce`](crate::quiesce):
+    /// pending until it adds, exits or calls [`quiesce`](crate::quiesce()):
     /// in a tokio or rayon service, whose workers park when load falls,
     /// see there how each pool makes its idle workers call it. A thread
     /// has exited for this once its `join` returned; the end of a

@@ -117,7 +117,7 @@
 //!   per counter of a [`CounterSet`]).
 //! * **owner id**: a number leased to a thread on its first add to a
 //!   sharded counter; id `i` owns row `i - 1` of every table and is its
-//!   only writer. Given back at thread exit or by [`quiesce`].
+//!   only writer. Given back at thread exit or by [`quiesce()`].
 //! * **route**: the one choice every add makes between the thread's owned
 //!   row, the base word and a shared row.
 //! * **merge**: folding a table's rows back into the base word and freeing

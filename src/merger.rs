@@ -163,7 +163,7 @@ struct State {
 /// own row); when no pass has seen that for `idle`, it calls `merge`, and
 /// again at later passes while the merge is pending (see
 /// [`Counter::merge`]: a merge waits for every thread that added to a
-/// sharded counter to add again, exit or call [`quiesce`](crate::quiesce);
+/// sharded counter to add again, exit or call [`quiesce`](crate::quiesce());
 /// in a tokio or rayon service, make the pool's idle workers call it, or
 /// merges stay [`pending`](Self::pending)). A counter that grows again is
 /// merged again after its next quiet `idle`. Dropping the `Merger` stops
@@ -269,7 +269,7 @@ impl Merger {
     /// How many watched counters the last pass found quiet but could not
     /// merge yet: their merge is pending (see [`Counter::merge`]), held
     /// back by threads that added and have neither added again, exited
-    /// nor called [`quiesce`](crate::quiesce). A count that stays above
+    /// nor called [`quiesce`](crate::quiesce()). A count that stays above
     /// zero while the service idles means its pool's workers do not call
     /// `quiesce` when they park.
     ///

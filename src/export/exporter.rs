@@ -357,9 +357,9 @@ impl Exporter {
     }
 
     /// Exports `counter` under `key`: any counter type (anything that
-    /// implements [`CountFamily`](crate::CountFamily), so every
+    /// implements [`CountFamily`], so every
     /// [`Count`](crate::Count) too), held as a `&'static T` (a `static`,
-    /// `local_counter!` statics included) or an `Arc<T>` (see [`CountRef`](crate::contract::CountRef)).
+    /// `local_counter!` statics included) or an `Arc<T>` (see [`CountRef`]).
     ///
     /// # Keys
     ///

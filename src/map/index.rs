@@ -453,7 +453,7 @@ impl<K> Index<K> {
     ///
     /// # Safety
     ///
-    /// A grace period ([`grace::wait`](crate::thread::grace::wait)) began
+    /// A grace period ([`grace::wait`]) began
     /// after the `unlink` that returned `u` and has ended.
     pub(super) unsafe fn free(&self, u: Unlinked<K>) -> Vec<Entry<K>> {
         u.entries

@@ -11,7 +11,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// into their base rows and frees them, as
     /// [`Counter::merge`](crate::Counter::merge) does for one counter
     /// (with the same semantics: nothing lost, pending while threads that
-    /// added hold it, [`quiesce`](crate::quiesce)): every chunk, and the
+    /// added hold it, [`quiesce`](crate::quiesce())): every chunk, and the
     /// overflow counter, in one batch. Returns `true` when every chunk is
     /// back to its base row. Keys, totals and handles are unchanged. A
     /// [`Merger`](crate::Merger) can watch a map (an `Arc` of it or a

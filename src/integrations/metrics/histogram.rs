@@ -222,13 +222,13 @@ impl Folds {
 }
 
 /// A histogram or a labelled family of them
-/// ([`DistributionFamily`](crate::contract::DistributionFamily)), held
+/// ([`DistributionFamily`]), held
 /// through a shared pointer, replayed into the current recorder's
 /// histogram `name` on each [`replay`](Self::replay): one `record` per
 /// value recorded since the last replay, each inside the bucket it was
 /// counted in, all adding up to the recorded sum, with one `metrics`
 /// label per label name of the family. Values are in the family's unit
-/// (seconds for [`HistogramUnit::Seconds`](crate::HistogramUnit::Seconds)).
+/// (seconds for [`HistogramUnit::Seconds`]).
 ///
 /// The `metrics` facade takes one value at a time, so this is exact where
 /// a fold of bucket midpoints (the [`ShardedLayer`](super::ShardedLayer)'s)
