@@ -15,7 +15,7 @@ use std::time::Instant;
 ///
 /// Each key is interned once to a counter place in chunks of
 /// [`CounterSet`] counters that never move; [`handle`](Self::handle)
-/// returns a [`CounterHandle`] whose adds go straight to the cell, no
+/// returns a [`CounterHandle`] whose adds go straight to the counter, no
 /// hashing, no lock: about the cost of a `CounterSet::add`.
 /// [`add`](Self::add) by key hashes the key and looks it up in a lock-free
 /// index (a key already interned takes no lock and no locked instruction;

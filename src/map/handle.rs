@@ -4,8 +4,8 @@
 use crate::set::CounterSet;
 use std::fmt;
 
-/// One counter of a [`CounterMap`](crate::CounterMap): where its cell is,
-/// found once. `Copy`; its adds hash nothing and lock nothing.
+/// One counter of a [`CounterMap`](crate::CounterMap), located
+/// once. `Copy`; its adds hash nothing and lock nothing.
 ///
 /// ```
 /// let m = shardcount::CounterMap::new();

@@ -3,9 +3,9 @@
 //!
 //! # Protocol
 //!
-//! * An entry `{hash, key, cell, number, pinned, pos, seen}` is boxed once;
-//!   `cell` and `number` change when compaction moves the key (under the
-//!   lock; `cell` is `Release`-stored, lookups load it `Acquire`),
+//! * An entry `{hash, key, place, number, pinned, pos, seen}` is boxed once;
+//!   `place` and `number` change when compaction moves the key (under the
+//!   lock; `place` is `Release`-stored, lookups load it `Acquire`),
 //!   `pinned` is set once (under the lock) when a handle is made, and
 //!   `pos` and `seen` are read and written under the lock only. `Writer::order` lists the live ones in the
 //!   order they were inserted (`pos` is an entry's position there; a
@@ -105,7 +105,7 @@ pub(super) struct Entry<K> {
     /// (`Chunk` is 128-aligned): stored under the lock when the key is
     /// interned or moved (`Release`, after the chunk was made), loaded by
     /// lookups (`Acquire`).
-    cell: AtomicPtr<Chunk>,
+    place: AtomicPtr<Chunk>,
     /// The key's place number (`places.rs`); under the lock only.
     number: AtomicUsize,
     /// Whether a handle was made: then the entry lives until the map
@@ -126,7 +126,7 @@ impl<K> Entry<K> {
         Entry {
             hash,
             key,
-            cell: AtomicPtr::new(tag(place)),
+            place: AtomicPtr::new(tag(place)),
             number: AtomicUsize::new(number),
             pinned: AtomicBool::new(pinned),
             pos: AtomicUsize::new(0),
@@ -139,7 +139,7 @@ impl<K> Entry<K> {
     pub(super) fn place(&self) -> Place {
         // Acquire: pairs with the Release store of a move, so the new
         // chunk is initialised before it is used.
-        let p = self.cell.load(Ordering::Acquire);
+        let p = self.place.load(Ordering::Acquire);
         Place {
             chunk: NonNull::new(p.map_addr(|a| a & !(align_of::<Chunk>() - 1)))
                 .expect("shardcount: an entry names a chunk"),
@@ -158,7 +158,7 @@ impl<K> Entry<K> {
     /// under the lock.
     pub(super) fn move_to(&self, place: Place, number: usize) {
         // Release: publishes the chunk (made before) to `place`'s Acquire.
-        self.cell.store(tag(place), Ordering::Release);
+        self.place.store(tag(place), Ordering::Release);
         // Relaxed: read under the lock only.
         self.number.store(number, Ordering::Relaxed);
     }
