@@ -292,6 +292,19 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             c.sum()
         }
+        "ft-labels-inc" => {
+            // The peer's one-label counter over the same walk as
+            // `labels-inc` (fast-telemetry's LabeledCounter, 2 shards: one
+            // per core here): the reference for a two-label add.
+            let c: shardcount_harness::peers::fast_telemetry::LabeledCounter<Route> =
+                shardcount_harness::peers::fast_telemetry::LabeledCounter::new(2);
+            let c = escape(&c);
+            for i in 0..n {
+                c.inc(Route::ALL[(i & 7) as usize]);
+                opaque();
+            }
+            c.sum_all() as u64
+        }
         "labels-inc2" => {
             // Two labels, a derived struct: walks its 4 x 8 values, read
             // from a table as `labels-inc` reads its enum's.
@@ -441,7 +454,7 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
              cas-take, stock-take, ft-sum, counter-sum-pinned, counter-owned, counter-owned-2, counter-owned-3, hist8-owned, labels-owned, hist-owned, set-owned, counter-sum-split, rough-1024, \
-             set-inc, labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, map-inc-url, \
+             set-inc, labels-inc, ft-labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, map-inc-url, \
              dashmap-url, max-record, hist-record, hist-record8, hist-labels-record",
             add_keys.join(", ")
         ),
