@@ -392,6 +392,7 @@ impl CounterSet {
             // SAFETY: every row has room for `len + 1` words, and `i < len`.
             |row| store_add(unsafe { row.word(i) }, n),
             // SAFETY: the caller's promise, passed on.
+            #[inline(always)]
             |route| unsafe {
                 match route {
                     Route::Base(head) => self.add_base(head, i, n),
