@@ -109,6 +109,38 @@ fn parse_nodes(text: &str) -> Vec<Entry> {
         .collect()
 }
 
+type Topology = (Vec<u16>, Vec<Option<u16>>, Vec<Vec<(u16, u16)>>);
+
+/// Masters by first slot, their replicas and slots; None unless there are
+/// three masters with slots, one replica each, and no node flagged failing.
+fn topology(entries: &[Entry]) -> Option<Topology> {
+    if entries.len() != 6 || entries.iter().any(|e| e.failed) {
+        return None;
+    }
+    let mut masters: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| e.master && !e.slots.is_empty())
+        .collect();
+    masters.sort_by_key(|e| e.slots[0].0);
+    let mut replicas = Vec::new();
+    for m in &masters {
+        let r: Vec<u16> = entries
+            .iter()
+            .filter(|e| e.master_id == m.id)
+            .map(|e| e.port)
+            .collect();
+        if r.len() != 1 {
+            return None;
+        }
+        replicas.push(Some(r[0]));
+    }
+    (masters.len() == 3).then(|| {
+        let ports = masters.iter().map(|m| m.port).collect();
+        let slots = masters.iter().map(|m| m.slots.clone()).collect();
+        (ports, replicas, slots)
+    })
+}
+
 /// Polls `check` until it returns None, or panics after `BOUND` with what
 /// it last said (the node and its reply).
 fn wait_until(what: &str, mut check: impl FnMut() -> Option<String>) {
@@ -230,34 +262,27 @@ impl Cluster {
         }
     }
 
-    fn nodes_seen_by(&self, port: u16) -> Vec<Entry> {
-        let text = ask(port, redis::cmd("CLUSTER").arg("NODES"))
-            .unwrap_or_else(|e| panic!("CLUSTER NODES on {port}: {e}"));
-        parse_nodes(&text)
-    }
-
+    /// Waits until every node's `CLUSTER NODES` shows the same three
+    /// masters with slots and one replica each (`cluster_state:ok` can
+    /// come before gossip has told every node every replica's role).
     fn read_topology(&mut self) {
-        let entries = self.nodes_seen_by(self.nodes[0].port);
-        let mut masters: Vec<&Entry> = entries
-            .iter()
-            .filter(|e| e.master && !e.slots.is_empty())
-            .collect();
-        masters.sort_by_key(|e| e.slots[0].0);
-        assert_eq!(masters.len(), 3, "expected 3 masters with slots");
-        self.masters = masters.iter().map(|m| m.port).collect();
-        self.slots = masters.iter().map(|m| m.slots.clone()).collect();
-        self.replicas = masters
-            .iter()
-            .map(|m| {
-                let r: Vec<u16> = entries
-                    .iter()
-                    .filter(|e| e.master_id == m.id)
-                    .map(|e| e.port)
-                    .collect();
-                assert_eq!(r.len(), 1, "master {} has replicas {r:?}", m.port);
-                Some(r[0])
-            })
-            .collect();
+        let mut seen = None;
+        for port in self.live_ports() {
+            wait_until(&format!("3 masters with a replica each on {port}"), || {
+                let text = match ask(port, redis::cmd("CLUSTER").arg("NODES")) {
+                    Ok(t) => t,
+                    Err(e) => return Some(format!("node {port}: {e}")),
+                };
+                match topology(&parse_nodes(&text)) {
+                    Some(t) if seen.as_ref().is_none_or(|s| *s == t) => {
+                        seen = Some(t);
+                        None
+                    }
+                    _ => Some(format!("node {port}: {text}")),
+                }
+            });
+        }
+        (self.masters, self.replicas, self.slots) = seen.unwrap();
     }
 
     /// Each replica's link to its master is up (full sync done), so a
