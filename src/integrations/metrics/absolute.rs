@@ -3,8 +3,9 @@
 //! picked by the counter's address (`raise_to`), so increments never wait.
 
 use crate::contract::{Count, Kind};
+use crate::counter::Counter;
 use crate::primitive::sync::{lock, Mutex};
-use crate::{Counter, RoughCounter};
+use crate::rough::RoughCounter;
 use ::metrics::CounterFn;
 
 /// The locks that serialise `absolute` calls; which one a counter uses

@@ -41,12 +41,13 @@
 //! a value that is not its id; `cached` feeds a heuristic
 //! (`Entry::reachable`, in `evict.rs`).
 
+use crate::counter::Counter;
 #[cfg(not(shardcount_loom))]
 use crate::merger::Quiet;
 use crate::primitive::const_thread_local;
 use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use crate::primitive::sync::{lock, Arc, Mutex, MutexGuard};
-use crate::{Counter, RoughCounter};
+use crate::rough::RoughCounter;
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
 use std::time::Instant;

@@ -18,8 +18,8 @@ use super::entry::{Backing, Entry, Inner};
 use super::evict::Evicted;
 use super::histogram;
 use super::key::KeyMap;
+use crate::counter::Counter;
 use crate::primitive::sync::{lock, Arc, Mutex};
-use crate::Counter;
 use std::time::{Duration, Instant};
 
 /// A counter key's entry, folding into the inner recorder's counter.

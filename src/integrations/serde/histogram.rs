@@ -1,6 +1,6 @@
 //! `Serialize` for [`HistogramSnapshot`].
 
-use crate::HistogramSnapshot;
+use crate::histogram::HistogramSnapshot;
 use ::serde::ser::{Serialize, SerializeMap, SerializeSeq, SerializeStruct, Serializer};
 
 /// A histogram's snapshot is a map of four entries, in this order: `kind`
