@@ -298,6 +298,17 @@ impl Cluster {
         }
     }
 
+    /// Sends `signal` to `replicas[i]` by PID (`SIGSTOP` freezes it, so
+    /// its master's writes stop reaching it; `SIGCONT` resumes it).
+    pub fn signal_replica(&self, i: usize, signal: i32) {
+        let port = self.replicas[i].expect("no replica");
+        let node = self.nodes.iter().find(|n| n.port == port).unwrap();
+        let pid = node.child.as_ref().expect("replica not running").id();
+        // SAFETY: kill(2) on a child this harness started and has not
+        // reaped; it touches no memory of ours.
+        assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0);
+    }
+
     /// SIGKILLs `masters[i]` by PID, and reaps it.
     pub fn kill_master(&mut self, i: usize) {
         let port = self.masters[i];
@@ -335,6 +346,25 @@ impl Cluster {
         self.masters[i] = new;
         self.replicas[i] = None;
         new
+    }
+
+    /// Starts `old` (a master killed by [`kill_master`](Self::kill_master)
+    /// and replaced as `masters[i]`) again from its own directory: it
+    /// rejoins as the new master's replica. Waits until it is in sync.
+    pub fn restart_as_replica(&mut self, i: usize, old: u16) {
+        let child = self.spawn(old);
+        let node = self.nodes.iter_mut().find(|n| n.port == old).unwrap();
+        assert!(node.child.is_none(), "node {old} is running");
+        node.child = Some(child);
+        wait_until(&format!("node {old} back as a replica in sync"), || {
+            let info =
+                ask(old, redis::cmd("INFO").arg("replication")).unwrap_or_else(|e| e.to_string());
+            let ok = info_field(&info, "role") == Some("slave")
+                && info_field(&info, "master_port") == Some(&self.masters[i].to_string())
+                && info_field(&info, "master_link_status") == Some("up");
+            (!ok).then(|| format!("node {old}: {}", info.replace("\r\n", " ")))
+        });
+        self.replicas[i] = Some(old);
     }
 
     /// Seed addresses for a cluster client (every node, live or not).
