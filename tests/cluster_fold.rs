@@ -122,13 +122,122 @@ fn roll_back(
     let () = cmd.query(c).unwrap();
 }
 
-/// Four exporters add and fold while master 0 dies (its replica frozen
-/// first, so it may miss the master's last writes) and, if `rollback`,
-/// one bucket on another master loses its last 200 ms; returns the sinks'
-/// (resent, lost).
+/// Four exporters, each with its own counters for the same keys and its
+/// own sink, and a thread adding `weight(i)` to every key of every
+/// exporter each round.
+struct Fleet {
+    keys: ClusterKeys,
+    sinks: Vec<Shared>,
+    exporters: Vec<Exporter>,
+    stop: Arc<AtomicBool>,
+    rounds: Arc<AtomicU64>,
+    adder: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Fleet {
+    fn started(cluster: &Cluster, durability: Durability) -> Fleet {
+        let keys = ClusterKeys::new("fold:", BUCKETS);
+        let sinks: Vec<Shared> = (0..EXPORTERS)
+            .map(|_| {
+                let sink = RedisClusterSink::new(&cluster.urls(), keys.clone())
+                    .unwrap()
+                    .with_timeout(Duration::from_millis(500))
+                    .with_durability(durability);
+                Shared(Arc::new(Mutex::new(sink)))
+            })
+            .collect();
+        let counters: Vec<Vec<Arc<Counter>>> = (0..EXPORTERS)
+            .map(|_| (0..KEYS).map(|_| Arc::new(Counter::new())).collect())
+            .collect();
+        let exporters = sinks
+            .iter()
+            .zip(&counters)
+            .map(|(sink, cs)| {
+                let config = ExportConfig {
+                    interval: Duration::from_millis(20),
+                    max_backoff: Duration::from_millis(200),
+                    ..ExportConfig::default()
+                };
+                let e = Exporter::with_config(sink.clone(), config);
+                for (i, c) in cs.iter().enumerate() {
+                    e.register(&name(i), Arc::clone(c));
+                }
+                e
+            })
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let rounds = Arc::new(AtomicU64::new(0));
+        let adder = {
+            let (stop, rounds) = (stop.clone(), rounds.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    for cs in &counters {
+                        for (i, c) in cs.iter().enumerate() {
+                            c.add(weight(i));
+                        }
+                    }
+                    rounds.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            })
+        };
+        Fleet {
+            keys,
+            sinks,
+            exporters,
+            stop,
+            rounds,
+            adder: Some(adder),
+        }
+    }
+
+    /// Stops adding, flushes every exporter, and checks every key's total
+    /// in the cluster. Returns the sinks' (resent, lost).
+    fn finish(mut self, cluster: &Cluster) -> (u64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.adder.take().unwrap().join().unwrap();
+        let rounds = self.rounds.load(Ordering::Relaxed);
+        for (n, e) in self.exporters.iter().enumerate() {
+            if let Err(err) = e.flush(Instant::now() + Duration::from_secs(30)) {
+                panic!("exporter {n}: {err} ({:?})", e.stats());
+            }
+            assert_eq!(e.stats().lost, 0, "exporter {n}");
+        }
+        let got = totals(cluster, &self.keys);
+        for (i, v) in got.iter().enumerate() {
+            let want = rounds * weight(i) * EXPORTERS as u64;
+            assert_eq!(*v, Some(want), "key {} after {rounds} rounds", name(i));
+        }
+        self.sinks.iter().fold((0, 0), |(r, l), s| {
+            let s = s.0.lock().unwrap();
+            (r + s.resent(), l + s.lost())
+        })
+    }
+}
+
+/// Each master holds a third of the fleet's keys, give or take a tenth.
+fn assert_spread(cluster: &Cluster) {
+    let sizes: Vec<u64> = cluster.masters.iter().map(|&p| dbsize(p)).collect();
+    let total: u64 = sizes.iter().sum();
+    assert_eq!(total, (KEYS + BUCKETS) as u64);
+    for (&p, &n) in cluster.masters.iter().zip(&sizes) {
+        let share = n as f64 / total as f64;
+        assert!(
+            (0.2333..=0.4333).contains(&share),
+            "master {p} holds {:.1}% of the keys ({sizes:?})",
+            share * 100.0
+        );
+    }
+}
+
+/// The fleet folds while master 0 dies (its replica frozen first, so it
+/// may miss the master's last writes) and, if `rollback`, one bucket on
+/// another master loses its last 200 ms; returns the sinks' (resent,
+/// lost).
 fn fold_through_a_failover(durability: Durability, rollback: bool) -> (u64, u64) {
     let mut cluster = Cluster::started();
-    let keys = ClusterKeys::new("fold:", BUCKETS);
+    let fleet = Fleet::started(&cluster, durability);
+    let keys = fleet.keys.clone();
     for b in 0..BUCKETS {
         let slot: u16 = redis::cmd("CLUSTER")
             .arg("KEYSLOT")
@@ -141,53 +250,6 @@ fn fold_through_a_failover(durability: Durability, rollback: bool) -> (u64, u64)
             "bucket {b}: the server hashes its tag elsewhere"
         );
     }
-
-    let sinks: Vec<Shared> = (0..EXPORTERS)
-        .map(|_| {
-            let sink = RedisClusterSink::new(&cluster.urls(), keys.clone())
-                .unwrap()
-                .with_timeout(Duration::from_millis(500))
-                .with_durability(durability);
-            Shared(Arc::new(Mutex::new(sink)))
-        })
-        .collect();
-    let counters: Vec<Vec<Arc<Counter>>> = (0..EXPORTERS)
-        .map(|_| (0..KEYS).map(|_| Arc::new(Counter::new())).collect())
-        .collect();
-    let exporters: Vec<Exporter> = sinks
-        .iter()
-        .zip(&counters)
-        .map(|(sink, cs)| {
-            let config = ExportConfig {
-                interval: Duration::from_millis(20),
-                max_backoff: Duration::from_millis(200),
-                ..ExportConfig::default()
-            };
-            let e = Exporter::with_config(sink.clone(), config);
-            for (i, c) in cs.iter().enumerate() {
-                e.register(&name(i), Arc::clone(c));
-            }
-            e
-        })
-        .collect();
-
-    // Adders: one round adds `weight(i)` to every key of every exporter.
-    let stop = Arc::new(AtomicBool::new(false));
-    let rounds = Arc::new(AtomicU64::new(0));
-    let adder = {
-        let (stop, rounds, counters) = (stop.clone(), rounds.clone(), counters.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                for cs in &counters {
-                    for (i, c) in cs.iter().enumerate() {
-                        c.add(weight(i));
-                    }
-                }
-                rounds.fetch_add(1, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        })
-    };
 
     std::thread::sleep(Duration::from_millis(300));
     if rollback {
@@ -203,11 +265,11 @@ fn fold_through_a_failover(durability: Durability, rollback: bool) -> (u64, u64)
     // it: the promoted replica may lack them.
     cluster.signal_replica(0, libc::SIGSTOP);
     std::thread::sleep(Duration::from_millis(400));
-    let old = cluster.masters[0];
     if let Durability::Replicas { .. } = durability {
         // Nothing master 0 took since the freeze is durable: its
         // deliveries fail, and say why.
-        let why: Vec<String> = exporters
+        let why: Vec<String> = fleet
+            .exporters
             .iter()
             .filter_map(|e| e.stats().last_error)
             .collect();
@@ -216,6 +278,7 @@ fn fold_through_a_failover(durability: Durability, rollback: bool) -> (u64, u64)
             "deliveries went on without the frozen replica: {why:?}"
         );
     }
+    let old = cluster.masters[0];
     cluster.kill_master(0);
     cluster.signal_replica(0, libc::SIGCONT);
     cluster.wait_promotion(0);
@@ -224,37 +287,9 @@ fn fold_through_a_failover(durability: Durability, rollback: bool) -> (u64, u64)
         cluster.restart_as_replica(0, old);
     }
     std::thread::sleep(Duration::from_millis(300));
-    stop.store(true, Ordering::Relaxed);
-    adder.join().unwrap();
-    let rounds = rounds.load(Ordering::Relaxed);
-
-    for (n, e) in exporters.iter().enumerate() {
-        if let Err(err) = e.flush(Instant::now() + Duration::from_secs(30)) {
-            panic!("exporter {n}: {err} ({:?})", e.stats());
-        }
-        assert_eq!(e.stats().lost, 0, "exporter {n}");
-    }
-    let got = totals(&cluster, &keys);
-    for (i, v) in got.iter().enumerate() {
-        let want = rounds * weight(i) * EXPORTERS as u64;
-        assert_eq!(*v, Some(want), "key {} after {rounds} rounds", name(i));
-    }
-
-    // Every master holds a third of the keys, give or take a tenth.
-    let total: u64 = cluster.masters.iter().map(|&p| dbsize(p)).sum();
-    assert_eq!(total, (KEYS + BUCKETS) as u64);
-    for &p in &cluster.masters {
-        let share = dbsize(p) as f64 / total as f64;
-        assert!(
-            (0.2333..=0.4333).contains(&share),
-            "master {p} holds {:.1}% of the keys",
-            share * 100.0
-        );
-    }
-    sinks.iter().fold((0, 0), |(r, l), s| {
-        let s = s.0.lock().unwrap();
-        (r + s.resent(), l + s.lost())
-    })
+    let r = fleet.finish(&cluster);
+    assert_spread(&cluster);
+    r
 }
 
 #[test]
@@ -277,4 +312,32 @@ fn durable_folds_lose_nothing_confirmed_in_a_failover() {
         false,
     );
     assert_eq!((resent, lost), (0, 0), "a confirmed part was lost");
+}
+
+#[test]
+fn folds_follow_redirects_while_slots_migrate() {
+    let cluster = Cluster::started();
+    let fleet = Fleet::started(&cluster, Durability::Master);
+    std::thread::sleep(Duration::from_millis(200));
+    // A third of master 0's slots, with bucket 0's, to master 1 while the
+    // fleet folds: MOVED, ASK and TRYAGAIN meanwhile.
+    let slot0 = fleet.keys.slot(0);
+    let moved = |port: u16| -> u64 {
+        redis::cmd("CLUSTER")
+            .arg("COUNTKEYSINSLOT")
+            .arg(slot0)
+            .query(&mut conn(port))
+            .unwrap()
+    };
+    assert!(moved(cluster.masters[0]) > 0);
+    let out = cluster.reshard(0, 1, 1800).wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "reshard failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(moved(cluster.masters[1]) > 0, "bucket 0 did not move");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(fleet.finish(&cluster), (0, 0));
 }

@@ -367,6 +367,24 @@ impl Cluster {
         self.replicas[i] = Some(old);
     }
 
+    /// Starts `redis-cli --cluster reshard`, moving `slots` slots (with
+    /// their keys) from `masters[from]` to `masters[to]`; the caller waits
+    /// for it, and asserts it succeeded.
+    pub fn reshard(&self, from: usize, to: usize, slots: u16) -> Child {
+        let id = |port: u16| ask(port, redis::cmd("CLUSTER").arg("MYID")).unwrap();
+        Command::new("redis-cli")
+            .args(["--cluster", "reshard"])
+            .arg(format!("127.0.0.1:{}", self.masters[from]))
+            .args(["--cluster-from", &id(self.masters[from])])
+            .args(["--cluster-to", &id(self.masters[to])])
+            .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}): install .ci/install-redis"))
+    }
+
     /// Seed addresses for a cluster client (every node, live or not).
     pub fn urls(&self) -> Vec<String> {
         self.nodes
