@@ -10,6 +10,7 @@ mod cluster;
 use cluster::{conn, Cluster};
 use shardcount::export::redis_cluster::{ClusterKeys, Durability, RedisClusterSink};
 use shardcount::export::{Batch, ExportConfig, Exporter, Outcome, Sink, SinkError};
+use shardcount::fleet::FleetReader;
 use shardcount::Counter;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -261,6 +262,13 @@ fn fold_through_a_failover(durability: Durability, rollback: bool) -> (u64, u64)
         std::thread::sleep(Duration::from_millis(200));
         roll_back(&mut c, &keys, b, &before);
     }
+    // A cached read of every key, kept while a master is down.
+    let reader = FleetReader::cluster(&cluster.urls(), keys.clone(), Duration::from_millis(50))
+        .unwrap()
+        .with_timeout(Duration::from_millis(300));
+    let watched = reader.keys((0..KEYS).map(name));
+    let seen = watched.total().unwrap();
+    assert!(seen.value > 0);
     // Freeze master 0's replica, let the master confirm writes, then kill
     // it: the promoted replica may lack them.
     cluster.signal_replica(0, libc::SIGSTOP);
@@ -280,6 +288,11 @@ fn fold_through_a_failover(durability: Durability, rollback: bool) -> (u64, u64)
     }
     let old = cluster.masters[0];
     cluster.kill_master(0);
+    std::thread::sleep(Duration::from_millis(100));
+    // Past the TTL with a master gone: the last values, and their age.
+    let stale = watched.total().unwrap();
+    assert!(stale.value >= seen.value);
+    assert!(stale.age >= Duration::from_millis(50), "{:?}", stale.age);
     cluster.signal_replica(0, libc::SIGCONT);
     cluster.wait_promotion(0);
     if let Durability::Replicas { .. } = durability {
@@ -339,5 +352,23 @@ fn folds_follow_redirects_while_slots_migrate() {
     );
     assert!(moved(cluster.masters[1]) > 0, "bucket 0 did not move");
     std::thread::sleep(Duration::from_millis(200));
+    let rounds = fleet.rounds.clone();
     assert_eq!(fleet.finish(&cluster), (0, 0));
+
+    // The totals through a reader: a fixed set (one script per bucket, one
+    // pipeline) and every key (a SCAN on every master).
+    let rounds = rounds.load(Ordering::Relaxed);
+    let keys = ClusterKeys::new("fold:", BUCKETS);
+    let reader = FleetReader::cluster(&cluster.urls(), keys, Duration::from_secs(60)).unwrap();
+    let want = |i: usize| (rounds * weight(i) * EXPORTERS as u64) as i64;
+    let set = reader.keys((0..KEYS).map(name));
+    assert_eq!(set.total().unwrap().value, (0..KEYS).map(want).sum::<i64>());
+    assert_eq!(set.get(7).unwrap().unwrap().value, want(7));
+    let (all, _) = reader.all().values().unwrap();
+    assert_eq!(all.len(), KEYS, "every counter key, no writers hash");
+    for (k, v) in &all {
+        let i: usize = k[1..].parse().unwrap();
+        assert_eq!(*v, want(i), "{k}");
+    }
+    assert_eq!(reader.round_trips(), 2, "one per refresh of each set");
 }

@@ -19,17 +19,17 @@
 //! a refresh later than another key's while a refresh is storing; the
 //! total is always one refresh's sum). `round_trips` is a Relaxed tally.
 
+use super::query::Conn;
 use super::reading::{FleetReadError, Reading};
 use super::server::Server;
 use crate::primitive::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex};
-use redis::Connection;
 use std::fmt;
 use std::time::Duration;
 
 /// The refresher's state, under the `refresh` mutex.
 pub(super) struct Refresh {
-    pub(super) conn: Option<Connection>,
+    pub(super) conn: Option<Conn>,
     last_error: Option<String>,
 }
 

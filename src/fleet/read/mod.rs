@@ -2,6 +2,8 @@
 //! the Redis sink writes, through a TTL cache (`keys`: the cache, `query`:
 //! its round trip).
 
+#[cfg(feature = "redis-cluster")]
+mod cluster;
 mod keys;
 mod query;
 mod reader;

@@ -1,12 +1,21 @@
 //! A key set's round trip: `MGET` for fixed keys, a `SCAN` script for
-//! every key under the prefix.
+//! every key under the prefix (on a cluster, `cluster.rs`).
 
 use super::keys::{FleetKeys, Refresh};
+use super::server::Backend;
 use crate::primitive::sync::atomic::Ordering;
+use redis::Connection;
+
+/// A key set's connection.
+pub(super) enum Conn {
+    Single(Connection),
+    #[cfg(feature = "redis-cluster")]
+    Cluster(Box<redis::cluster::ClusterConnection>),
+}
 
 /// Every integer key under a prefix, in one script run (one round trip):
 /// `ARGV[1]` the SCAN pattern, `ARGV[2]` the reserved prefix to skip.
-const ALL_SCRIPT: &str = include_str!("../scripts/all.lua");
+pub(super) const ALL_SCRIPT: &str = include_str!("../scripts/all.lua");
 
 impl FleetKeys {
     /// The set's values from Redis (for no key at all, none and no
@@ -19,13 +28,35 @@ impl FleetKeys {
         }
         // Relaxed: a tally (of attempts: a failed connect counts too).
         s.round_trips.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "redis-cluster")]
+        if let Backend::Cluster { nodes, keys } = &s.backend {
+            if r.conn.is_none() {
+                let conn = super::cluster::connect(nodes, s.timeout)?;
+                r.conn = Some(Conn::Cluster(Box::new(conn)));
+            }
+            let Some(Conn::Cluster(conn)) = r.conn.as_mut() else {
+                unreachable!("a cluster reader's connection")
+            };
+            return match &self.fixed {
+                Some(names) => super::cluster::read_keys(conn, keys, names),
+                None => super::cluster::read_all(conn, keys),
+            };
+        }
+        #[allow(irrefutable_let_patterns)] // one variant without the cluster feature
+        let Backend::Single(client) = &s.backend
+        else {
+            unreachable!("handled above")
+        };
         if r.conn.is_none() {
-            let conn = s.client.get_connection_with_timeout(s.timeout)?;
+            let conn = client.get_connection_with_timeout(s.timeout)?;
             conn.set_read_timeout(Some(s.timeout))?;
             conn.set_write_timeout(Some(s.timeout))?;
-            r.conn = Some(conn);
+            r.conn = Some(Conn::Single(conn));
         }
-        let conn = r.conn.as_mut().expect("connected above");
+        #[allow(irrefutable_let_patterns)] // one variant without the cluster feature
+        let Some(Conn::Single(conn)) = r.conn.as_mut() else {
+            unreachable!("a single server's connection")
+        };
         match &self.fixed {
             Some(keys) => {
                 let full: Vec<String> = keys.iter().map(|k| format!("{}{k}", s.prefix)).collect();
@@ -34,14 +65,7 @@ impl FleetKeys {
                 let got: Vec<Option<String>> = redis::cmd("MGET").arg(&full).query(conn)?;
                 keys.iter()
                     .zip(got)
-                    .map(|(k, v)| match v.map(|v| v.parse::<i64>()) {
-                        None => Ok((k.clone(), 0)),
-                        Some(Ok(v)) => Ok((k.clone(), v)),
-                        Some(Err(_)) => Err(Failure {
-                            message: format!("{}{k} is not an integer", s.prefix),
-                            answered: true,
-                        }),
-                    })
+                    .map(|(k, v)| value_of(k, &format!("{}{k}", s.prefix), v))
                     .collect()
             }
             None => {
@@ -67,6 +91,18 @@ impl FleetKeys {
     }
 }
 
+/// Key `k`'s value as read from `full` (absent: 0).
+pub(super) fn value_of(k: &str, full: &str, v: Option<String>) -> Result<(String, i64), Failure> {
+    match v.map(|v| v.parse::<i64>()) {
+        None => Ok((k.to_owned(), 0)),
+        Some(Ok(v)) => Ok((k.to_owned(), v)),
+        Some(Err(_)) => Err(Failure {
+            message: format!("{full} is not an integer"),
+            answered: true,
+        }),
+    }
+}
+
 /// Why a fetch failed, and whether Redis answered (the connection is then
 /// in step and kept).
 pub(super) struct Failure {
@@ -84,7 +120,7 @@ impl From<redis::RedisError> for Failure {
 }
 
 /// `prefix` with SCAN's glob characters escaped.
-fn glob_escape(prefix: &str) -> String {
+pub(super) fn glob_escape(prefix: &str) -> String {
     let mut out = String::with_capacity(prefix.len());
     for c in prefix.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\' | '^' | '-') {

@@ -2,7 +2,7 @@
 
 use super::keys::FleetKeys;
 use super::reading::FleetReadError;
-use super::server::Server;
+use super::server::{Backend, Server};
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::primitive::sync::Arc;
 use redis::Client;
@@ -59,8 +59,53 @@ impl FleetReader {
     pub fn new(url: &str, prefix: &str, ttl: Duration) -> Result<FleetReader, FleetReadError> {
         Ok(FleetReader {
             server: Arc::new(Server {
-                client: Client::open(url).map_err(|e| FleetReadError(e.to_string()))?,
+                backend: Backend::Single(
+                    Client::open(url).map_err(|e| FleetReadError(e.to_string()))?,
+                ),
                 prefix: prefix.to_owned(),
+                ttl,
+                timeout: Duration::from_secs(2),
+                base: Instant::now(),
+                round_trips: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// A reader of the keys a
+    /// [`RedisClusterSink`](crate::export::redis_cluster::RedisClusterSink)
+    /// writes where `keys` puts them, in the Redis Cluster reachable at any
+    /// of `nodes` (feature `redis-cluster`), caching each key set for
+    /// `ttl`. A refresh reads each bucket's keys with one script call, all
+    /// in one cluster pipeline: one round trip per master, to every master
+    /// at once; redirects are followed and a failover's new topology is
+    /// learned by reconnecting. Connects lazily, per key set.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetReadError`] if an address cannot be parsed or none is given.
+    ///
+    /// ```
+    /// use shardcount::export::redis_cluster::ClusterKeys;
+    /// use shardcount::fleet::FleetReader;
+    /// let keys = ClusterKeys::new("app:", 16);
+    /// let r = FleetReader::cluster(&["redis://127.0.0.1:1"], keys, std::time::Duration::from_secs(1)).unwrap();
+    /// assert_eq!(r.round_trips(), 0);
+    /// ```
+    #[cfg(feature = "redis-cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis-cluster")))]
+    pub fn cluster<S: AsRef<str>>(
+        nodes: &[S],
+        keys: crate::export::redis_cluster::ClusterKeys,
+        ttl: Duration,
+    ) -> Result<FleetReader, FleetReadError> {
+        let nodes: Vec<String> = nodes.iter().map(|n| n.as_ref().to_owned()).collect();
+        redis::cluster::ClusterClientBuilder::new(nodes.clone())
+            .build()
+            .map_err(|e| FleetReadError(e.to_string()))?;
+        Ok(FleetReader {
+            server: Arc::new(Server {
+                prefix: keys.prefix().to_owned(),
+                backend: Backend::Cluster { nodes, keys },
                 ttl,
                 timeout: Duration::from_secs(2),
                 base: Instant::now(),
@@ -94,7 +139,7 @@ impl FleetReader {
         let s = &self.server;
         FleetReader {
             server: Arc::new(Server {
-                client: s.client.clone(),
+                backend: s.backend.clone(),
                 prefix: s.prefix.clone(),
                 ttl: s.ttl,
                 timeout,
@@ -104,7 +149,7 @@ impl FleetReader {
         }
     }
 
-    /// One key (`<prefix><key>`).
+    /// One key (`<prefix><key>`, or where the cluster layout puts it).
     ///
     /// ```
     /// # use shardcount::fleet::FleetReader;
@@ -140,7 +185,9 @@ impl FleetReader {
     /// [`RESERVED_PREFIX`](crate::export::RESERVED_PREFIX) after it excluded),
     /// found by a `SCAN` inside one script run: one round trip per refresh,
     /// but the server walks its whole keyspace meanwhile, so prefer
-    /// [`keys`](Self::keys) on a large database. Read per key with
+    /// [`keys`](Self::keys) on a large database. On a cluster, every
+    /// master runs the script (one round trip each, one after another), and
+    /// only keys in their bucket's slot count. Read per key with
     /// [`FleetKeys::values`].
     ///
     /// ```
