@@ -1,0 +1,213 @@
+//! Folds over a Redis Cluster against one server, in the same run: how
+//! much Redis CPU a key-delta costs through `RedisClusterSink` on a local
+//! 3-master cluster (each master with a replica) and through `RedisSink`
+//! on one server, and how the cluster's work splits over its masters.
+//!
+//! ```sh
+//! cargo bench --bench redis_cluster --features redis-cluster
+//! ```
+//!
+//! Starts its own redis-server and its own six-node cluster (free ports,
+//! temporary directories, AOF everysec). Each figure is the median of
+//! `SHARDCOUNT_REPS` (default 5) repetitions, single server and cluster
+//! alternating within each.
+
+use shardcount::export::redis::RedisSink;
+use shardcount::export::redis_cluster::{ClusterKeys, RedisClusterSink};
+use shardcount::export::{ExportConfig, Exporter, Sink, Source};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[path = "common/redis_server.rs"]
+mod redis_server;
+use redis_server::start_server;
+
+#[path = "../tests/common/cluster.rs"]
+#[allow(dead_code)]
+mod cluster;
+
+const KEYS: usize = 20_000;
+const ROUNDS: usize = 5;
+
+/// A keyed source whose every key moves by one per round.
+struct Keys {
+    names: Vec<String>,
+    values: Vec<AtomicU64>,
+}
+
+impl Source for Keys {
+    fn read(&self, f: &mut dyn FnMut(&str, u64)) {
+        for (n, v) in self.names.iter().zip(&self.values) {
+            f(n, v.load(Ordering::Relaxed));
+        }
+    }
+}
+
+/// The CPU seconds the server at `port` used so far (INFO cpu: user + sys).
+fn server_cpu(port: u16) -> f64 {
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query(&mut cluster::conn(port))
+        .unwrap();
+    info.lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| *k == "used_cpu_user" || *k == "used_cpu_sys")
+        .map(|(_, v)| v.trim().parse::<f64>().unwrap())
+        .sum()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn reps() -> usize {
+    std::env::var("SHARDCOUNT_REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5)
+}
+
+/// Key-deltas per second one exporter folds through `sink`: `KEYS` keys
+/// changed per round, `ROUNDS` rounds, each delivered by a flush. `rep`
+/// keeps repetitions' keys apart.
+fn delivery(sink: impl Sink, rep: usize, config: &ExportConfig) -> f64 {
+    let src = Arc::new(Keys {
+        names: (0..KEYS).map(|i| format!("r{rep}_{i}")).collect(),
+        values: (0..KEYS).map(|_| AtomicU64::new(0)).collect(),
+    });
+    let exporter = Exporter::with_config(
+        sink,
+        ExportConfig {
+            interval: Duration::from_secs(3600),
+            ..config.clone()
+        },
+    );
+    exporter.register_source(Arc::clone(&src));
+    let t = Instant::now();
+    for _ in 0..ROUNDS {
+        src.values
+            .iter()
+            .for_each(|v| _ = v.fetch_add(1, Ordering::Relaxed));
+        exporter
+            .flush(Instant::now() + Duration::from_secs(60))
+            .unwrap();
+    }
+    (KEYS * ROUNDS) as f64 / t.elapsed().as_secs_f64()
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let (_server, url) = start_server("bench-cluster");
+    let single_port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    // The same server with a replica, as a cluster's masters have.
+    let (_paired, paired_url) = start_server("bench-cluster-paired");
+    let paired_port: u16 = paired_url.rsplit(':').next().unwrap().parse().unwrap();
+    let (_replica, replica_url) = start_server("bench-cluster-replica");
+    let replica_port: u16 = replica_url.rsplit(':').next().unwrap().parse().unwrap();
+    let () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(paired_port)
+        .query(&mut cluster::conn(replica_port))
+        .unwrap();
+    while !redis::cmd("INFO")
+        .arg("replication")
+        .query::<String>(&mut cluster::conn(replica_port))
+        .unwrap()
+        .contains("master_link_status:up")
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let c = cluster::Cluster::started();
+    let buckets = std::env::var("SHARDCOUNT_BUCKETS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(16);
+    let keys = ClusterKeys::new("b:", buckets);
+    let reps = reps();
+    let mut config = ExportConfig::default();
+    if let Some(b) = std::env::var("SHARDCOUNT_BATCH")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        config.batch_keys = b;
+    }
+    println!(
+        "one server vs a 3-master cluster (loopback, AOF everysec), {KEYS} keys x {ROUNDS} rounds, \
+         1 exporter, batch {} keys x pipeline {}, {buckets} buckets; median of {reps}",
+        config.batch_keys,
+        config.pipeline
+    );
+    let deltas = (KEYS * ROUNDS) as f64;
+    let (mut rate1, mut cpu1, mut rate3, mut cpu3, mut ratio) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut rate2, mut cpu2, mut ratio2) = (Vec::new(), Vec::new(), Vec::new());
+    let mut per_master = vec![Vec::new(); 3];
+    let mut replicas_us = Vec::new();
+    for rep in 0..reps {
+        let before = server_cpu(single_port);
+        rate1.push(delivery(RedisSink::new(&url, "b:").unwrap(), rep, &config));
+        let one = (server_cpu(single_port) - before) * 1e6 / deltas;
+        cpu1.push(one);
+
+        let before = server_cpu(paired_port);
+        rate2.push(delivery(
+            RedisSink::new(&paired_url, "b:").unwrap(),
+            rep,
+            &config,
+        ));
+        let two = (server_cpu(paired_port) - before) * 1e6 / deltas;
+        cpu2.push(two);
+
+        let replica_ports: Vec<u16> = c.replicas.iter().map(|r| r.unwrap()).collect();
+        let before: Vec<f64> = c.masters.iter().map(|&p| server_cpu(p)).collect();
+        let before_r: f64 = replica_ports.iter().map(|&p| server_cpu(p)).sum();
+        let sink = RedisClusterSink::new(&c.urls(), keys.clone()).unwrap();
+        rate3.push(delivery(sink, rep, &config));
+        let used: Vec<f64> = c
+            .masters
+            .iter()
+            .zip(&before)
+            .map(|(&p, b)| (server_cpu(p) - b) * 1e6 / deltas)
+            .collect();
+        let all: f64 = used.iter().sum();
+        for (m, u) in per_master.iter_mut().zip(&used) {
+            m.push(u / all);
+        }
+        replicas_us.push(
+            (replica_ports.iter().map(|&p| server_cpu(p)).sum::<f64>() - before_r) * 1e6 / deltas,
+        );
+        cpu3.push(all);
+        ratio.push(all / one);
+        ratio2.push(all / two);
+    }
+    println!(
+        "one server: {:.0}k key-deltas/s, server CPU {:.2} us per key-delta",
+        median(rate1) / 1e3,
+        median(cpu1)
+    );
+    println!(
+        "one server with a replica: {:.0}k key-deltas/s, server CPU {:.2} us per key-delta",
+        median(rate2) / 1e3,
+        median(cpu2)
+    );
+    println!(
+        "cluster:    {:.0}k key-deltas/s, masters' CPU {:.2} us per key-delta in all \
+         ({:.2}x one server's, {:.2}x one server's with a replica; per-repetition \
+         medians), replicas' {:.2} us",
+        median(rate3) / 1e3,
+        median(cpu3),
+        median(ratio),
+        median(ratio2),
+        median(replicas_us)
+    );
+    for (i, m) in per_master.into_iter().enumerate() {
+        println!(
+            "  master {i}: {:.1}% of the masters' CPU",
+            median(m) * 100.0
+        );
+    }
+}
