@@ -24,7 +24,6 @@ mod redis_server;
 use redis_server::start_server;
 
 #[path = "../tests/common/cluster.rs"]
-#[allow(dead_code)]
 mod cluster;
 
 const KEYS: usize = 20_000;
