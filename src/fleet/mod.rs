@@ -8,6 +8,13 @@
 //! * [`FleetStock`]: one inventory that many processes sell from, never
 //!   oversold, each through a lease held in a local [`Stock`](crate::Stock).
 //!
+//! Both also work on a Redis Cluster (feature `redis-cluster`):
+//! `FleetReader::cluster` reads what a
+//! [`RedisClusterSink`](crate::export::redis_cluster::RedisClusterSink)
+//! writes, one round trip per master; `FleetStock::cluster` splits one
+//! inventory over parts in different slots while one part is the bound,
+//! and merges them back when the load falls.
+//!
 //! Neither ships anything out of the process: that is
 //! [`export`](crate::export)'s job.
 
@@ -15,4 +22,6 @@ mod read;
 mod stock;
 
 pub use read::{FleetKeys, FleetReadError, FleetReader, Reading};
+#[cfg(feature = "redis-cluster")]
+pub use stock::StockSplit;
 pub use stock::{FleetError, FleetStock, FleetStockConfig, FleetStockStats, LEASE_SCRIPT};

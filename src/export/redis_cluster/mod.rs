@@ -57,5 +57,7 @@ mod keys;
 mod sink;
 mod slot;
 
+pub(crate) use slot::slot_of;
+
 pub use keys::{ClusterKeys, MAX_BUCKETS};
 pub use sink::{Durability, RedisClusterSink, RedisClusterSinkError};

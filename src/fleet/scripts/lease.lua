@@ -1,4 +1,5 @@
 
+if KEYS[3] then redis.call('INCR', KEYS[3]) end
 local st = redis.call('TYPE', KEYS[1])['ok']
 if st ~= 'string' and st ~= 'none' then return {-1} end
 local ht = redis.call('TYPE', KEYS[2])['ok']

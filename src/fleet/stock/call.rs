@@ -1,9 +1,10 @@
-//! One call of the lease script: sent (a take with its WAITAOF), its
-//! reply read, and classified; `call` resends it when that can help.
+//! One call of the lease script on one part: sent (a take with its
+//! WAITAOF, or on a durable cluster its WAIT), its reply read, and
+//! classified; `call` resends it when that can help.
 
 use super::error::FleetError;
 use super::lease::Inner;
-use super::link::Link;
+use super::link::{Conn, Link};
 use super::op::{Kind, Op, Reply, MAX_AMOUNT};
 use crate::export::redis::answered;
 use crate::primitive::sync::atomic::Ordering;
@@ -12,59 +13,72 @@ use redis::Value;
 impl Inner {
     /// One script call for `op` (reconnecting and reloading the script as
     /// needed); a NOSCRIPT reply reloads and resends once.
-    pub(super) fn call(&self, link: &mut Link, op: Op) -> Result<Reply, FleetError> {
-        let mut r = self.call_once(link, op);
+    pub(super) fn call(&self, link: &mut Link, p: usize, op: Op) -> Result<Reply, FleetError> {
+        let mut r = self.call_once(link, p, op);
         if link.closed {
             // A connection from before a Redis restart fails on first use
             // though Redis may be up again: resend once, on a fresh one
             // (the same number: applied at most once).
-            r = self.call_once(link, op);
+            r = self.call_once(link, p, op);
         }
         let r = match r {
             Err(FleetError::Redis(e)) if e.contains("NOSCRIPT") => {
                 link.sha = None;
-                self.call_once(link, op)
+                self.call_once(link, p, op)
             }
             r => r,
         };
         if let Err(FleetError::Invalid(_)) = r {
             // An add refused as too large used no number: drop it, so it
             // is neither resent nor seen as a lost operation.
-            debug_assert_eq!(op.seq, link.seq);
-            link.unresolved = None;
-            link.seq -= 1;
+            let part = &mut link.parts[p];
+            debug_assert_eq!(op.seq, part.seq);
+            part.unresolved = None;
+            part.seq -= 1;
         }
         r
     }
 
-    /// One try of `op`'s script call.
-    fn call_once(&self, link: &mut Link, op: Op) -> Result<Reply, FleetError> {
-        let (values, waited) = self.send(link, op)?;
+    /// One try of `op`'s script call on part `p`.
+    fn call_once(&self, link: &mut Link, p: usize, op: Op) -> Result<Reply, FleetError> {
+        let (values, waited) = self.send(link, p, op)?;
         let ints = read_reply(link, &values, waited)?;
-        self.classify(link, op, ints.as_deref(), &values)
+        self.classify(link, p, op, ints.as_deref(), &values)
     }
 
-    /// Connects if needed and sends `op`'s EVALSHA, and for a take the
-    /// WAITAOF behind it when the server has one, in one pipeline. Returns
-    /// the replies and whether the WAITAOF was sent.
-    fn send(&self, link: &mut Link, op: Op) -> Result<(Vec<Value>, bool), FleetError> {
+    /// Connects if needed and sends `op`'s EVALSHA to part `p`, and for a
+    /// take the WAITAOF behind it when the server has one, in one
+    /// pipeline. Returns the replies and whether the WAITAOF was sent.
+    fn send(&self, link: &mut Link, p: usize, op: Op) -> Result<(Vec<Value>, bool), FleetError> {
         let timeout = self.config.timeout;
         let reused = link.conn.is_some();
         link.closed = false;
         if let Err(e) = link.connect(timeout) {
             link.closed = reused && e.is_connection_dropped() && !e.is_timeout();
-            return Err(link.failed(&e, &self.stock_key));
+            let key = link.parts[p].stock_key.clone();
+            return Err(link.failed(&e, &key));
         }
-        let mut pipe = redis::pipe();
-        pipe.cmd("EVALSHA")
+        let part = &link.parts[p];
+        let mut script = redis::cmd("EVALSHA");
+        script
             .arg(link.sha.as_deref().unwrap_or_default())
-            .arg(2)
-            .arg(&self.stock_key)
-            .arg(&self.leases_key)
+            .arg(if part.calls_key.is_some() { 3 } else { 2 })
+            .arg(&part.stock_key)
+            .arg(&part.leases_key);
+        if let Some(calls) = &part.calls_key {
+            script.arg(calls);
+        }
+        script
             .arg(&link.token)
             .arg(op.seq)
             .arg(op.kind.arg())
             .arg(op.amount);
+        #[cfg(feature = "redis-cluster")]
+        if let Some(Conn::Cluster(_)) = link.conn {
+            return self.send_cluster(link, p, op, &script);
+        }
+        let mut pipe = redis::pipe();
+        pipe.add_command(script);
         // Only a lost take can oversell: it alone waits for the fsync.
         let wait = link.waitaof && matches!(op.kind, Kind::Take);
         if wait {
@@ -74,10 +88,15 @@ impl Inner {
         }
         // Relaxed: a reporting tally.
         self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let conn = link.conn.as_mut().expect("connected above");
+        let Some(Conn::Single(conn)) = link.conn.as_mut() else {
+            unreachable!("connected above, to one server")
+        };
         match pipe.query(conn) {
             Ok(values) => Ok((values, wait)),
-            Err(e) if answered(&e) => Err(link.failed(&e, &self.stock_key)),
+            Err(e) if answered(&e) => {
+                let key = link.parts[p].stock_key.clone();
+                Err(link.failed(&e, &key))
+            }
             Err(e) => {
                 link.closed = reused && e.is_connection_dropped() && !e.is_timeout();
                 Err(link.lost(e.to_string()))
@@ -87,9 +106,66 @@ impl Inner {
 
     /// What the script's reply means: the amount and stock when it applied
     /// or repeated `op`, otherwise the error its code stands for.
+    /// `send` on a cluster: the script through the cluster client (which
+    /// follows redirects), then, for a take on a durable stock, `WAIT` on
+    /// the part's master, on the same connection.
+    #[cfg(feature = "redis-cluster")]
+    fn send_cluster(
+        &self,
+        link: &mut Link,
+        p: usize,
+        op: Op,
+        script: &redis::Cmd,
+    ) -> Result<(Vec<Value>, bool), FleetError> {
+        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+        let super::link::Place::Cluster { durable, .. } = link.place else {
+            unreachable!("a cluster connection")
+        };
+        let Some(Conn::Cluster(conn)) = link.conn.as_mut() else {
+            unreachable!("connected by the caller")
+        };
+        // Relaxed: a reporting tally.
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let reply = match redis::ConnectionLike::req_command(&mut **conn, script) {
+            Ok(v) => v,
+            Err(e) if answered(&e) => {
+                if e.code() == Some("NOSCRIPT") {
+                    link.sha = None;
+                }
+                let key = link.parts[p].stock_key.clone();
+                return Err(link.failed(&e, &key));
+            }
+            Err(e) => return Err(link.lost(e.to_string())),
+        };
+        if let (Some((replicas, timeout)), Kind::Take) = (durable, op.kind) {
+            let slot = crate::export::redis_cluster::slot_of(&link.parts[p].stock_key);
+            let mut wait = redis::cmd("WAIT");
+            wait.arg(replicas).arg(
+                u64::try_from(timeout.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+            );
+            let to = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+                slot,
+                SlotAddr::Master,
+            )));
+            self.round_trips.fetch_add(1, Ordering::Relaxed);
+            let acked = conn.route_command(&wait, to);
+            if !matches!(acked, Ok(Value::Int(n)) if n >= i64::from(replicas)) {
+                // Kept unresolved and resent: the script answers the same
+                // grant, and a WAIT after it covers the first run too.
+                return Err(link.lost(format!(
+                    "WAIT: the take is on fewer than {replicas} replicas yet ({acked:?})"
+                )));
+            }
+        }
+        Ok((vec![reply], false))
+    }
+
     fn classify(
         &self,
         link: &mut Link,
+        p: usize,
         op: Op,
         ints: Option<&[i64]>,
         values: &[Value],
@@ -100,7 +176,7 @@ impl Inner {
             Some([0 | 1, amount, ..]) if !(0..MAX_AMOUNT as i64).contains(amount) => {
                 Err(FleetError::Corrupt(format!(
                     "{}: this token's record holds an amount out of range: {amount}",
-                    self.leases_key
+                    link.parts[p].leases_key
                 )))
             }
             Some([code @ (0 | 1), amount, stock, lost]) => {
@@ -116,7 +192,7 @@ impl Inner {
             Some([-2, last]) => Err(FleetError::Corrupt(format!(
                 "{}: this token's record is at operation {last}, past {}: \
                  another writer changed it; nothing was applied",
-                self.leases_key, op.seq
+                link.parts[p].leases_key, op.seq
             ))),
             Some([-3, stock]) => Err(FleetError::Invalid(format!(
                 "adding {} to {} would take the stock to 2^53 or more",
@@ -124,7 +200,7 @@ impl Inner {
             ))),
             Some([-1]) => Err(FleetError::Corrupt(format!(
                 "{} or {} does not hold a stock's layout",
-                self.stock_key, self.leases_key
+                link.parts[p].stock_key, link.parts[p].leases_key
             ))),
             _ => Err(link.lost(format!("unexpected script reply {values:?}"))),
         }

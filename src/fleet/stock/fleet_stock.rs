@@ -4,17 +4,15 @@
 use super::config::FleetStockConfig;
 use super::error::FleetError;
 use super::lease::Inner;
-use super::link::Link;
+use super::link::{Link, Part, Place};
 use super::op::{assert_amount, Kind, Op, MAX_AMOUNT};
 use super::stats::FleetStockStats;
-use crate::export::WriterId;
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::primitive::sync::{lock, Arc, Mutex};
 use crate::stock::Stock;
 use crate::worker::Worker;
 use redis::Client;
 use std::fmt;
-use std::time::Instant;
 
 /// `init`'s script: sets `KEYS[1]` to `ARGV[1]` only if it does not exist
 /// (1), leaves a string as it is (0), refuses another type (-1).
@@ -101,7 +99,7 @@ const INIT_SCRIPT: &str = include_str!("../scripts/init.lua");
 /// stock.flush().unwrap(); // give the unused lease back
 /// ```
 pub struct FleetStock {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
     worker: Option<Worker>,
 }
 
@@ -133,6 +131,44 @@ impl FleetStock {
         name: &str,
         config: FleetStockConfig,
     ) -> Result<FleetStock, FleetError> {
+        FleetStock::check(&config)?;
+        let client = Client::open(url).map_err(|e| FleetError::Redis(e.to_string()))?;
+        let part = Part::new(
+            format!("{prefix}{name}"),
+            format!("{prefix}__leases:{name}"),
+            None,
+        );
+        Ok(FleetStock::start(
+            Link::new(Place::Single(client), vec![part]),
+            config,
+        ))
+    }
+
+    /// Starts the stock over `link`, with its idle worker.
+    pub(super) fn start(link: Link, config: FleetStockConfig) -> FleetStock {
+        let check = (config.idle / 4).max(crate::worker::MIN_WAIT);
+        let inner = Arc::new(Inner {
+            local: Stock::new(0),
+            key: link.parts[0].stock_key.clone(),
+            link: Mutex::new(link),
+            config,
+            round_trips: AtomicU64::new(0),
+            granted: AtomicU64::new(0),
+            returned: AtomicU64::new(0),
+            lost_ops: AtomicU64::new(0),
+        });
+        let worker = Worker::spawn("shardcount-fleet-stock", check, {
+            let inner = Arc::clone(&inner);
+            move || inner.idle_pass()
+        });
+        FleetStock {
+            inner,
+            worker: Some(worker),
+        }
+    }
+
+    /// Checks a configuration the way [`new`](Self::new) documents.
+    pub(super) fn check(config: &FleetStockConfig) -> Result<(), FleetError> {
         assert!(
             config.chunk >= 1 && config.chunk < MAX_AMOUNT,
             "shardcount: FleetStockConfig::chunk must be in 1..2^53, got {}",
@@ -144,38 +180,7 @@ impl FleetStock {
                 "FleetStockConfig::timeout must not be zero".into(),
             ));
         }
-        let client = Client::open(url).map_err(|e| FleetError::Redis(e.to_string()))?;
-        let check = (config.idle / 4).max(crate::worker::MIN_WAIT);
-        let inner = Arc::new(Inner {
-            local: Stock::new(0),
-            stock_key: format!("{prefix}{name}"),
-            leases_key: format!("{prefix}__leases:{name}"),
-            link: Mutex::new(Link {
-                client,
-                conn: None,
-                sha: None,
-                waitaof: false,
-                token: WriterId::random().to_string(),
-                seq: 0,
-                unresolved: None,
-                idle_seen: (0, Instant::now()),
-                stale_possible: false,
-                closed: false,
-            }),
-            config,
-            round_trips: AtomicU64::new(0),
-            granted: AtomicU64::new(0),
-            returned: AtomicU64::new(0),
-            lost_ops: AtomicU64::new(0),
-        });
-        let worker = Worker::spawn("shardcount-fleet-stock", check, {
-            let inner = Arc::clone(&inner);
-            move || inner.idle_pass()
-        });
-        Ok(FleetStock {
-            inner,
-            worker: Some(worker),
-        })
+        Ok(())
     }
 
     /// Takes `n` units: from the lease, lock-free, while it holds `n`;
@@ -228,7 +233,7 @@ impl FleetStock {
         // Before the lock: a panic under it would poison it.
         assert_amount(n, "add");
         let mut link = lock(&self.inner.link);
-        Ok(self.inner.run(&mut link, Kind::Add, n)?.stock)
+        Ok(self.inner.run(&mut link, 0, Kind::Add, n)?.stock)
     }
 
     /// Gives the whole lease back to Redis now, after resending any
@@ -278,7 +283,7 @@ impl FleetStock {
     pub fn init(&self, n: u64) -> Result<bool, FleetError> {
         assert_amount(n, "init");
         let mut link = lock(&self.inner.link);
-        let key = self.inner.stock_key.clone();
+        let key = link.parts[0].stock_key.clone();
         let timeout = self.inner.config.timeout;
         // Relaxed: a reporting tally.
         self.inner.round_trips.fetch_add(1, Ordering::Relaxed);
@@ -320,20 +325,40 @@ impl FleetStock {
     /// ```
     pub fn remaining(&self) -> Result<i64, FleetError> {
         let mut link = lock(&self.inner.link);
-        let key = self.inner.stock_key.clone();
         let timeout = self.inner.config.timeout;
-        let got: Result<Option<String>, redis::RedisError> =
-            link.query(timeout, redis::cmd("GET").arg(&key));
-        let v = got.map_err(|e| link.failed(&e, &key))?;
-        let corrupt = || FleetError::Corrupt(format!("{key} is not an integer below ±2^53"));
-        v.map_or(Ok(0), |s| {
-            let n: i64 = s.parse().map_err(|_| corrupt())?;
-            // The script's bound (its arithmetic is in doubles).
-            if n.unsigned_abs() >= MAX_AMOUNT {
-                return Err(corrupt());
-            }
-            Ok(n)
-        })
+        let mut total = 0i64;
+        for p in 0..link.parts.len() {
+            let key = link.parts[p].stock_key.clone();
+            let got: Result<Option<String>, redis::RedisError> =
+                link.query(timeout, redis::cmd("GET").arg(&key));
+            let v = got.map_err(|e| link.failed(&e, &key))?;
+            let corrupt = || FleetError::Corrupt(format!("{key} is not an integer below ±2^53"));
+            let n = v.map_or(Ok(0), |s| {
+                let n: i64 = s.parse().map_err(|_| corrupt())?;
+                // The script's bound (its arithmetic is in doubles).
+                if n.unsigned_abs() >= MAX_AMOUNT {
+                    return Err(corrupt());
+                }
+                Ok(n)
+            })?;
+            total += n;
+        }
+        Ok(total)
+    }
+
+    /// How many parts the stock is split over, as this process last saw
+    /// it: 1 for a stock made by [`new`](Self::new); for one made by
+    /// `FleetStock::cluster` (feature `redis-cluster`), what its idle
+    /// worker last read.
+    ///
+    /// ```
+    /// use shardcount::fleet::{FleetStock, FleetStockConfig};
+    /// let s = FleetStock::new("redis://127.0.0.1:1", "p:", "n", FleetStockConfig::default()).unwrap();
+    /// assert_eq!(s.parts_in_use(), 1);
+    /// ```
+    #[must_use]
+    pub fn parts_in_use(&self) -> usize {
+        lock(&self.inner.link).active
     }
 
     /// This process's token in the leases hash (`<prefix>__leases:<name>`).
@@ -365,14 +390,18 @@ impl FleetStock {
             granted: i.granted.load(Ordering::Relaxed),
             returned: i.returned.load(Ordering::Relaxed),
             lost_ops: i.lost_ops.load(Ordering::Relaxed),
-            in_flight: match link.unresolved {
-                Some(Op {
-                    kind: Kind::Return,
-                    amount,
-                    ..
-                }) => amount,
-                _ => 0,
-            },
+            in_flight: link
+                .parts
+                .iter()
+                .map(|p| match p.unresolved {
+                    Some(Op {
+                        kind: Kind::Return,
+                        amount,
+                        ..
+                    }) => amount,
+                    _ => 0,
+                })
+                .sum(),
         }
     }
 }
@@ -388,11 +417,13 @@ impl Drop for FleetStock {
         if self.inner.give_back(&mut link).is_ok() && !link.stale_possible {
             // Nothing of this token is left in flight: its record guards
             // nothing any more (see the module notes).
-            let (key, token) = (self.inner.leases_key.clone(), link.token.clone());
-            if let Ok(conn) = link.connect(self.inner.config.timeout) {
+            let token = link.token.clone();
+            let timeout = self.inner.config.timeout;
+            for p in 0..link.parts.len() {
+                let key = link.parts[p].leases_key.clone();
                 // Relaxed: a reporting tally.
                 self.inner.round_trips.fetch_add(1, Ordering::Relaxed);
-                let _: Result<(), _> = redis::cmd("HDEL").arg(key).arg(token).query(conn);
+                let _: Result<(), _> = link.query(timeout, redis::cmd("HDEL").arg(key).arg(&token));
             }
         }
     }
@@ -401,7 +432,7 @@ impl Drop for FleetStock {
 impl fmt::Debug for FleetStock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FleetStock")
-            .field("key", &self.inner.stock_key)
+            .field("key", &self.inner.key)
             .field("lease", &self.lease())
             .field("config", &self.inner.config)
             .finish_non_exhaustive()

@@ -1,5 +1,6 @@
 //! The lease: the local `Stock`, refilled and given back through
-//! numbered operations, one outstanding at a time (see `stock/mod.rs`).
+//! numbered operations, one outstanding at a time per part (see
+//! `stock/mod.rs`).
 
 use super::config::FleetStockConfig;
 use super::error::FleetError;
@@ -14,8 +15,8 @@ use std::time::Instant;
 pub(super) struct Inner {
     pub(super) local: Stock,
     pub(super) config: FleetStockConfig,
-    pub(super) stock_key: String,
-    pub(super) leases_key: String,
+    /// The first part's stock key, for `Debug` (without the lock).
+    pub(super) key: String,
     pub(super) link: Mutex<Link>,
     pub(super) round_trips: AtomicU64,
     pub(super) granted: AtomicU64,
@@ -24,76 +25,96 @@ pub(super) struct Inner {
 }
 
 impl Inner {
+    /// Refills the lease until it covers `n`, then takes `n` (the slow path
+    /// of `try_sub`): from this token's home part first, then the other
+    /// parts in use, then any part beyond them (a split that shrank may
+    /// have left units there). `Insufficient` only when every part was
+    /// short; if a part could not be asked, its error instead.
     #[cold]
     #[inline(never)]
     pub(super) fn refill(&self, n: u64) -> Result<(), FleetError> {
         // Before the lock: a panic under it would poison it.
         assert_amount(n, "try_sub");
         let mut link = lock(&self.link);
-        loop {
-            // Another thread may have refilled while we waited.
-            if self.local.try_sub(n).is_ok() {
-                return Ok(());
+        let mut error = None;
+        'parts: for p in order(&link) {
+            loop {
+                // Another thread may have refilled while we waited.
+                if self.local.try_sub(n).is_ok() {
+                    return Ok(());
+                }
+                // A take whose reply was lost: its grant, resent, may suffice.
+                if link.parts[p].unresolved.is_some() {
+                    if let Err(e) = self.settle(&mut link, p) {
+                        error = Some(e);
+                        continue 'parts;
+                    }
+                    continue;
+                }
+                let want = self.config.chunk.max(n);
+                match self.run(&mut link, p, Kind::Take, want) {
+                    Err(e) => {
+                        error = Some(e);
+                        continue 'parts;
+                    }
+                    // This part is empty: the take gathered what was left.
+                    Ok(r) if r.amount < want && r.stock <= 0 => continue 'parts,
+                    Ok(_) => {}
+                }
             }
-            // A take whose reply was lost: its grant, resent, may suffice.
-            if link.unresolved.is_some() {
-                self.settle(&mut link)?;
-                continue;
-            }
-            let want = self.config.chunk.max(n);
-            let r = self.run(&mut link, Kind::Take, want)?;
-            if r.amount < want && r.stock <= 0 {
-                // Redis is empty: this take gathered what was left.
-                return match self.local.try_sub(n) {
-                    Ok(()) => Ok(()),
-                    Err(e) => Err(FleetError::Insufficient(e)),
-                };
-            }
+        }
+        match self.local.try_sub(n) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(error.unwrap_or(FleetError::Insufficient(e))),
         }
     }
 
-    /// Drains the lease and sends it back (after any unresolved op).
+    /// Drains the lease and sends it back to the home part (after every
+    /// part's unresolved op).
     pub(super) fn give_back(&self, link: &mut Link) -> Result<u64, FleetError> {
-        self.settle(link)?;
+        for p in 0..link.parts.len() {
+            self.settle(link, p)?;
+        }
         let units = drain(&self.local);
         if units == 0 {
             return Ok(0);
         }
-        self.run(link, Kind::Return, units)?;
+        let home = link.home();
+        self.run(link, home, Kind::Return, units)?;
         Ok(units)
     }
 
-    /// Sends the unresolved operation, if any, until it is confirmed.
-    pub(super) fn settle(&self, link: &mut Link) -> Result<(), FleetError> {
-        if let Some(op) = link.unresolved {
-            let r = self.call(link, op)?;
-            link.unresolved = None;
+    /// Sends part `p`'s unresolved operation, if any, until it is confirmed.
+    pub(super) fn settle(&self, link: &mut Link, p: usize) -> Result<(), FleetError> {
+        if let Some(op) = link.parts[p].unresolved {
+            let r = self.call(link, p, op)?;
+            link.parts[p].unresolved = None;
             self.effect(op, &r);
         }
         Ok(())
     }
 
-    /// Runs a new operation (after settling the previous one) and applies
-    /// its effect on the lease.
+    /// Runs a new operation on part `p` (after its unresolved one): the
+    /// next number, kept unresolved until confirmed.
     pub(super) fn run(
         &self,
         link: &mut Link,
+        p: usize,
         kind: Kind,
         amount: u64,
     ) -> Result<Reply, FleetError> {
-        // Callers checked `n` before locking; a chunk is below 2^53 and a
-        // lease never holds more than was granted.
         debug_assert!(amount < MAX_AMOUNT);
-        self.settle(link)?;
-        link.seq += 1;
+        self.settle(link, p)?;
+        let part = &mut link.parts[p];
+        part.seq += 1;
         let op = Op {
-            seq: link.seq,
+            seq: part.seq,
             kind,
             amount,
         };
-        link.unresolved = Some(op);
-        let r = self.call(link, op)?;
-        link.unresolved = None;
+        part.unresolved = Some(op);
+        let r = self.call(link, p, op)?;
+        link.parts[p].unresolved = None;
         self.effect(op, &r);
         Ok(r)
     }
@@ -110,14 +131,19 @@ impl Inner {
         }
     }
 
-    /// The idle worker's pass: returns a lease unchanged for `idle`.
+    /// The idle worker's pass: returns a lease unchanged for `idle`; on a
+    /// split stock, also resizes the split when its load says so.
     pub(super) fn idle_pass(&self) {
+        // Waits behind a refill: the load is highest exactly then.
+        #[cfg(feature = "redis-cluster")]
+        self.split_pass(&mut lock(&self.link));
         let Some(mut link) = try_lock(&self.link) else {
             return; // a refill is running: not idle
         };
         let now = Instant::now();
         let lease = self.local.sum();
-        if lease != link.idle_seen.0 || lease == 0 && link.unresolved.is_none() {
+        let settled = link.parts.iter().all(|p| p.unresolved.is_none());
+        if lease != link.idle_seen.0 || lease == 0 && settled {
             link.idle_seen = (lease, now);
             return;
         }
@@ -130,8 +156,17 @@ impl Inner {
     }
 }
 
+/// The parts in the order a refill tries them: the home part, the other
+/// parts in use after it, then the parts beyond them.
+fn order(link: &Link) -> impl Iterator<Item = usize> {
+    let (home, active, all) = (link.home(), link.active, link.parts.len());
+    (0..active)
+        .map(move |i| (home + i) % active)
+        .chain(active..all)
+}
+
 /// Takes everything out of `local`; returns how much.
-fn drain(local: &Stock) -> u64 {
+pub(super) fn drain(local: &Stock) -> u64 {
     loop {
         let units = local.sum();
         if units == 0 || local.try_sub(units).is_ok() {

@@ -1,5 +1,7 @@
 //! A `FleetStock`'s connection: opened and its script loaded on demand,
-//! and what a failed call on it means.
+//! and what a failed call on it means; and the stock's parts (one on a
+//! single server; up to `StockSplit::parts` on a cluster, each in its own
+//! slot).
 
 use super::error::FleetError;
 use super::op::{Op, LEASE_SCRIPT};
@@ -7,17 +9,66 @@ use crate::export::redis::answered;
 use redis::{Client, Connection};
 use std::time::{Duration, Instant};
 
-/// The Redis side: one connection, used under the `link` mutex.
-pub(super) struct Link {
-    pub(super) client: Client,
-    pub(super) conn: Option<Connection>,
-    pub(super) sha: Option<String>,
-    /// Whether the server has WAITAOF (Redis 7.2+) with AOF on; asked once
-    /// per connection.
-    pub(super) waitaof: bool,
-    pub(super) token: String,
+/// Where the stock lives.
+pub(super) enum Place {
+    /// One server.
+    Single(Client),
+    /// A Redis Cluster reached through any of `nodes`; a take is confirmed
+    /// only once `WAIT replicas` answers, if `durable` asks for it.
+    #[cfg(feature = "redis-cluster")]
+    Cluster {
+        nodes: Vec<String>,
+        durable: Option<(u32, Duration)>,
+    },
+}
+
+/// The open connection.
+pub(super) enum Conn {
+    Single(Connection),
+    #[cfg(feature = "redis-cluster")]
+    Cluster(Box<redis::cluster::ClusterConnection>),
+}
+
+/// One part of the stock: its keys, and this token's numbering there (each
+/// part's leases hash keeps its own record of the token).
+pub(super) struct Part {
+    pub(super) stock_key: String,
+    pub(super) leases_key: String,
+    /// The part's script-call counter (a split stock's only).
+    pub(super) calls_key: Option<String>,
     pub(super) seq: u64,
     pub(super) unresolved: Option<Op>,
+}
+
+impl Part {
+    /// A part with these keys and no operation yet.
+    pub(super) fn new(stock_key: String, leases_key: String, calls_key: Option<String>) -> Part {
+        Part {
+            stock_key,
+            leases_key,
+            calls_key,
+            seq: 0,
+            unresolved: None,
+        }
+    }
+}
+
+/// The Redis side: one connection, used under the `link` mutex.
+pub(super) struct Link {
+    pub(super) place: Place,
+    pub(super) conn: Option<Conn>,
+    pub(super) sha: Option<String>,
+    /// Whether the server has WAITAOF (Redis 7.2+) with AOF on; asked once
+    /// per connection (single server only).
+    pub(super) waitaof: bool,
+    pub(super) token: String,
+    /// The stock's parts; a single server's stock has one.
+    pub(super) parts: Vec<Part>,
+    /// How many parts are in use (the split's K, 1 unsplit).
+    pub(super) active: usize,
+    /// A split stock's load and resizing state.
+    #[cfg(feature = "redis-cluster")]
+    pub(super) split: Option<super::split::Splitter>,
     /// The lease as the idle worker last saw it, and since when.
     pub(super) idle_seen: (u64, Instant),
     /// A request was sent on a connection that was then dropped unanswered:
@@ -30,6 +81,33 @@ pub(super) struct Link {
 }
 
 impl Link {
+    /// A link to `place` for a stock of `parts`, with a fresh token.
+    pub(super) fn new(place: Place, parts: Vec<Part>) -> Link {
+        Link {
+            place,
+            conn: None,
+            sha: None,
+            waitaof: false,
+            token: crate::export::WriterId::random().to_string(),
+            parts,
+            active: 1,
+            #[cfg(feature = "redis-cluster")]
+            split: None,
+            idle_seen: (0, Instant::now()),
+            stale_possible: false,
+            closed: false,
+        }
+    }
+
+    /// This token's part among the active ones: where its takes start and
+    /// its returns go (tokens spread the fleet over the parts).
+    pub(super) fn home(&self) -> usize {
+        let h = self.token.bytes().fold(0usize, |h, b| {
+            h.wrapping_mul(31).wrapping_add(usize::from(b))
+        });
+        h % self.active.max(1)
+    }
+
     /// The error for a failed call on `key`: `Corrupt` when Redis answered
     /// that the key holds another type, `Redis` otherwise. The connection
     /// is kept when Redis answered (it is in step), dropped when not.
@@ -60,45 +138,81 @@ impl Link {
         cmd: &redis::Cmd,
     ) -> Result<T, redis::RedisError> {
         let reused = self.conn.is_some();
-        match self.connect(timeout).and_then(|conn| cmd.query(conn)) {
+        match self.query_once(timeout, cmd) {
             Err(e) if reused && e.is_connection_dropped() && !e.is_timeout() => {
                 self.conn = None;
-                self.connect(timeout).and_then(|conn| cmd.query(conn))
+                self.query_once(timeout, cmd)
             }
             r => r,
         }
     }
 
-    pub(super) fn connect(
+    fn query_once<T: redis::FromRedisValue>(
         &mut self,
         timeout: Duration,
-    ) -> Result<&mut Connection, redis::RedisError> {
+        cmd: &redis::Cmd,
+    ) -> Result<T, redis::RedisError> {
+        match self.connect(timeout)? {
+            Conn::Single(c) => cmd.query(c),
+            #[cfg(feature = "redis-cluster")]
+            Conn::Cluster(c) => cmd.query(&mut **c),
+        }
+    }
+
+    /// The connection, opened (and the script loaded) if needed.
+    pub(super) fn connect(&mut self, timeout: Duration) -> Result<&mut Conn, redis::RedisError> {
         if self.conn.is_none() {
-            let mut conn = self.client.get_connection_with_timeout(timeout)?;
-            conn.set_read_timeout(Some(timeout))?;
-            conn.set_write_timeout(Some(timeout))?;
-            let info: String = redis::cmd("INFO")
-                .arg("server")
-                .arg("persistence")
-                .query(&mut conn)?;
-            self.waitaof = has_waitaof(&info);
-            self.conn = Some(conn);
+            self.conn = Some(match &self.place {
+                Place::Single(client) => {
+                    let mut conn = client.get_connection_with_timeout(timeout)?;
+                    conn.set_read_timeout(Some(timeout))?;
+                    conn.set_write_timeout(Some(timeout))?;
+                    let info: String = redis::cmd("INFO")
+                        .arg("server")
+                        .arg("persistence")
+                        .query(&mut conn)?;
+                    self.waitaof = has_waitaof(&info);
+                    Conn::Single(conn)
+                }
+                #[cfg(feature = "redis-cluster")]
+                Place::Cluster { nodes, .. } => Conn::Cluster(Box::new(
+                    redis::cluster::ClusterClientBuilder::new(nodes.clone())
+                        .connection_timeout(timeout)
+                        .response_timeout(timeout)
+                        .retries(2)
+                        .build()?
+                        .get_connection()?,
+                )),
+            });
             self.sha = None;
         }
         let conn = self.conn.as_mut().expect("connected above");
         if self.sha.is_none() {
-            let sha: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(LEASE_SCRIPT)
-                .query(conn)?;
+            let mut load = redis::cmd("SCRIPT");
+            load.arg("LOAD").arg(LEASE_SCRIPT);
+            let sha: String = match conn {
+                Conn::Single(c) => load.query(c)?,
+                // Every master: a promoted replica has no script cache.
+                #[cfg(feature = "redis-cluster")]
+                Conn::Cluster(c) => {
+                    use redis::cluster_routing::{
+                        MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo,
+                    };
+                    let all = RoutingInfo::MultiNode((
+                        MultipleNodeRoutingInfo::AllMasters,
+                        Some(ResponsePolicy::AllSucceeded),
+                    ));
+                    redis::from_redis_value(c.route_command(&load, all)?)?
+                }
+            };
             self.sha = Some(sha);
         }
         Ok(conn)
     }
 }
 
-/// Whether an `INFO server persistence` reply shows Redis 7.2 or later
-/// with the AOF on (WAITAOF can then confirm a take is on disk).
+/// Whether `INFO server persistence` shows a server with WAITAOF (Redis
+/// 7.2 or later) and the AOF on.
 fn has_waitaof(info: &str) -> bool {
     let field = |name: &str| {
         info.lines()

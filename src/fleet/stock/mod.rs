@@ -14,9 +14,12 @@
 //!   refill at a time), retries the lease, then runs [`LEASE_SCRIPT`] once:
 //!   take `min(want, stock)`, never below zero.
 //! * Every operation (take, return, add) gets the next sequence number of
-//!   the token and is kept in `link.unresolved` until its reply arrives. A
+//!   the token (per part: a split stock, `split.rs`, numbers each part's
+//!   operations apart, and a single server's stock is one part) and is kept
+//!   in its part's `unresolved` until its reply arrives. A
 //!   failed call (timeout, lost connection, lost reply) leaves it there,
-//!   and it is sent again, unchanged, before any other operation. The
+//!   and it is sent again, unchanged, before any other operation on that
+//!   part. The
 //!   script answers a repeated number with the recorded amount and changes
 //!   nothing, so a retried take grants once and a retried return adds once.
 //!   The record keeps only the last number: a token has at most one
@@ -24,8 +27,9 @@
 //! * Returns take the whole lease out of `local` first (`drain`), then send
 //!   it; until confirmed those units are in flight (in neither place).
 //! * The idle worker (`worker::Worker`) returns the lease when `local`
-//!   has not changed for `idle`; it only tries the link lock, never
-//!   waiting behind a refill.
+//!   has not changed for `idle`; for that it only tries the link lock,
+//!   never waiting behind a refill. (A split stock's pass, which samples
+//!   the load, does wait for the lock: the load is highest then.)
 //! * Poison: every documented panic (an amount of 2^53 or more) is checked
 //!   before `link` is taken, and `Link` is consistent at every point
 //!   where anything else could panic (an op in flight stays in
@@ -42,7 +46,8 @@
 //! everything else.
 //!
 //! `fleet_stock`: the public type; `lease`: the lease and its numbered
-//! operations; `call`: one script call; `link`: the connection.
+//! operations; `call`: one script call; `link`: the connection and the
+//! parts; `split`: the parts of a stock on a Redis Cluster.
 
 mod call;
 mod config;
@@ -51,10 +56,15 @@ mod fleet_stock;
 mod lease;
 mod link;
 mod op;
+#[cfg(feature = "redis-cluster")]
+mod split;
 mod stats;
 
 pub use config::FleetStockConfig;
 pub use error::FleetError;
 pub use fleet_stock::FleetStock;
 pub use op::LEASE_SCRIPT;
+#[cfg(feature = "redis-cluster")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis-cluster")))]
+pub use split::StockSplit;
 pub use stats::FleetStockStats;

@@ -14,7 +14,9 @@
 /// not an integer below ±2<sup>53</sup>, a leases key that is not a hash
 /// of records). `lost_ops` counts numbers skipped since the token's
 /// record: operations Redis confirmed and then lost (an AOF that had not
-/// reached the disk).
+/// reached the disk). A split stock on a cluster passes `KEYS[3]`, a
+/// counter of the part's script calls (its rate decides splits and
+/// merges), incremented by every call.
 ///
 /// ```
 /// assert!(shardcount::fleet::LEASE_SCRIPT.contains("DECRBY"));
