@@ -22,7 +22,7 @@
 
 use clap::Parser;
 use shardcount::export::redis::RedisSink;
-use shardcount::export::{ExportConfig, Exporter};
+use shardcount::export::{ExportConfig, Exporter, Sink};
 use shardcount::fleet::{FleetError, FleetStock, FleetStockConfig};
 use shardcount::RoughCounter;
 use std::collections::BTreeMap;
@@ -80,19 +80,23 @@ fn main() {
 /// One process: counts into RoughCounters, exports every 50 ms, flushes at
 /// the end and prints `key value` lines of its own counts.
 fn worker(args: &Args, url: &str) {
+    let sink = RedisSink::new(url, PREFIX).expect("redis url");
+    let config = ExportConfig {
+        interval: Duration::from_millis(50),
+        ..ExportConfig::default()
+    };
+    count(args, sink, config);
+}
+
+/// A worker's run, whatever its sink: counts for `--millis`, flushes, and
+/// prints its stats line and `key value` lines of its own counts.
+fn count(args: &Args, sink: impl Sink, config: ExportConfig) {
     let counters: Arc<Vec<Arc<RoughCounter>>> = Arc::new(
         (0..args.keys)
             .map(|_| Arc::new(RoughCounter::new()))
             .collect(),
     );
-    let sink = RedisSink::new(url, PREFIX).expect("redis url");
-    let exporter = Exporter::with_config(
-        sink,
-        ExportConfig {
-            interval: Duration::from_millis(50),
-            ..ExportConfig::default()
-        },
-    );
+    let exporter = Exporter::with_config(sink, config);
     for (i, c) in counters.iter().enumerate() {
         exporter.register(&format!("k{i}"), Arc::clone(c));
     }
@@ -194,11 +198,30 @@ fn coordinator(args: &Args) -> i32 {
         "redis-server at {url}; {} processes x {} threads counting {} keys for {} ms",
         args.processes, args.threads, args.keys, args.millis
     );
+    let children = spawn_workers(args, &["--worker", &url]);
+    let (own, ok) = collect(children);
+    let keys = key_names(args);
+    let full: Vec<String> = keys.iter().map(|k| format!("{PREFIX}{k}")).collect();
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let fleet: Vec<Option<i64>> = redis::cmd("MGET").arg(&full).query(&mut conn).unwrap();
+    let fleet: Vec<i64> = fleet.into_iter().map(|v| v.unwrap_or(0)).collect();
+    let bad = compare(args, &keys, &own, &fleet);
+    drop(server);
+    verdict(args, ok, bad)
+}
+
+/// The workers of a counting run, each given `worker` (its mode and where
+/// to export) and the run's settings.
+fn spawn_workers(args: &Args, worker: &[&str]) -> Vec<Child> {
     let exe = std::env::current_exe().unwrap();
-    let children: Vec<Child> = (0..args.processes)
+    (0..args.processes)
         .map(|p| {
             Command::new(&exe)
-                .args(["--worker", &url, "--seed", &(p + 1).to_string()])
+                .args(worker)
+                .args(["--seed", &(p + 1).to_string()])
                 .args(["--keys", &args.keys.to_string()])
                 .args(["--threads", &args.threads.to_string()])
                 .args(["--millis", &args.millis.to_string()])
@@ -206,7 +229,12 @@ fn coordinator(args: &Args) -> i32 {
                 .spawn()
                 .expect("spawn worker")
         })
-        .collect();
+        .collect()
+}
+
+/// Each worker's own counts, in order, and whether every worker succeeded
+/// (prints their notes).
+fn collect(children: Vec<Child>) -> (Vec<BTreeMap<String, i64>>, bool) {
     let mut own: Vec<BTreeMap<String, i64>> = Vec::new();
     let mut ok = true;
     for (p, mut child) in children.into_iter().enumerate() {
@@ -225,15 +253,18 @@ fn coordinator(args: &Args) -> i32 {
         }
         own.push(counts);
     }
-    let keys: Vec<String> = (0..args.keys).map(|i| format!("k{i}")).collect();
-    let full: Vec<String> = keys.iter().map(|k| format!("{PREFIX}{k}")).collect();
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let fleet: Vec<Option<i64>> = redis::cmd("MGET").arg(&full).query(&mut conn).unwrap();
-    let fleet: Vec<i64> = fleet.into_iter().map(|v| v.unwrap_or(0)).collect();
+    (own, ok)
+}
 
+/// The workload's key names.
+fn key_names(args: &Args) -> Vec<String> {
+    (0..args.keys).map(|i| format!("k{i}")).collect()
+}
+
+/// Prints the fleet totals next to each process's counts (the first
+/// `--show` keys and up to 5 that differ) and the grand totals; returns
+/// how many keys differ from the sum of the processes' counts.
+fn compare(args: &Args, keys: &[String], own: &[BTreeMap<String, i64>], fleet: &[i64]) -> usize {
     print!("{:>8} {:>12}", "key", "fleet");
     for p in 0..own.len() {
         print!(" {:>11}", format!("process {p}"));
@@ -264,7 +295,11 @@ fn coordinator(args: &Args) -> i32 {
         "{:>8} {fleet_total:>12} (all keys; processes' own counts sum to {own_total})",
         "total"
     );
-    drop(server);
+    bad
+}
+
+/// Prints the counting run's verdict; returns the exit code.
+fn verdict(args: &Args, ok: bool, bad: usize) -> i32 {
     let verdict = ok && bad == 0;
     println!(
         "verdict: {} ({} of {} keys equal the sum of the processes' counts)",
