@@ -19,6 +19,18 @@
 //! ```sh
 //! cargo run --release --example fleet --features redis -- --inventory 100000 --chunk 100
 //! ```
+//!
+//! Cluster mode (crate feature `redis-cluster`): the same counting run over
+//! a Redis Cluster of its own (six `redis-server --cluster-enabled yes` on
+//! free ports, three masters with a replica each, the tests' harness in
+//! `tests/common/cluster.rs`). The workers export through
+//! `RedisClusterSink` (16 buckets), the totals are read through
+//! `FleetReader::cluster` and checked as above, and each master's share of
+//! the keys is printed.
+//!
+//! ```sh
+//! cargo run --release --example fleet --features redis-cluster -- --cluster --processes 4
+//! ```
 
 use clap::Parser;
 use shardcount::export::redis::RedisSink;
@@ -63,12 +75,24 @@ struct Args {
     /// Inventory mode: units a lease refill takes from Redis.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..1 << 53))]
     chunk: u64,
+    /// Count into a Redis Cluster of this run's own (3 masters with a
+    /// replica each) instead of one redis-server; needs the crate feature
+    /// `redis-cluster`.
+    #[arg(long, conflicts_with = "inventory")]
+    cluster: bool,
+    /// Internal: run as a worker exporting to the Redis Cluster at these
+    /// comma-separated node URLs.
+    #[arg(long)]
+    worker_cluster: Option<String>,
 }
 
 const PREFIX: &str = "fleet:";
 
 fn main() {
     let args = Args::parse();
+    if args.cluster || args.worker_cluster.is_some() {
+        std::process::exit(cluster_mode(&args));
+    }
     match (&args.worker, args.inventory) {
         (Some(url), 0) => worker(&args, url),
         (Some(url), _) => seller(&args, url),
@@ -85,12 +109,13 @@ fn worker(args: &Args, url: &str) {
         interval: Duration::from_millis(50),
         ..ExportConfig::default()
     };
-    count(args, sink, config);
+    count(args, sink, config, String::new);
 }
 
 /// A worker's run, whatever its sink: counts for `--millis`, flushes, and
-/// prints its stats line and `key value` lines of its own counts.
-fn count(args: &Args, sink: impl Sink, config: ExportConfig) {
+/// prints its stats line (`note` appended) and `key value` lines of its
+/// own counts.
+fn count(args: &Args, sink: impl Sink, config: ExportConfig, note: impl FnOnce() -> String) {
     let counters: Arc<Vec<Arc<RoughCounter>>> = Arc::new(
         (0..args.keys)
             .map(|_| Arc::new(RoughCounter::new()))
@@ -132,8 +157,13 @@ fn count(args: &Args, sink: impl Sink, config: ExportConfig) {
     }
     let s = exporter.stats();
     println!(
-        "# delivered {} batches {} errors {} gaps {} lost {}",
-        s.delivered, s.batches, s.errors, s.gaps, s.lost
+        "# delivered {} batches {} errors {} gaps {} lost {}{}",
+        s.delivered,
+        s.batches,
+        s.errors,
+        s.gaps,
+        s.lost,
+        note()
     );
     for (i, c) in counters.iter().enumerate() {
         println!("k{i} {}", c.sum());
@@ -435,5 +465,145 @@ fn inventory(args: &Args) -> i32 {
         0
     } else {
         1
+    }
+}
+
+/// The tests' Redis Cluster harness (six nodes, killed by PID on drop).
+#[cfg(feature = "redis-cluster")]
+#[path = "../tests/common/cluster.rs"]
+mod cluster;
+
+#[cfg(not(feature = "redis-cluster"))]
+fn cluster_mode(_: &Args) -> i32 {
+    eprintln!(
+        "error: --cluster needs the crate feature `redis-cluster`: \
+         cargo run --release --example fleet --features redis-cluster -- --cluster"
+    );
+    2
+}
+
+#[cfg(feature = "redis-cluster")]
+fn cluster_mode(args: &Args) -> i32 {
+    match &args.worker_cluster {
+        Some(urls) => {
+            let urls: Vec<&str> = urls.split(',').collect();
+            on_cluster::worker(args, &urls);
+            0
+        }
+        None => on_cluster::coordinator(args),
+    }
+}
+
+/// Cluster mode: the counting run over a Redis Cluster of its own.
+#[cfg(feature = "redis-cluster")]
+mod on_cluster {
+    use super::cluster::{self, Cluster};
+    use super::{collect, compare, count, key_names, spawn_workers, verdict, Args, PREFIX};
+    use shardcount::export::redis_cluster::{ClusterKeys, RedisClusterSink};
+    use shardcount::export::{Batch, ExportConfig, Outcome, Sink, SinkError};
+    use shardcount::fleet::FleetReader;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    /// Buckets of the layout: every worker and the reader use the same.
+    const BUCKETS: usize = 16;
+
+    fn keys() -> ClusterKeys {
+        ClusterKeys::new(PREFIX, BUCKETS)
+    }
+
+    /// The sink behind a lock, so the worker can read its repair counts
+    /// after the exporter took it.
+    #[derive(Clone)]
+    struct Shared(Arc<Mutex<RedisClusterSink>>);
+
+    impl Sink for Shared {
+        fn deliver(&mut self, batches: &[Batch]) -> Result<Vec<Outcome>, SinkError> {
+            self.0.lock().unwrap().deliver(batches)
+        }
+    }
+
+    /// A worker exporting into the cluster at `urls`.
+    pub(super) fn worker(args: &Args, urls: &[&str]) {
+        let sink = RedisClusterSink::new(urls, keys()).expect("redis cluster urls");
+        let shared = Shared(Arc::new(Mutex::new(sink)));
+        let config = ExportConfig {
+            interval: Duration::from_millis(50),
+            // Retries within a second of a failover's end, not up to 5 s.
+            max_backoff: Duration::from_millis(500),
+            ..ExportConfig::default()
+        };
+        count(args, shared.clone(), config, || {
+            let s = shared.0.lock().unwrap();
+            format!("; cluster parts resent {} lost {}", s.resent(), s.lost())
+        });
+    }
+
+    /// Whether `slot` lies in `ranges`.
+    fn serves(ranges: &[(u16, u16)], slot: u16) -> bool {
+        ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&slot))
+    }
+
+    pub(super) fn coordinator(args: &Args) -> i32 {
+        // Its drop kills every redis-server by PID: before the verdict,
+        // FAIL included, or while a panic unwinds.
+        let c = Cluster::started();
+        let urls = c.urls();
+        let keys = keys();
+        println!(
+            "redis cluster: masters {:?}, replicas {:?}; {} processes x {} threads counting {} \
+             keys for {} ms",
+            c.masters,
+            c.replicas.iter().flatten().collect::<Vec<_>>(),
+            args.processes,
+            args.threads,
+            args.keys,
+            args.millis
+        );
+        let joined = urls.join(",");
+        let children = spawn_workers(args, &["--worker-cluster", &joined]);
+        let (own, ok) = collect(children);
+        let names = key_names(args);
+        let read = FleetReader::cluster(&urls, keys.clone(), Duration::from_secs(1))
+            .expect("node urls")
+            .keys(&names)
+            .values();
+        let (fleet, ok) = match read {
+            Ok((values, _)) => (values.into_iter().map(|(_, v)| v).collect(), ok),
+            Err(e) => {
+                println!("cannot read the fleet totals: {e}");
+                (vec![0; names.len()], false)
+            }
+        };
+        let bad = compare(args, &names, &own, &fleet);
+        print_spread(&c, &keys);
+        drop(c);
+        verdict(args, ok, bad)
+    }
+
+    /// Each master's keys (`DBSIZE`: counters and its buckets' writers
+    /// hashes) and share of all.
+    fn print_spread(c: &Cluster, keys: &ClusterKeys) {
+        let sizes: Vec<u64> = c
+            .masters
+            .iter()
+            .map(|&p| {
+                redis::cmd("DBSIZE")
+                    .query(&mut cluster::conn(p))
+                    .unwrap_or(0)
+            })
+            .collect();
+        let total: u64 = sizes.iter().sum();
+        println!("keys per master (DBSIZE, counters and writers hashes), {total} in all:");
+        for (i, (&port, &n)) in c.masters.iter().zip(&sizes).enumerate() {
+            let buckets = (0..keys.buckets())
+                .filter(|&b| serves(&c.slots[i], keys.slot(b)))
+                .count();
+            println!(
+                "  master {port}: {n:>6} keys {:>5.1}% ({buckets} of {} buckets)",
+                n as f64 * 100.0 / total.max(1) as f64,
+                keys.buckets()
+            );
+        }
     }
 }
