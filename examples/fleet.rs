@@ -26,10 +26,14 @@
 //! `tests/common/cluster.rs`). The workers export through
 //! `RedisClusterSink` (16 buckets), the totals are read through
 //! `FleetReader::cluster` and checked as above, and each master's share of
-//! the keys is printed.
+//! the keys is printed. `--kill-master` SIGKILLs one master halfway
+//! through the counting (and not before every worker folds into it),
+//! waits for its replica's promotion (printing how long it took) and keeps
+//! the workers counting until then: the totals must still be exact (the
+//! sinks send again what the failover lost).
 //!
 //! ```sh
-//! cargo run --release --example fleet --features redis-cluster -- --cluster --processes 4
+//! cargo run --release --example fleet --features redis-cluster -- --cluster --processes 4 --kill-master
 //! ```
 
 use clap::Parser;
@@ -80,10 +84,19 @@ struct Args {
     /// `redis-cluster`.
     #[arg(long, conflicts_with = "inventory")]
     cluster: bool,
+    /// Cluster mode: SIGKILL a master halfway through the counting (once
+    /// every worker folds into it), and keep the workers counting until its
+    /// replica took over.
+    #[arg(long, requires = "cluster")]
+    kill_master: bool,
     /// Internal: run as a worker exporting to the Redis Cluster at these
     /// comma-separated node URLs.
     #[arg(long)]
     worker_cluster: Option<String>,
+    /// Internal: after counting for `--millis`, count on until stdin
+    /// closes (the parent closes it once a failover is over).
+    #[arg(long)]
+    hold: bool,
 }
 
 const PREFIX: &str = "fleet:";
@@ -112,9 +125,9 @@ fn worker(args: &Args, url: &str) {
     count(args, sink, config, String::new);
 }
 
-/// A worker's run, whatever its sink: counts for `--millis`, flushes, and
-/// prints its stats line (`note` appended) and `key value` lines of its
-/// own counts.
+/// A worker's run, whatever its sink: counts for `--millis` (with
+/// `--hold`, on until stdin closes), flushes, and prints its stats line
+/// (`note` appended) and `key value` lines of its own counts.
 fn count(args: &Args, sink: impl Sink, config: ExportConfig, note: impl FnOnce() -> String) {
     let counters: Arc<Vec<Arc<RoughCounter>>> = Arc::new(
         (0..args.keys)
@@ -146,6 +159,10 @@ fn count(args: &Args, sink: impl Sink, config: ExportConfig, note: impl FnOnce()
         })
         .collect();
     std::thread::sleep(Duration::from_millis(args.millis));
+    if args.hold {
+        // EOF (or an error: the parent is gone) ends the hold.
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+    }
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         t.join().unwrap();
@@ -228,7 +245,7 @@ fn coordinator(args: &Args) -> i32 {
         "redis-server at {url}; {} processes x {} threads counting {} keys for {} ms",
         args.processes, args.threads, args.keys, args.millis
     );
-    let children = spawn_workers(args, &["--worker", &url]);
+    let children = spawn_workers(args, &["--worker", &url], false);
     let (own, ok) = collect(children);
     let keys = key_names(args);
     let full: Vec<String> = keys.iter().map(|k| format!("{PREFIX}{k}")).collect();
@@ -244,20 +261,23 @@ fn coordinator(args: &Args) -> i32 {
 }
 
 /// The workers of a counting run, each given `worker` (its mode and where
-/// to export) and the run's settings.
-fn spawn_workers(args: &Args, worker: &[&str]) -> Vec<Child> {
+/// to export) and the run's settings; with `hold`, their stdin is a pipe
+/// that holds them counting until it is closed (`--hold`).
+fn spawn_workers(args: &Args, worker: &[&str], hold: bool) -> Vec<Child> {
     let exe = std::env::current_exe().unwrap();
     (0..args.processes)
         .map(|p| {
-            Command::new(&exe)
-                .args(worker)
+            let mut cmd = Command::new(&exe);
+            cmd.args(worker)
                 .args(["--seed", &(p + 1).to_string()])
                 .args(["--keys", &args.keys.to_string()])
                 .args(["--threads", &args.threads.to_string()])
                 .args(["--millis", &args.millis.to_string()])
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("spawn worker")
+                .stdout(Stdio::piped());
+            if hold {
+                cmd.arg("--hold").stdin(Stdio::piped());
+            }
+            cmd.spawn().expect("spawn worker")
         })
         .collect()
 }
@@ -502,11 +522,15 @@ mod on_cluster {
     use shardcount::export::redis_cluster::{ClusterKeys, RedisClusterSink};
     use shardcount::export::{Batch, ExportConfig, Outcome, Sink, SinkError};
     use shardcount::fleet::FleetReader;
+    use std::process::Child;
     use std::sync::{Arc, Mutex};
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     /// Buckets of the layout: every worker and the reader use the same.
     const BUCKETS: usize = 16;
+
+    /// The master `--kill-master` kills.
+    const VICTIM: usize = 0;
 
     fn keys() -> ClusterKeys {
         ClusterKeys::new(PREFIX, BUCKETS)
@@ -547,21 +571,31 @@ mod on_cluster {
     pub(super) fn coordinator(args: &Args) -> i32 {
         // Its drop kills every redis-server by PID: before the verdict,
         // FAIL included, or while a panic unwinds.
-        let c = Cluster::started();
+        let mut c = Cluster::started();
         let urls = c.urls();
         let keys = keys();
         println!(
             "redis cluster: masters {:?}, replicas {:?}; {} processes x {} threads counting {} \
-             keys for {} ms",
+             keys for {} ms{}",
             c.masters,
             c.replicas.iter().flatten().collect::<Vec<_>>(),
             args.processes,
             args.threads,
             args.keys,
-            args.millis
+            args.millis,
+            if args.kill_master {
+                " and until a killed master's replica took over"
+            } else {
+                ""
+            }
         );
         let joined = urls.join(",");
-        let children = spawn_workers(args, &["--worker-cluster", &joined]);
+        let spawned = Instant::now();
+        let mut children = spawn_workers(args, &["--worker-cluster", &joined], args.kill_master);
+        if args.kill_master {
+            let midway = spawned + Duration::from_millis(args.millis / 2);
+            fail_over(&mut c, &keys, &mut children, args.processes, midway);
+        }
         let (own, ok) = collect(children);
         let names = key_names(args);
         let read = FleetReader::cluster(&urls, keys.clone(), Duration::from_secs(1))
@@ -579,6 +613,61 @@ mod on_cluster {
         print_spread(&c, &keys);
         drop(c);
         verdict(args, ok, bad)
+    }
+
+    /// Once every worker has folded into master `VICTIM` (a bucket there
+    /// has a writer for each) and not before `midway`, SIGKILLs it, waits
+    /// for its replica's promotion, and lets the workers finish (closes
+    /// their stdin).
+    fn fail_over(
+        c: &mut Cluster,
+        keys: &ClusterKeys,
+        children: &mut [Child],
+        processes: usize,
+        midway: Instant,
+    ) {
+        let port = c.masters[VICTIM];
+        let bucket = (0..keys.buckets())
+            .find(|&b| serves(&c.slots[VICTIM], keys.slot(b)))
+            .expect("every master serves a bucket");
+        let writers = keys.writers_key(bucket);
+        let mut conn = cluster::conn(port);
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            let n: usize = redis::cmd("HLEN")
+                .arg(&writers)
+                .query(&mut conn)
+                .unwrap_or(0);
+            if n >= processes {
+                break;
+            }
+            if Instant::now() > until
+                || children
+                    .iter_mut()
+                    .any(|ch| ch.try_wait().is_ok_and(|s| s.is_some()))
+            {
+                println!(
+                    "note: only {n} of {processes} processes folded into master {port} \
+                     before its kill"
+                );
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(conn);
+        std::thread::sleep(midway.saturating_duration_since(Instant::now()));
+        let t = Instant::now();
+        c.kill_master(VICTIM);
+        println!("killed master {port} (SIGKILL) while the processes count");
+        let new = c.wait_promotion(VICTIM);
+        println!(
+            "failover: replica {new} took over master {port}'s slots, cluster_state:ok on every \
+             node, {:.2} s after the kill",
+            t.elapsed().as_secs_f64()
+        );
+        for ch in children {
+            drop(ch.stdin.take());
+        }
     }
 
     /// Each master's keys (`DBSIZE`: counters and its buckets' writers
