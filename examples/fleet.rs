@@ -19,10 +19,26 @@
 //! ```sh
 //! cargo run --release --example fleet --features redis -- --inventory 100000 --chunk 100
 //! ```
+//!
+//! Cluster mode (crate feature `redis-cluster`): the same counting run over
+//! a Redis Cluster of its own (six `redis-server --cluster-enabled yes` on
+//! free ports, three masters with a replica each, the tests' harness in
+//! `tests/common/cluster.rs`). The workers export through
+//! `RedisClusterSink` (16 buckets), the totals are read through
+//! `FleetReader::cluster` and checked as above, and each master's share of
+//! the keys is printed. `--kill-master` SIGKILLs one master halfway
+//! through the counting (and not before every worker folds into it),
+//! waits for its replica's promotion (printing how long it took) and keeps
+//! the workers counting until then: the totals must still be exact (the
+//! sinks send again what the failover lost).
+//!
+//! ```sh
+//! cargo run --release --example fleet --features redis-cluster -- --cluster --processes 4 --kill-master
+//! ```
 
 use clap::Parser;
 use shardcount::export::redis::RedisSink;
-use shardcount::export::{ExportConfig, Exporter};
+use shardcount::export::{ExportConfig, Exporter, Sink};
 use shardcount::fleet::{FleetError, FleetStock, FleetStockConfig};
 use shardcount::RoughCounter;
 use std::collections::BTreeMap;
@@ -63,12 +79,33 @@ struct Args {
     /// Inventory mode: units a lease refill takes from Redis.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..1 << 53))]
     chunk: u64,
+    /// Count into a Redis Cluster of this run's own (3 masters with a
+    /// replica each) instead of one redis-server; needs the crate feature
+    /// `redis-cluster`.
+    #[arg(long, conflicts_with = "inventory")]
+    cluster: bool,
+    /// Cluster mode: SIGKILL a master halfway through the counting (once
+    /// every worker folds into it), and keep the workers counting until its
+    /// replica took over.
+    #[arg(long, requires = "cluster")]
+    kill_master: bool,
+    /// Internal: run as a worker exporting to the Redis Cluster at these
+    /// comma-separated node URLs.
+    #[arg(long)]
+    worker_cluster: Option<String>,
+    /// Internal: after counting for `--millis`, count on until stdin
+    /// closes (the parent closes it once a failover is over).
+    #[arg(long)]
+    hold: bool,
 }
 
 const PREFIX: &str = "fleet:";
 
 fn main() {
     let args = Args::parse();
+    if args.cluster || args.worker_cluster.is_some() {
+        std::process::exit(cluster_mode(&args));
+    }
     match (&args.worker, args.inventory) {
         (Some(url), 0) => worker(&args, url),
         (Some(url), _) => seller(&args, url),
@@ -80,19 +117,24 @@ fn main() {
 /// One process: counts into RoughCounters, exports every 50 ms, flushes at
 /// the end and prints `key value` lines of its own counts.
 fn worker(args: &Args, url: &str) {
+    let sink = RedisSink::new(url, PREFIX).expect("redis url");
+    let config = ExportConfig {
+        interval: Duration::from_millis(50),
+        ..ExportConfig::default()
+    };
+    count(args, sink, config, String::new);
+}
+
+/// A worker's run, whatever its sink: counts for `--millis` (with
+/// `--hold`, on until stdin closes), flushes, and prints its stats line
+/// (`note` appended) and `key value` lines of its own counts.
+fn count(args: &Args, sink: impl Sink, config: ExportConfig, note: impl FnOnce() -> String) {
     let counters: Arc<Vec<Arc<RoughCounter>>> = Arc::new(
         (0..args.keys)
             .map(|_| Arc::new(RoughCounter::new()))
             .collect(),
     );
-    let sink = RedisSink::new(url, PREFIX).expect("redis url");
-    let exporter = Exporter::with_config(
-        sink,
-        ExportConfig {
-            interval: Duration::from_millis(50),
-            ..ExportConfig::default()
-        },
-    );
+    let exporter = Exporter::with_config(sink, config);
     for (i, c) in counters.iter().enumerate() {
         exporter.register(&format!("k{i}"), Arc::clone(c));
     }
@@ -117,6 +159,10 @@ fn worker(args: &Args, url: &str) {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(args.millis));
+    if args.hold {
+        // EOF (or an error: the parent is gone) ends the hold.
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+    }
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         t.join().unwrap();
@@ -128,8 +174,13 @@ fn worker(args: &Args, url: &str) {
     }
     let s = exporter.stats();
     println!(
-        "# delivered {} batches {} errors {} gaps {} lost {}",
-        s.delivered, s.batches, s.errors, s.gaps, s.lost
+        "# delivered {} batches {} errors {} gaps {} lost {}{}",
+        s.delivered,
+        s.batches,
+        s.errors,
+        s.gaps,
+        s.lost,
+        note()
     );
     for (i, c) in counters.iter().enumerate() {
         println!("k{i} {}", c.sum());
@@ -194,19 +245,46 @@ fn coordinator(args: &Args) -> i32 {
         "redis-server at {url}; {} processes x {} threads counting {} keys for {} ms",
         args.processes, args.threads, args.keys, args.millis
     );
+    let children = spawn_workers(args, &["--worker", &url], false);
+    let (own, ok) = collect(children);
+    let keys = key_names(args);
+    let full: Vec<String> = keys.iter().map(|k| format!("{PREFIX}{k}")).collect();
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let fleet: Vec<Option<i64>> = redis::cmd("MGET").arg(&full).query(&mut conn).unwrap();
+    let fleet: Vec<i64> = fleet.into_iter().map(|v| v.unwrap_or(0)).collect();
+    let bad = compare(args, &keys, &own, &fleet);
+    drop(server);
+    verdict(args, ok, bad)
+}
+
+/// The workers of a counting run, each given `worker` (its mode and where
+/// to export) and the run's settings; with `hold`, their stdin is a pipe
+/// that holds them counting until it is closed (`--hold`).
+fn spawn_workers(args: &Args, worker: &[&str], hold: bool) -> Vec<Child> {
     let exe = std::env::current_exe().unwrap();
-    let children: Vec<Child> = (0..args.processes)
+    (0..args.processes)
         .map(|p| {
-            Command::new(&exe)
-                .args(["--worker", &url, "--seed", &(p + 1).to_string()])
+            let mut cmd = Command::new(&exe);
+            cmd.args(worker)
+                .args(["--seed", &(p + 1).to_string()])
                 .args(["--keys", &args.keys.to_string()])
                 .args(["--threads", &args.threads.to_string()])
                 .args(["--millis", &args.millis.to_string()])
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("spawn worker")
+                .stdout(Stdio::piped());
+            if hold {
+                cmd.arg("--hold").stdin(Stdio::piped());
+            }
+            cmd.spawn().expect("spawn worker")
         })
-        .collect();
+        .collect()
+}
+
+/// Each worker's own counts, in order, and whether every worker succeeded
+/// (prints their notes).
+fn collect(children: Vec<Child>) -> (Vec<BTreeMap<String, i64>>, bool) {
     let mut own: Vec<BTreeMap<String, i64>> = Vec::new();
     let mut ok = true;
     for (p, mut child) in children.into_iter().enumerate() {
@@ -225,15 +303,18 @@ fn coordinator(args: &Args) -> i32 {
         }
         own.push(counts);
     }
-    let keys: Vec<String> = (0..args.keys).map(|i| format!("k{i}")).collect();
-    let full: Vec<String> = keys.iter().map(|k| format!("{PREFIX}{k}")).collect();
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let fleet: Vec<Option<i64>> = redis::cmd("MGET").arg(&full).query(&mut conn).unwrap();
-    let fleet: Vec<i64> = fleet.into_iter().map(|v| v.unwrap_or(0)).collect();
+    (own, ok)
+}
 
+/// The workload's key names.
+fn key_names(args: &Args) -> Vec<String> {
+    (0..args.keys).map(|i| format!("k{i}")).collect()
+}
+
+/// Prints the fleet totals next to each process's counts (the first
+/// `--show` keys and up to 5 that differ) and the grand totals; returns
+/// how many keys differ from the sum of the processes' counts.
+fn compare(args: &Args, keys: &[String], own: &[BTreeMap<String, i64>], fleet: &[i64]) -> usize {
     print!("{:>8} {:>12}", "key", "fleet");
     for p in 0..own.len() {
         print!(" {:>11}", format!("process {p}"));
@@ -264,7 +345,11 @@ fn coordinator(args: &Args) -> i32 {
         "{:>8} {fleet_total:>12} (all keys; processes' own counts sum to {own_total})",
         "total"
     );
-    drop(server);
+    bad
+}
+
+/// Prints the counting run's verdict; returns the exit code.
+fn verdict(args: &Args, ok: bool, bad: usize) -> i32 {
     let verdict = ok && bad == 0;
     println!(
         "verdict: {} ({} of {} keys equal the sum of the processes' counts)",
@@ -400,5 +485,214 @@ fn inventory(args: &Args) -> i32 {
         0
     } else {
         1
+    }
+}
+
+/// The tests' Redis Cluster harness (six nodes, killed by PID on drop).
+#[cfg(feature = "redis-cluster")]
+#[path = "../tests/common/cluster.rs"]
+mod cluster;
+
+#[cfg(not(feature = "redis-cluster"))]
+fn cluster_mode(_: &Args) -> i32 {
+    eprintln!(
+        "error: --cluster needs the crate feature `redis-cluster`: \
+         cargo run --release --example fleet --features redis-cluster -- --cluster"
+    );
+    2
+}
+
+#[cfg(feature = "redis-cluster")]
+fn cluster_mode(args: &Args) -> i32 {
+    match &args.worker_cluster {
+        Some(urls) => {
+            let urls: Vec<&str> = urls.split(',').collect();
+            on_cluster::worker(args, &urls);
+            0
+        }
+        None => on_cluster::coordinator(args),
+    }
+}
+
+/// Cluster mode: the counting run over a Redis Cluster of its own.
+#[cfg(feature = "redis-cluster")]
+mod on_cluster {
+    use super::cluster::{self, Cluster};
+    use super::{collect, compare, count, key_names, spawn_workers, verdict, Args, PREFIX};
+    use shardcount::export::redis_cluster::{ClusterKeys, RedisClusterSink};
+    use shardcount::export::{Batch, ExportConfig, Outcome, Sink, SinkError};
+    use shardcount::fleet::FleetReader;
+    use std::process::Child;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// Buckets of the layout: every worker and the reader use the same.
+    const BUCKETS: usize = 16;
+
+    /// The master `--kill-master` kills.
+    const VICTIM: usize = 0;
+
+    fn keys() -> ClusterKeys {
+        ClusterKeys::new(PREFIX, BUCKETS)
+    }
+
+    /// The sink behind a lock, so the worker can read its repair counts
+    /// after the exporter took it.
+    #[derive(Clone)]
+    struct Shared(Arc<Mutex<RedisClusterSink>>);
+
+    impl Sink for Shared {
+        fn deliver(&mut self, batches: &[Batch]) -> Result<Vec<Outcome>, SinkError> {
+            self.0.lock().unwrap().deliver(batches)
+        }
+    }
+
+    /// A worker exporting into the cluster at `urls`.
+    pub(super) fn worker(args: &Args, urls: &[&str]) {
+        let sink = RedisClusterSink::new(urls, keys()).expect("redis cluster urls");
+        let shared = Shared(Arc::new(Mutex::new(sink)));
+        let config = ExportConfig {
+            interval: Duration::from_millis(50),
+            // Retries within a second of a failover's end, not up to 5 s.
+            max_backoff: Duration::from_millis(500),
+            ..ExportConfig::default()
+        };
+        count(args, shared.clone(), config, || {
+            let s = shared.0.lock().unwrap();
+            format!("; cluster parts resent {} lost {}", s.resent(), s.lost())
+        });
+    }
+
+    /// Whether `slot` lies in `ranges`.
+    fn serves(ranges: &[(u16, u16)], slot: u16) -> bool {
+        ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&slot))
+    }
+
+    pub(super) fn coordinator(args: &Args) -> i32 {
+        // Its drop kills every redis-server by PID: before the verdict,
+        // FAIL included, or while a panic unwinds.
+        let mut c = Cluster::started();
+        let urls = c.urls();
+        let keys = keys();
+        println!(
+            "redis cluster: masters {:?}, replicas {:?}; {} processes x {} threads counting {} \
+             keys for {} ms{}",
+            c.masters,
+            c.replicas.iter().flatten().collect::<Vec<_>>(),
+            args.processes,
+            args.threads,
+            args.keys,
+            args.millis,
+            if args.kill_master {
+                " and until a killed master's replica took over"
+            } else {
+                ""
+            }
+        );
+        let joined = urls.join(",");
+        let spawned = Instant::now();
+        let mut children = spawn_workers(args, &["--worker-cluster", &joined], args.kill_master);
+        if args.kill_master {
+            let midway = spawned + Duration::from_millis(args.millis / 2);
+            fail_over(&mut c, &keys, &mut children, args.processes, midway);
+        }
+        let (own, ok) = collect(children);
+        let names = key_names(args);
+        let read = FleetReader::cluster(&urls, keys.clone(), Duration::from_secs(1))
+            .expect("node urls")
+            .keys(&names)
+            .values();
+        let (fleet, ok) = match read {
+            Ok((values, _)) => (values.into_iter().map(|(_, v)| v).collect(), ok),
+            Err(e) => {
+                println!("cannot read the fleet totals: {e}");
+                (vec![0; names.len()], false)
+            }
+        };
+        let bad = compare(args, &names, &own, &fleet);
+        print_spread(&c, &keys);
+        drop(c);
+        verdict(args, ok, bad)
+    }
+
+    /// Once every worker has folded into master `VICTIM` (a bucket there
+    /// has a writer for each) and not before `midway`, SIGKILLs it, waits
+    /// for its replica's promotion, and lets the workers finish (closes
+    /// their stdin).
+    fn fail_over(
+        c: &mut Cluster,
+        keys: &ClusterKeys,
+        children: &mut [Child],
+        processes: usize,
+        midway: Instant,
+    ) {
+        let port = c.masters[VICTIM];
+        let bucket = (0..keys.buckets())
+            .find(|&b| serves(&c.slots[VICTIM], keys.slot(b)))
+            .expect("every master serves a bucket");
+        let writers = keys.writers_key(bucket);
+        let mut conn = cluster::conn(port);
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            let n: usize = redis::cmd("HLEN")
+                .arg(&writers)
+                .query(&mut conn)
+                .unwrap_or(0);
+            if n >= processes {
+                break;
+            }
+            if Instant::now() > until
+                || children
+                    .iter_mut()
+                    .any(|ch| ch.try_wait().is_ok_and(|s| s.is_some()))
+            {
+                println!(
+                    "note: only {n} of {processes} processes folded into master {port} \
+                     before its kill"
+                );
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(conn);
+        std::thread::sleep(midway.saturating_duration_since(Instant::now()));
+        let t = Instant::now();
+        c.kill_master(VICTIM);
+        println!("killed master {port} (SIGKILL) while the processes count");
+        let new = c.wait_promotion(VICTIM);
+        println!(
+            "failover: replica {new} took over master {port}'s slots, cluster_state:ok on every \
+             node, {:.2} s after the kill",
+            t.elapsed().as_secs_f64()
+        );
+        for ch in children {
+            drop(ch.stdin.take());
+        }
+    }
+
+    /// Each master's keys (`DBSIZE`: counters and its buckets' writers
+    /// hashes) and share of all.
+    fn print_spread(c: &Cluster, keys: &ClusterKeys) {
+        let sizes: Vec<u64> = c
+            .masters
+            .iter()
+            .map(|&p| {
+                redis::cmd("DBSIZE")
+                    .query(&mut cluster::conn(p))
+                    .unwrap_or(0)
+            })
+            .collect();
+        let total: u64 = sizes.iter().sum();
+        println!("keys per master (DBSIZE, counters and writers hashes), {total} in all:");
+        for (i, (&port, &n)) in c.masters.iter().zip(&sizes).enumerate() {
+            let buckets = (0..keys.buckets())
+                .filter(|&b| serves(&c.slots[i], keys.slot(b)))
+                .count();
+            println!(
+                "  master {port}: {n:>6} keys {:>5.1}% ({buckets} of {} buckets)",
+                n as f64 * 100.0 / total.max(1) as f64,
+                keys.buckets()
+            );
+        }
     }
 }
