@@ -86,8 +86,11 @@
 //!   keep exactly-once against a writer that erases its bookkeeping.)
 //!
 //! The writers hash gains one field per exporter start (a writer id and a
-//! number, about 50 bytes). Every key of a batch must live on one node: in
-//! Redis Cluster, give the prefix a hash tag (`{fleet}:`).
+//! number, about 50 bytes). Every key of a batch must live in one slot: on
+//! a Redis Cluster, give the prefix a hash tag (`{fleet}:`; one master
+//! takes every key), or spread the keys over every master with
+//! [`RedisClusterSink`](super::redis_cluster::RedisClusterSink) (feature
+//! `redis-cluster`).
 
 use super::sink::{Batch, Outcome, Sink, SinkError};
 use redis::{Client, Connection, Value};
