@@ -382,6 +382,38 @@ fn a_repeated_script_call_grants_and_returns_once() {
     assert_eq!(eval(&server, "t1", 6, "t", 1), [-1]);
 }
 
+#[test]
+fn a_split_part_counts_its_script_calls_and_refuses_a_corrupt_counter() {
+    let server = Server::started("everysec");
+    let calls = format!("{PREFIX}{NAME}__calls");
+    let call = |seq: u64| -> Vec<i64> {
+        redis::cmd("EVAL")
+            .arg(LEASE_SCRIPT)
+            .arg(3)
+            .arg(format!("{PREFIX}{NAME}"))
+            .arg(format!("{PREFIX}__leases:{NAME}"))
+            .arg(&calls)
+            .arg("t1")
+            .arg(seq)
+            .arg("a")
+            .arg(5)
+            .query(&mut server.conn())
+            .unwrap()
+    };
+    assert_eq!(call(1), [1, 5, 5, 0]);
+    assert_eq!(call(1), [0, 5, 5, 0], "a repeat counts as a call too");
+    let n: i64 = redis::cmd("GET")
+        .arg(&calls)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(n, 2);
+    set_raw(&server, &calls, &["SET", "x"]);
+    assert_eq!(call(2), [-1]);
+    set_raw(&server, &calls, &["HSET", "f", "1"]);
+    assert_eq!(call(2), [-1]);
+    assert_eq!(remaining(&server), 5, "a refused call changed the stock");
+}
+
 /// A proxy to `to` that, once, forwards an EVALSHA and drops its reply
 /// (closing the connection): the script ran, the client never heard.
 fn reply_dropping_proxy(to: u16) -> (u16, Arc<AtomicBool>) {

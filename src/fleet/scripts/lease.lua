@@ -1,5 +1,8 @@
 
-if KEYS[3] then redis.call('INCR', KEYS[3]) end
+if KEYS[3] then
+  local c = redis.pcall('INCR', KEYS[3])
+  if type(c) == 'table' and c.err then return {-1} end
+end
 local st = redis.call('TYPE', KEYS[1])['ok']
 if st ~= 'string' and st ~= 'none' then return {-1} end
 local ht = redis.call('TYPE', KEYS[2])['ok']

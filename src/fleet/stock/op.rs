@@ -16,7 +16,8 @@
 /// record: operations Redis confirmed and then lost (an AOF that had not
 /// reached the disk). A split stock on a cluster passes `KEYS[3]`, a
 /// counter of the part's script calls (its rate decides splits and
-/// merges), incremented by every call.
+/// merges), incremented by every call; one that is not an integer makes
+/// the call answer `{-1}` (having changed nothing else).
 ///
 /// ```
 /// assert!(shardcount::fleet::LEASE_SCRIPT.contains("DECRBY"));

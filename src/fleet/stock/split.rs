@@ -27,7 +27,9 @@
 //!   `j`'s units to part `j + K`; on a merge, all of each dropped part's
 //!   units to the part `j % K'`. A pass also moves any units it finds
 //!   beyond K (a return by a process that had not seen the merge yet) the
-//!   same way.
+//!   same way. A K key that another program set to something else than an
+//!   integer stops resizing (every pass's sample fails; the parts in use
+//!   stay as last seen, and takes still reach every part).
 //! * **Moving units** is a take from the source part into this process's
 //!   lease followed by a return of the lease to the target part, in steps
 //!   of at most 16 chunks: the single stock's operations, so a move is
