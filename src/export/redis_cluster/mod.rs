@@ -44,6 +44,12 @@
 //! loses nothing while failovers finish within the retain time, and
 //! costs nothing.
 //!
+//! Which to pick: the default keeps folds exact as long as a failover
+//! completes within the retain time, which a cluster's
+//! `cluster-node-timeout` bounds; pick [`Durability::Replicas`] when a
+//! failover may take longer, or when the process may also die meanwhile
+//! (its retained parts die with it).
+//!
 //! [`Durability::Replicas`] confirms a delivery only once `WAIT` on every
 //! master says its replicas hold it, so a failover loses no confirmed
 //! batch however long it takes. It costs one `WAIT` round trip per master

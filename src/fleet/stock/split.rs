@@ -64,9 +64,19 @@ pub struct StockSplit {
     /// Merge (halve the parts in use) when all parts together run fewer
     /// script calls a second than this, twice in a row.
     pub merge_below: u64,
-    /// When a take counts as done: [`Durability::Replicas`] confirms it
+    /// When a take counts as done. [`Durability::Replicas`] confirms it
     /// only once `WAIT` on its part's master says the replicas hold it, so
-    /// a failover never undoes a take whose units were sold.
+    /// a failover never undoes a take whose units were sold: pick it when
+    /// an oversold unit costs more than a round trip per refill (it adds
+    /// one `WAIT` per take, and a part whose master has no live replica
+    /// refuses takes until it has one; takes move on to other parts
+    /// meanwhile). With [`Durability::Master`], a failover can undo takes
+    /// the dead master confirmed but had not yet replicated (Redis
+    /// replicates asynchronously; on a healthy link the lag is a few
+    /// milliseconds): those units can be granted again, so the stock can
+    /// be oversold by at most those takes' grants, each at most one
+    /// refill, and the token's next operation there counts them in
+    /// [`FleetStockStats::lost_ops`](super::FleetStockStats::lost_ops).
     pub durability: Durability,
 }
 
