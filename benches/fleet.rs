@@ -24,12 +24,7 @@ mod cached_read;
 #[path = "common/redis_server.rs"]
 mod redis_server;
 use cached_read::cached_read_vs_clock;
-use redis_server::start_server;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
+use redis_server::{median, start_server};
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)

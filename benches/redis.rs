@@ -12,7 +12,7 @@
 //! the median of the per-repetition ratios.
 
 use shardcount::export::redis::RedisSink;
-use shardcount::export::{ExportConfig, Exporter, Source};
+use shardcount::export::{ExportConfig, Exporter};
 use shardcount::RoughCounter;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,44 +20,7 @@ use std::time::{Duration, Instant};
 
 #[path = "common/redis_server.rs"]
 mod redis_server;
-use redis_server::start_server;
-
-/// A keyed source whose every key moves by one per round.
-struct Keys {
-    names: Vec<String>,
-    values: Vec<AtomicU64>,
-}
-
-impl Source for Keys {
-    fn read(&self, f: &mut dyn FnMut(&str, u64)) {
-        for (n, v) in self.names.iter().zip(&self.values) {
-            f(n, v.load(Ordering::Relaxed));
-        }
-    }
-}
-
-/// The server's CPU seconds so far (INFO cpu: user + sys).
-fn server_cpu(url: &str) -> f64 {
-    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
-    let info: String = redis::cmd("INFO").arg("cpu").query(&mut c).unwrap();
-    info.lines()
-        .filter_map(|l| l.split_once(':'))
-        .filter(|(k, _)| *k == "used_cpu_user" || *k == "used_cpu_sys")
-        .map(|(_, v)| v.trim().parse::<f64>().unwrap())
-        .sum()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn reps() -> usize {
-    std::env::var("SHARDCOUNT_REPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5)
-}
+use redis_server::{median, reps, server_cpu, start_server, Keys};
 
 /// Key-deltas per second folded by `exporters` exporters at once (one
 /// thread each), each with `keys` keys changed per round, `rounds` rounds,

@@ -16,7 +16,7 @@
 
 use shardcount::export::redis::RedisSink;
 use shardcount::export::redis_cluster::{ClusterKeys, RedisClusterSink};
-use shardcount::export::{ExportConfig, Exporter, Sink, Source};
+use shardcount::export::{ExportConfig, Exporter, Sink};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,52 +25,13 @@ use std::time::{Duration, Instant};
 mod cached_read;
 #[path = "common/redis_server.rs"]
 mod redis_server;
-use redis_server::start_server;
+use redis_server::{median, reps, server_cpu, start_server, Keys};
 
 #[path = "../tests/common/cluster.rs"]
 mod cluster;
 
 const KEYS: usize = 20_000;
 const ROUNDS: usize = 5;
-
-/// A keyed source whose every key moves by one per round.
-struct Keys {
-    names: Vec<String>,
-    values: Vec<AtomicU64>,
-}
-
-impl Source for Keys {
-    fn read(&self, f: &mut dyn FnMut(&str, u64)) {
-        for (n, v) in self.names.iter().zip(&self.values) {
-            f(n, v.load(Ordering::Relaxed));
-        }
-    }
-}
-
-/// The CPU seconds the server at `port` used so far (INFO cpu: user + sys).
-fn server_cpu(port: u16) -> f64 {
-    let info: String = redis::cmd("INFO")
-        .arg("cpu")
-        .query(&mut cluster::conn(port))
-        .unwrap();
-    info.lines()
-        .filter_map(|l| l.split_once(':'))
-        .filter(|(k, _)| *k == "used_cpu_user" || *k == "used_cpu_sys")
-        .map(|(_, v)| v.trim().parse::<f64>().unwrap())
-        .sum()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn reps() -> usize {
-    std::env::var("SHARDCOUNT_REPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5)
-}
 
 /// Key-deltas per second one exporter folds through `sink`: `KEYS` keys
 /// changed per round, `ROUNDS` rounds, each delivered by a flush. `rep`
@@ -100,12 +61,16 @@ fn delivery(sink: impl Sink, rep: usize, config: &ExportConfig) -> f64 {
     (KEYS * ROUNDS) as f64 / t.elapsed().as_secs_f64()
 }
 
+/// A cluster node's URL.
+fn node(port: u16) -> String {
+    format!("redis://127.0.0.1:{port}")
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
     let (_server, url) = start_server("bench-cluster");
-    let single_port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
     // The same server with a replica, as a cluster's masters have.
     let (_paired, paired_url) = start_server("bench-cluster-paired");
     let paired_port: u16 = paired_url.rsplit(':').next().unwrap().parse().unwrap();
@@ -151,37 +116,43 @@ fn main() {
     let mut per_master = vec![Vec::new(); 3];
     let mut replicas_us = Vec::new();
     for rep in 0..reps {
-        let before = server_cpu(single_port);
+        let before = server_cpu(&url);
         rate1.push(delivery(RedisSink::new(&url, "b:").unwrap(), rep, &config));
-        let one = (server_cpu(single_port) - before) * 1e6 / deltas;
+        let one = (server_cpu(&url) - before) * 1e6 / deltas;
         cpu1.push(one);
 
-        let before = server_cpu(paired_port);
+        let before = server_cpu(&paired_url);
         rate2.push(delivery(
             RedisSink::new(&paired_url, "b:").unwrap(),
             rep,
             &config,
         ));
-        let two = (server_cpu(paired_port) - before) * 1e6 / deltas;
+        let two = (server_cpu(&paired_url) - before) * 1e6 / deltas;
         cpu2.push(two);
 
         let replica_ports: Vec<u16> = c.replicas.iter().map(|r| r.unwrap()).collect();
-        let before: Vec<f64> = c.masters.iter().map(|&p| server_cpu(p)).collect();
-        let before_r: f64 = replica_ports.iter().map(|&p| server_cpu(p)).sum();
+        let before: Vec<f64> = c.masters.iter().map(|&p| server_cpu(&node(p))).collect();
+        let before_r: f64 = replica_ports.iter().map(|&p| server_cpu(&node(p))).sum();
         let sink = RedisClusterSink::new(&c.urls(), keys.clone()).unwrap();
         rate3.push(delivery(sink, rep, &config));
         let used: Vec<f64> = c
             .masters
             .iter()
             .zip(&before)
-            .map(|(&p, b)| (server_cpu(p) - b) * 1e6 / deltas)
+            .map(|(&p, b)| (server_cpu(&node(p)) - b) * 1e6 / deltas)
             .collect();
         let all: f64 = used.iter().sum();
         for (m, u) in per_master.iter_mut().zip(&used) {
             m.push(u / all);
         }
         replicas_us.push(
-            (replica_ports.iter().map(|&p| server_cpu(p)).sum::<f64>() - before_r) * 1e6 / deltas,
+            (replica_ports
+                .iter()
+                .map(|&p| server_cpu(&node(p)))
+                .sum::<f64>()
+                - before_r)
+                * 1e6
+                / deltas,
         );
         cpu3.push(all);
         ratio.push(all / one);

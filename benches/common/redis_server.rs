@@ -1,7 +1,11 @@
 //! A redis-server of the bench's own, shared by the Redis benches: a free
 //! loopback port, its own directory, AOF `everysec`, no RDB; killed on drop.
 
+#![allow(dead_code)] // each bench uses a part of it
+
+use shardcount::export::Source;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The server process and its directory.
@@ -51,4 +55,45 @@ pub fn start_server(name: &str) -> (Server, String) {
         std::thread::sleep(Duration::from_millis(20));
     }
     (server, url)
+}
+
+/// The CPU seconds the server at `url` used so far (INFO cpu: user +
+/// sys): what a figure of Redis CPU per operation divides.
+pub fn server_cpu(url: &str) -> f64 {
+    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let info: String = redis::cmd("INFO").arg("cpu").query(&mut c).unwrap();
+    info.lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| *k == "used_cpu_user" || *k == "used_cpu_sys")
+        .map(|(_, v)| v.trim().parse::<f64>().unwrap())
+        .sum()
+}
+
+/// The median of `v` (the upper one of an even count).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `SHARDCOUNT_REPS`, default 5.
+pub fn reps() -> usize {
+    std::env::var("SHARDCOUNT_REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5)
+}
+
+/// A keyed source whose every key moves by one per round: what the export
+/// benches fold.
+pub struct Keys {
+    pub names: Vec<String>,
+    pub values: Vec<AtomicU64>,
+}
+
+impl Source for Keys {
+    fn read(&self, f: &mut dyn FnMut(&str, u64)) {
+        for (n, v) in self.names.iter().zip(&self.values) {
+            f(n, v.load(Ordering::Relaxed));
+        }
+    }
 }
