@@ -1,7 +1,7 @@
 //! A key set's round trip on a Redis Cluster: one script call per bucket
 //! (`MGET` of its keys, one slot), all buckets in one cluster pipeline.
 
-use super::query::{glob_escape, value_of, Failure, ALL_SCRIPT};
+use super::reply::{glob_escape, value_of, Failure, ALL_SCRIPT};
 use crate::export::redis_cluster::ClusterKeys;
 use redis::cluster::{ClusterClientBuilder, ClusterConnection};
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};

@@ -19,8 +19,8 @@
 //! a refresh later than another key's while a refresh is storing; the
 //! total is always one refresh's sum). `round_trips` is a Relaxed tally.
 
-use super::query::Conn;
 use super::reading::{FleetReadError, Reading};
+use super::server::Conn;
 use super::server::Server;
 use crate::primitive::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex};

@@ -8,6 +8,7 @@ mod keys;
 mod query;
 mod reader;
 mod reading;
+mod reply;
 mod server;
 
 pub use keys::FleetKeys;

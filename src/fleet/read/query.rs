@@ -2,20 +2,9 @@
 //! every key under the prefix (on a cluster, `cluster.rs`).
 
 use super::keys::{FleetKeys, Refresh};
-use super::server::Backend;
+use super::reply::{glob_escape, value_of, Failure, ALL_SCRIPT};
+use super::server::{Backend, Conn};
 use crate::primitive::sync::atomic::Ordering;
-use redis::Connection;
-
-/// A key set's connection.
-pub(super) enum Conn {
-    Single(Connection),
-    #[cfg(feature = "redis-cluster")]
-    Cluster(Box<redis::cluster::ClusterConnection>),
-}
-
-/// Every integer key under a prefix, in one script run (one round trip):
-/// `ARGV[1]` the SCAN pattern, `ARGV[2]` the reserved prefix to skip.
-pub(super) const ALL_SCRIPT: &str = include_str!("../scripts/all.lua");
 
 impl FleetKeys {
     /// The set's values from Redis (for no key at all, none and no
@@ -88,56 +77,5 @@ impl FleetKeys {
                 Ok(out)
             }
         }
-    }
-}
-
-/// Key `k`'s value as read from `full` (absent: 0).
-pub(super) fn value_of(k: &str, full: &str, v: Option<String>) -> Result<(String, i64), Failure> {
-    match v.map(|v| v.parse::<i64>()) {
-        None => Ok((k.to_owned(), 0)),
-        Some(Ok(v)) => Ok((k.to_owned(), v)),
-        Some(Err(_)) => Err(Failure {
-            message: format!("{full} is not an integer"),
-            answered: true,
-        }),
-    }
-}
-
-/// Why a fetch failed, and whether Redis answered (the connection is then
-/// in step and kept).
-pub(super) struct Failure {
-    pub(super) message: String,
-    pub(super) answered: bool,
-}
-
-impl From<redis::RedisError> for Failure {
-    fn from(e: redis::RedisError) -> Failure {
-        Failure {
-            answered: crate::export::redis::answered(&e),
-            message: e.to_string(),
-        }
-    }
-}
-
-/// `prefix` with SCAN's glob characters escaped.
-pub(super) fn glob_escape(prefix: &str) -> String {
-    let mut out = String::with_capacity(prefix.len());
-    for c in prefix.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '^' | '-') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn glob_escape_escapes_pattern_characters() {
-        assert_eq!(glob_escape("fleet:"), "fleet:");
-        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
     }
 }

@@ -1,7 +1,7 @@
 //! The server a reader's key sets share, with its settings.
 
 use crate::primitive::sync::atomic::AtomicU64;
-use redis::Client;
+use redis::{Client, Connection};
 use std::time::{Duration, Instant};
 
 /// Where the keys are.
@@ -27,4 +27,11 @@ pub(super) struct Server {
     pub(super) timeout: Duration,
     pub(super) base: Instant,
     pub(super) round_trips: AtomicU64,
+}
+
+/// A key set's connection.
+pub(super) enum Conn {
+    Single(Connection),
+    #[cfg(feature = "redis-cluster")]
+    Cluster(Box<redis::cluster::ClusterConnection>),
 }

@@ -144,6 +144,87 @@ impl FleetStock {
         ))
     }
 
+    /// A stock named `name` under `prefix`, split over up to
+    /// `split.parts` parts of a Redis Cluster reachable at any of `nodes`
+    /// (feature `redis-cluster`; see [`StockSplit`](super::StockSplit) and the module's
+    /// protocol). It starts as one part, `<prefix>{<name>#0}`; the parts in
+    /// use double while one of them is the bound and halve when the load
+    /// falls. Everything else is as for [`new`](Self::new):
+    /// [`try_sub`](Self::try_sub) fails with
+    /// [`Insufficient`](FleetError::Insufficient) only when every part was
+    /// short, [`remaining`](Self::remaining) sums the parts,
+    /// [`add`](Self::add) and [`init`](Self::init) go to part 0.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Redis`] if an address cannot be parsed or none is
+    /// given; [`FleetError::Invalid`] if `config.timeout` is zero,
+    /// `split.parts` is not in 1..=64, or `prefix` or `name` holds `{` or
+    /// `}` (they would change the keys' hash tags).
+    ///
+    /// # Panics
+    ///
+    /// As [`new`](Self::new).
+    ///
+    /// ```
+    /// use shardcount::fleet::{FleetStock, FleetStockConfig, StockSplit};
+    /// let nodes = ["redis://127.0.0.1:1"];
+    /// let s = FleetStock::cluster(&nodes, "shop:", "sku", StockSplit::default(), FleetStockConfig::default()).unwrap();
+    /// assert_eq!(s.parts_in_use(), 1);
+    /// let bad = StockSplit { parts: 0, ..StockSplit::default() };
+    /// assert!(FleetStock::cluster(&nodes, "shop:", "sku", bad, FleetStockConfig::default()).is_err());
+    /// ```
+    #[cfg(feature = "redis-cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis-cluster")))]
+    pub fn cluster<S: AsRef<str>>(
+        nodes: &[S],
+        prefix: &str,
+        name: &str,
+        split: super::load::StockSplit,
+        config: FleetStockConfig,
+    ) -> Result<FleetStock, FleetError> {
+        FleetStock::check(&config)?;
+        if !(1..=64).contains(&split.parts) {
+            return Err(FleetError::Invalid(format!(
+                "StockSplit::parts must be in 1..=64, not {}",
+                split.parts
+            )));
+        }
+        if prefix.contains(['{', '}']) || name.contains(['{', '}']) {
+            return Err(FleetError::Invalid(
+                "a split stock's prefix and name must not hold `{` or `}`".into(),
+            ));
+        }
+        let nodes: Vec<String> = nodes.iter().map(|n| n.as_ref().to_owned()).collect();
+        redis::cluster::ClusterClientBuilder::new(nodes.clone())
+            .build()
+            .map_err(|e| FleetError::Redis(e.to_string()))?;
+        let tag = |j: usize| format!("{prefix}{{{name}#{j}}}");
+        let parts = (0..split.parts)
+            .map(|j| {
+                Part::new(
+                    tag(j),
+                    format!("{}__leases", tag(j)),
+                    Some(format!("{}__calls", tag(j))),
+                )
+            })
+            .collect();
+        let durable = match split.durability {
+            crate::export::redis_cluster::Durability::Replicas { replicas, timeout } => {
+                Some((replicas, timeout))
+            }
+            _ => None,
+        };
+        let mut link = Link::new(Place::Cluster { nodes, durable }, parts);
+        link.split = Some(super::load::Splitter {
+            split,
+            parts_key: format!("{}__parts", tag(0)),
+            last: None,
+            quiet: 0,
+        });
+        Ok(FleetStock::start(link, config))
+    }
+
     /// Starts the stock over `link`, with its idle worker.
     pub(super) fn start(link: Link, config: FleetStockConfig) -> FleetStock {
         let check = (config.idle / 4).max(crate::worker::MIN_WAIT);
@@ -159,7 +240,11 @@ impl FleetStock {
         });
         let worker = Worker::spawn("shardcount-fleet-stock", check, {
             let inner = Arc::clone(&inner);
-            move || inner.idle_pass()
+            move || {
+                #[cfg(feature = "redis-cluster")]
+                inner.split_pass();
+                inner.idle_pass();
+            }
         });
         FleetStock {
             inner,

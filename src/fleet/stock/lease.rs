@@ -131,12 +131,8 @@ impl Inner {
         }
     }
 
-    /// The idle worker's pass: returns a lease unchanged for `idle`; on a
-    /// split stock, also resizes the split when its load says so.
+    /// The idle worker's pass: returns a lease unchanged for `idle`.
     pub(super) fn idle_pass(&self) {
-        // Waits behind a refill: the load is highest exactly then.
-        #[cfg(feature = "redis-cluster")]
-        self.split_pass(&mut lock(&self.link));
         let Some(mut link) = try_lock(&self.link) else {
             return; // a refill is running: not idle
         };

@@ -68,7 +68,7 @@ pub(super) struct Link {
     pub(super) active: usize,
     /// A split stock's load and resizing state.
     #[cfg(feature = "redis-cluster")]
-    pub(super) split: Option<super::split::Splitter>,
+    pub(super) split: Option<super::load::Splitter>,
     /// The lease as the idle worker last saw it, and since when.
     pub(super) idle_seen: (u64, Instant),
     /// A request was sent on a connection that was then dropped unanswered:

@@ -55,6 +55,8 @@ mod error;
 mod fleet_stock;
 mod lease;
 mod link;
+#[cfg(feature = "redis-cluster")]
+mod load;
 mod op;
 #[cfg(feature = "redis-cluster")]
 mod split;
@@ -63,8 +65,8 @@ mod stats;
 pub use config::FleetStockConfig;
 pub use error::FleetError;
 pub use fleet_stock::FleetStock;
-pub use op::LEASE_SCRIPT;
 #[cfg(feature = "redis-cluster")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis-cluster")))]
-pub use split::StockSplit;
+pub use load::StockSplit;
+pub use op::LEASE_SCRIPT;
 pub use stats::FleetStockStats;

@@ -37,70 +37,12 @@
 //!   strands at most its lease, one step (see `FleetStock`'s "What a crash
 //!   costs").
 
-use super::config::FleetStockConfig;
 use super::error::FleetError;
-use super::fleet_stock::FleetStock;
 use super::lease::{drain, Inner};
-use super::link::{Conn, Link, Part, Place};
+use super::link::{Conn, Link};
 use super::op::Kind;
-use crate::export::redis_cluster::Durability;
+use crate::primitive::sync::lock;
 use std::time::Instant;
-
-/// How a [`FleetStock`] on a Redis Cluster splits (see
-/// [`FleetStock::cluster`]).
-///
-/// ```
-/// let s = shardcount::fleet::StockSplit::default();
-/// assert_eq!(s.parts, 4);
-/// ```
-#[derive(Clone, Copy, Debug)]
-pub struct StockSplit {
-    /// The most parts the stock splits into, each in its own slot
-    /// (1..=64).
-    pub parts: usize,
-    /// Split (double the parts in use) when one part runs more script
-    /// calls a second than this, from every process together.
-    pub split_above: u64,
-    /// Merge (halve the parts in use) when all parts together run fewer
-    /// script calls a second than this, twice in a row.
-    pub merge_below: u64,
-    /// When a take counts as done. [`Durability::Replicas`] confirms it
-    /// only once `WAIT` on its part's master says the replicas hold it, so
-    /// a failover never undoes a take whose units were sold: pick it when
-    /// an oversold unit costs more than a round trip per refill (it adds
-    /// one `WAIT` per take, and a part whose master has no live replica
-    /// refuses takes until it has one; takes move on to other parts
-    /// meanwhile). With [`Durability::Master`], a failover can undo takes
-    /// the dead master confirmed but had not yet replicated (Redis
-    /// replicates asynchronously; on a healthy link the lag is a few
-    /// milliseconds): those units can be granted again, so the stock can
-    /// be oversold by at most those takes' grants, each at most one
-    /// refill, and the token's next operation there counts them in
-    /// [`FleetStockStats::lost_ops`](super::FleetStockStats::lost_ops).
-    pub durability: Durability,
-}
-
-impl Default for StockSplit {
-    fn default() -> Self {
-        StockSplit {
-            parts: 4,
-            split_above: 20_000,
-            merge_below: 1_000,
-            durability: Durability::Master,
-        }
-    }
-}
-
-/// A split stock's view of its load, under the `link` mutex.
-pub(super) struct Splitter {
-    split: StockSplit,
-    /// The K key.
-    parts_key: String,
-    /// The last sample: when, and each part's call count.
-    last: Option<(Instant, Vec<u64>)>,
-    /// Passes in a row below `merge_below`.
-    quiet: u32,
-}
 
 /// The K key's compare-and-set: `ARGV[1]` the K the caller saw, `ARGV[2]`
 /// the new one; 1 if set.
@@ -108,94 +50,17 @@ const RESIZE: &str = "local k = tonumber(redis.call('GET', KEYS[1]) or '1') \
     if k ~= tonumber(ARGV[1]) then return 0 end \
     redis.call('SET', KEYS[1], ARGV[2]) return 1";
 
-impl FleetStock {
-    /// A stock named `name` under `prefix`, split over up to
-    /// `split.parts` parts of a Redis Cluster reachable at any of `nodes`
-    /// (feature `redis-cluster`; see [`StockSplit`] and the module's
-    /// protocol). It starts as one part, `<prefix>{<name>#0}`; the parts in
-    /// use double while one of them is the bound and halve when the load
-    /// falls. Everything else is as for [`new`](Self::new):
-    /// [`try_sub`](Self::try_sub) fails with
-    /// [`Insufficient`](FleetError::Insufficient) only when every part was
-    /// short, [`remaining`](Self::remaining) sums the parts,
-    /// [`add`](Self::add) and [`init`](Self::init) go to part 0.
-    ///
-    /// # Errors
-    ///
-    /// [`FleetError::Redis`] if an address cannot be parsed or none is
-    /// given; [`FleetError::Invalid`] if `config.timeout` is zero,
-    /// `split.parts` is not in 1..=64, or `prefix` or `name` holds `{` or
-    /// `}` (they would change the keys' hash tags).
-    ///
-    /// # Panics
-    ///
-    /// As [`new`](Self::new).
-    ///
-    /// ```
-    /// use shardcount::fleet::{FleetStock, FleetStockConfig, StockSplit};
-    /// let nodes = ["redis://127.0.0.1:1"];
-    /// let s = FleetStock::cluster(&nodes, "shop:", "sku", StockSplit::default(), FleetStockConfig::default()).unwrap();
-    /// assert_eq!(s.parts_in_use(), 1);
-    /// let bad = StockSplit { parts: 0, ..StockSplit::default() };
-    /// assert!(FleetStock::cluster(&nodes, "shop:", "sku", bad, FleetStockConfig::default()).is_err());
-    /// ```
-    pub fn cluster<S: AsRef<str>>(
-        nodes: &[S],
-        prefix: &str,
-        name: &str,
-        split: StockSplit,
-        config: FleetStockConfig,
-    ) -> Result<FleetStock, FleetError> {
-        FleetStock::check(&config)?;
-        if !(1..=64).contains(&split.parts) {
-            return Err(FleetError::Invalid(format!(
-                "StockSplit::parts must be in 1..=64, not {}",
-                split.parts
-            )));
-        }
-        if prefix.contains(['{', '}']) || name.contains(['{', '}']) {
-            return Err(FleetError::Invalid(
-                "a split stock's prefix and name must not hold `{` or `}`".into(),
-            ));
-        }
-        let nodes: Vec<String> = nodes.iter().map(|n| n.as_ref().to_owned()).collect();
-        redis::cluster::ClusterClientBuilder::new(nodes.clone())
-            .build()
-            .map_err(|e| FleetError::Redis(e.to_string()))?;
-        let tag = |j: usize| format!("{prefix}{{{name}#{j}}}");
-        let parts = (0..split.parts)
-            .map(|j| {
-                Part::new(
-                    tag(j),
-                    format!("{}__leases", tag(j)),
-                    Some(format!("{}__calls", tag(j))),
-                )
-            })
-            .collect();
-        let durable = match split.durability {
-            Durability::Replicas { replicas, timeout } => Some((replicas, timeout)),
-            _ => None,
-        };
-        let mut link = Link::new(Place::Cluster { nodes, durable }, parts);
-        link.split = Some(Splitter {
-            split,
-            parts_key: format!("{}__parts", tag(0)),
-            last: None,
-            quiet: 0,
-        });
-        Ok(FleetStock::start(link, config))
-    }
-}
-
 impl Inner {
     /// The split stock's part of the idle worker's pass (module docs):
     /// sample, resize if the load says so, move stray units. Errors end
-    /// the pass; the next one tries again.
-    pub(super) fn split_pass(&self, link: &mut Link) {
+    /// the pass; the next one tries again. It waits for the lock behind a
+    /// refill: the load is highest exactly then.
+    pub(super) fn split_pass(&self) {
+        let mut link = lock(&self.link);
         if link.split.is_none() {
             return;
         }
-        let _ = self.try_split_pass(link);
+        let _ = self.try_split_pass(&mut link);
     }
 
     fn try_split_pass(&self, link: &mut Link) -> Result<(), FleetError> {
