@@ -113,6 +113,10 @@ fn main() {
     let (mut rate1, mut cpu1, mut rate3, mut cpu3, mut ratio) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut rate2, mut cpu2, mut ratio2) = (Vec::new(), Vec::new(), Vec::new());
+    // The same masters without replicas: the cluster's own cost, apart
+    // from feeding replicas.
+    let bare = cluster::Cluster::started_bare();
+    let (mut rate0, mut cpu0, mut ratio0) = (Vec::new(), Vec::new(), Vec::new());
     let mut per_master = vec![Vec::new(); 3];
     let mut replicas_us = Vec::new();
     for rep in 0..reps {
@@ -155,6 +159,18 @@ fn main() {
                 / deltas,
         );
         cpu3.push(all);
+
+        let before: Vec<f64> = bare.masters.iter().map(|&p| server_cpu(&node(p))).collect();
+        let sink = RedisClusterSink::new(&bare.urls(), keys.clone()).unwrap();
+        rate0.push(delivery(sink, rep, &config));
+        let used: f64 = bare
+            .masters
+            .iter()
+            .zip(&before)
+            .map(|(&p, b)| (server_cpu(&node(p)) - b) * 1e6 / deltas)
+            .sum();
+        cpu0.push(used);
+        ratio0.push(used / one);
         ratio.push(all / one);
         ratio2.push(all / two);
     }
@@ -177,6 +193,13 @@ fn main() {
         median(ratio),
         median(ratio2),
         median(replicas_us)
+    );
+    println!(
+        "cluster without replicas: {:.0}k key-deltas/s, masters' CPU {:.2} us per key-delta \
+         ({:.2}x one server's)",
+        median(rate0) / 1e3,
+        median(cpu0),
+        median(ratio0)
     );
     for (i, m) in per_master.into_iter().enumerate() {
         println!(

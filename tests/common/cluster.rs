@@ -21,6 +21,8 @@ struct Node {
 
 pub struct Cluster {
     nodes: Vec<Node>,
+    /// Replicas per master: 1, or 0 for a cluster of masters alone.
+    per_master: usize,
     dir: PathBuf,
     /// Master ports, ordered by their first slot.
     pub masters: Vec<u16>,
@@ -40,12 +42,12 @@ struct Entry {
     slots: Vec<(u16, u16)>,
 }
 
-/// Six ports, each with port+10000 (the cluster bus) free too, all below
-/// 55536; the listeners are held until all six are picked, so no repeats.
-fn free_ports() -> Vec<u16> {
+/// `n` ports, each with port+10000 (the cluster bus) free too, all below
+/// 55536; the listeners are held until all are picked, so no repeats.
+fn free_ports(n: usize) -> Vec<u16> {
     let mut held = Vec::new();
     let mut ports = Vec::new();
-    while ports.len() < 6 {
+    while ports.len() < n {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
         let port = l.local_addr().unwrap().port();
         if port < 55536 {
@@ -112,9 +114,10 @@ fn parse_nodes(text: &str) -> Vec<Entry> {
 type Topology = (Vec<u16>, Vec<Option<u16>>, Vec<Vec<(u16, u16)>>);
 
 /// Masters by first slot, their replicas and slots; None unless there are
-/// three masters with slots, one replica each, and no node flagged failing.
-fn topology(entries: &[Entry]) -> Option<Topology> {
-    if entries.len() != 6 || entries.iter().any(|e| e.failed) {
+/// three masters with slots, `per_master` replicas each (0 or 1), and no
+/// node flagged failing.
+fn topology(entries: &[Entry], per_master: usize) -> Option<Topology> {
+    if entries.len() != 3 * (1 + per_master) || entries.iter().any(|e| e.failed) {
         return None;
     }
     let mut masters: Vec<&Entry> = entries
@@ -129,10 +132,10 @@ fn topology(entries: &[Entry]) -> Option<Topology> {
             .filter(|e| e.master_id == m.id)
             .map(|e| e.port)
             .collect();
-        if r.len() != 1 {
+        if r.len() != per_master {
             return None;
         }
-        replicas.push(Some(r[0]));
+        replicas.push(r.first().copied());
     }
     (masters.len() == 3).then(|| {
         let ports = masters.iter().map(|m| m.port).collect();
@@ -159,6 +162,16 @@ impl Cluster {
     /// A cluster started, joined, every slot covered and every replica in
     /// sync with its master.
     pub fn started() -> Cluster {
+        Cluster::start(1)
+    }
+
+    /// Three masters and no replica, started as [`started`](Self::started)
+    /// starts six nodes: a reference that feeds no replica.
+    pub fn started_bare() -> Cluster {
+        Cluster::start(0)
+    }
+
+    fn start(per_master: usize) -> Cluster {
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "shardcount-cluster-{}-{}",
@@ -168,12 +181,13 @@ impl Cluster {
         let _ = std::fs::remove_dir_all(&dir);
         let mut c = Cluster {
             nodes: Vec::new(),
+            per_master,
             dir,
             masters: Vec::new(),
             replicas: Vec::new(),
             slots: Vec::new(),
         };
-        for port in free_ports() {
+        for port in free_ports(3 * (1 + per_master)) {
             let child = c.spawn(port);
             c.nodes.push(Node {
                 port,
@@ -227,7 +241,11 @@ impl Cluster {
         let out = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addrs)
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .args([
+                "--cluster-replicas",
+                &self.per_master.to_string(),
+                "--cluster-yes",
+            ])
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}): install .ci/install-redis"));
@@ -273,7 +291,7 @@ impl Cluster {
                     Ok(t) => t,
                     Err(e) => return Some(format!("node {port}: {e}")),
                 };
-                match topology(&parse_nodes(&text)) {
+                match topology(&parse_nodes(&text), self.per_master) {
                     Some(t) if seen.as_ref().is_none_or(|s| *s == t) => {
                         seen = Some(t);
                         None
