@@ -35,6 +35,34 @@
 //! ```sh
 //! cargo run --release --example fleet --features redis-cluster -- --cluster --processes 4 --kill-master
 //! ```
+//!
+//! Cluster inventory mode (`--cluster --inventory N`): the processes sell
+//! one `FleetStock::cluster` split over up to 4 parts (`StockSplit`: split
+//! above `--split-above` script calls a second on a part, merge below
+//! `--merge-below` in all; the defaults, 300 and 100 as in
+//! tests/cluster_stock.rs, split the default load into 4 parts within
+//! ~0.2 s and merge back within ~0.2 s of its end). Each process sells at
+//! `--rate` sales a second (unpaced, 600,000 units go in ~0.1 s, before a
+//! split can follow). The coordinator sets the stock once (`init`),
+//! prints the parts in use whenever they change (the K key
+//! `fleet:{stock#0}__parts` and each part's units, read every 100 ms),
+//! then what each process sold, the remainder (the parts' sum), the most
+//! parts in use and the parts in use once the load is gone (the workers
+//! stay alive `--linger-ms` after selling, so the merge happens while they
+//! run), and the verdict: sold == initial − remaining, never oversold.
+//! `--kill-master` SIGKILLs the master serving part 0 once the stock is
+//! split into all 4 parts (each holding units) or a third is taken, and
+//! waits for its replica's promotion; the workers retry Redis errors
+//! meanwhile and stop only when the parts are empty. `--durable` confirms
+//! each take only once a replica holds it (`Durability::Replicas`), so a
+//! failover never undoes a sold unit's take; the killed master then comes
+//! back as the new master's replica, which durable takes on part 0 need.
+//! Without `--durable`, a failover can undo takes the replica had not got
+//! yet, and the verdict can show them oversold (`StockSplit::durability`).
+//!
+//! ```sh
+//! cargo run --release --example fleet --features redis-cluster -- --cluster --inventory 600000 --processes 5 --kill-master --durable
+//! ```
 
 use clap::Parser;
 use shardcount::export::redis::RedisSink;
