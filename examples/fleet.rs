@@ -51,7 +51,7 @@
 //! stay alive `--linger-ms` after selling, so the merge happens while they
 //! run), and the verdict: sold == initial − remaining, never oversold.
 //! `--kill-master` SIGKILLs the master serving part 0 once the stock is
-//! split into all 4 parts (each holding units) or a third is taken, and
+//! split into all 4 parts (the last one stocked) or a third is taken, and
 //! waits for its replica's promotion; the workers retry Redis errors
 //! meanwhile and stop only when the parts are empty. `--durable` confirms
 //! each take only once a replica holds it (`Durability::Replicas`), so a
@@ -1051,8 +1051,9 @@ mod stock_on_cluster {
         initial: u64,
         /// The most parts in use seen.
         most: AtomicUsize,
-        /// Whether the last read found all `PARTS` parts in use, each
-        /// holding units (the last split's units have arrived).
+        /// Whether all `PARTS` parts have been in use and the last of them
+        /// has held units: the last split's move has begun arriving (as
+        /// tests/cluster_stock.rs waits before its kill).
         split_done: AtomicBool,
         /// Each part's units, as last read.
         units: Mutex<Vec<i64>>,
@@ -1140,10 +1141,9 @@ mod stock_on_cluster {
                 w.peak
                     .fetch_max(r.iter().copied().max().unwrap_or(0), Ordering::Relaxed);
             }
-            w.split_done.store(
-                p.k == PARTS && p.units.iter().all(|&u| u > 0),
-                Ordering::Relaxed,
-            );
+            if p.k == PARTS && p.units[PARTS - 1] > 0 {
+                w.split_done.store(true, Ordering::Relaxed);
+            }
             let sum: i64 = p.units.iter().sum();
             w.units.lock().unwrap().clone_from(&p.units);
             let taken = w.initial as i64 - sum;
@@ -1195,8 +1195,8 @@ mod stock_on_cluster {
         (slot, i)
     }
 
-    /// Once the stock is split into all its parts (each holding units) or
-    /// a third of it is taken, SIGKILLs the master serving part 0's slot,
+    /// Once the stock is split into all its parts (the last one stocked)
+    /// or a third of it is taken, SIGKILLs the master serving part 0's slot,
     /// waits for its replica's promotion and, in durable mode, restarts the
     /// old master as the new one's replica (a durable take needs one).
     fn fail_over(c: &mut Cluster, w: &Watch, children: &mut [Child], durable: bool) {
