@@ -42,8 +42,8 @@
 //! `--merge-below` in all; the defaults, 300 and 100 as in
 //! tests/cluster_stock.rs, split the default load into 4 parts within
 //! ~0.2 s and merge back within ~0.2 s of its end). Each process sells at
-//! `--rate` sales a second (unpaced, 600,000 units go in ~0.1 s, before a
-//! split can follow). The coordinator sets the stock once (`init`),
+//! `--rate` sales a second (unpaced, 600,000 units go in ~0.2 s, nearly
+//! all from one part before the split follows). The coordinator sets the stock once (`init`),
 //! prints the parts in use whenever they change (the K key
 //! `fleet:{stock#0}__parts` and each part's units, read every 100 ms),
 //! then what each process sold, the remainder (the parts' sum), the most
@@ -147,8 +147,8 @@ struct Args {
     )]
     merge_below: u64,
     /// Cluster inventory mode: sales a second each worker process aims at,
-    /// spread over its threads (0: as fast as they can, which sells out
-    /// before the load can split the stock).
+    /// spread over its threads (0: as fast as they can, which sells nearly
+    /// all the stock before the split follows the load).
     #[arg(
         long,
         default_value_t = 40_000,
