@@ -35,6 +35,34 @@
 //! ```sh
 //! cargo run --release --example fleet --features redis-cluster -- --cluster --processes 4 --kill-master
 //! ```
+//!
+//! Cluster inventory mode (`--cluster --inventory N`): the processes sell
+//! one `FleetStock::cluster` split over up to 4 parts (`StockSplit`: split
+//! above `--split-above` script calls a second on a part, merge below
+//! `--merge-below` in all; the defaults, 300 and 100 as in
+//! tests/cluster_stock.rs, split the default load into 4 parts within
+//! ~0.2 s and merge back within ~0.2 s of its end). Each process sells at
+//! `--rate` sales a second (unpaced, 600,000 units go in ~0.2 s, nearly
+//! all from one part before the split follows). The coordinator sets the stock once (`init`),
+//! prints the parts in use whenever they change (the K key
+//! `fleet:{stock#0}__parts` and each part's units, read every 100 ms),
+//! then what each process sold, the remainder (the parts' sum), the most
+//! parts in use and the parts in use once the load is gone (the workers
+//! stay alive `--linger-ms` after selling, so the merge happens while they
+//! run), and the verdict: sold == initial − remaining, never oversold.
+//! `--kill-master` SIGKILLs the master serving part 0 once the stock is
+//! split into all 4 parts (the last one stocked) or a third is taken, and
+//! waits for its replica's promotion; the workers retry Redis errors
+//! meanwhile and stop only when the parts are empty. `--durable` confirms
+//! each take only once a replica holds it (`Durability::Replicas`), so a
+//! failover never undoes a sold unit's take; the killed master then comes
+//! back as the new master's replica, which durable takes on part 0 need.
+//! Without `--durable`, a failover can undo takes the replica had not got
+//! yet, and the verdict can show them oversold (`StockSplit::durability`).
+//!
+//! ```sh
+//! cargo run --release --example fleet --features redis-cluster -- --cluster --inventory 600000 --processes 5 --kill-master --durable
+//! ```
 
 use clap::Parser;
 use shardcount::export::redis::RedisSink;
@@ -50,6 +78,9 @@ use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
 #[command(about = "N processes count into one Redis; fleet totals checked exactly")]
+// The cluster options are for the coordinator (`--cluster`) and its
+// workers (`--worker-cluster`) alike.
+#[command(group(clap::ArgGroup::new("on_cluster").args(["cluster", "worker_cluster"]).multiple(true)))]
 struct Args {
     /// Worker processes.
     #[arg(long, default_value_t = 3)]
@@ -79,16 +110,62 @@ struct Args {
     /// Inventory mode: units a lease refill takes from Redis.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..1 << 53))]
     chunk: u64,
-    /// Count into a Redis Cluster of this run's own (3 masters with a
-    /// replica each) instead of one redis-server; needs the crate feature
-    /// `redis-cluster`.
-    #[arg(long, conflicts_with = "inventory")]
+    /// Count (or, with `--inventory`, sell) on a Redis Cluster of this
+    /// run's own (3 masters with a replica each) instead of one
+    /// redis-server; needs the crate feature `redis-cluster`.
+    #[arg(long)]
     cluster: bool,
     /// Cluster mode: SIGKILL a master halfway through the counting (once
     /// every worker folds into it), and keep the workers counting until its
-    /// replica took over.
+    /// replica took over. With `--inventory`: SIGKILL the master serving
+    /// the stock's part 0 once the stock split into all its parts or a
+    /// third of it is taken.
     #[arg(long, requires = "cluster")]
     kill_master: bool,
+    /// Cluster inventory mode: a take counts as done only once a replica
+    /// holds it (`Durability::Replicas`, 1 replica, 200 ms), so a failover
+    /// never undoes a take whose units were sold.
+    #[arg(long, requires = "on_cluster", requires = "inventory")]
+    durable: bool,
+    /// Cluster inventory mode: split (double the parts in use) when one
+    /// part runs more script calls a second than this (`StockSplit::split_above`).
+    #[arg(
+        long,
+        default_value_t = 300,
+        requires = "on_cluster",
+        requires = "inventory"
+    )]
+    split_above: u64,
+    /// Cluster inventory mode: merge (halve the parts in use) when all
+    /// parts together run fewer script calls a second than this, twice in
+    /// a row (`StockSplit::merge_below`).
+    #[arg(
+        long,
+        default_value_t = 100,
+        requires = "on_cluster",
+        requires = "inventory"
+    )]
+    merge_below: u64,
+    /// Cluster inventory mode: sales a second each worker process aims at,
+    /// spread over its threads (0: as fast as they can, which sells nearly
+    /// all the stock before the split follows the load).
+    #[arg(
+        long,
+        default_value_t = 40_000,
+        requires = "on_cluster",
+        requires = "inventory"
+    )]
+    rate: u64,
+    /// Cluster inventory mode: how long each worker stays alive after it
+    /// stopped selling, in milliseconds: its stock merges the parts back
+    /// meanwhile, once the load is gone.
+    #[arg(
+        long,
+        default_value_t = 3000,
+        requires = "on_cluster",
+        requires = "inventory"
+    )]
+    linger_ms: u64,
     /// Internal: run as a worker exporting to the Redis Cluster at these
     /// comma-separated node URLs.
     #[arg(long)]
@@ -504,13 +581,18 @@ fn cluster_mode(_: &Args) -> i32 {
 
 #[cfg(feature = "redis-cluster")]
 fn cluster_mode(args: &Args) -> i32 {
-    match &args.worker_cluster {
-        Some(urls) => {
+    match (&args.worker_cluster, args.inventory) {
+        (Some(urls), 0) => {
             let urls: Vec<&str> = urls.split(',').collect();
             on_cluster::worker(args, &urls);
             0
         }
-        None => on_cluster::coordinator(args),
+        (Some(urls), _) => {
+            let urls: Vec<&str> = urls.split(',').collect();
+            stock_on_cluster::seller(args, &urls)
+        }
+        (None, 0) => on_cluster::coordinator(args),
+        (None, _) => stock_on_cluster::coordinator(args),
     }
 }
 
@@ -564,7 +646,7 @@ mod on_cluster {
     }
 
     /// Whether `slot` lies in `ranges`.
-    fn serves(ranges: &[(u16, u16)], slot: u16) -> bool {
+    pub(super) fn serves(ranges: &[(u16, u16)], slot: u16) -> bool {
         ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&slot))
     }
 
@@ -693,6 +775,677 @@ mod on_cluster {
                 n as f64 * 100.0 / total.max(1) as f64,
                 keys.buckets()
             );
+        }
+    }
+}
+
+/// Cluster inventory mode: the processes sell one `FleetStock` split over
+/// up to `PARTS` parts of a Redis Cluster of its own, while the
+/// coordinator watches the parts in use (and, with `--kill-master`, kills
+/// the master of part 0).
+#[cfg(feature = "redis-cluster")]
+mod stock_on_cluster {
+    use super::cluster::{self, Cluster};
+    use super::on_cluster::serves;
+    use super::{Args, PREFIX, STOCK};
+    use redis::cluster::{ClusterClientBuilder, ClusterConnection};
+    use shardcount::export::redis_cluster::Durability;
+    use shardcount::fleet::{FleetError, FleetStock, FleetStockConfig, StockSplit};
+    use std::io::{BufRead, BufReader};
+    use std::process::{Child, Command, Stdio};
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    /// The most parts the stock splits into.
+    const PARTS: usize = 4;
+
+    /// A selling thread checks its pace every this many sales.
+    const PACED: u64 = 16;
+
+    /// How long a worker may sell (or wait for a part to come back) before
+    /// it gives up: a run that cannot end fails instead of hanging.
+    const SELLING_BOUND: Duration = Duration::from_secs(120);
+
+    /// The split every process uses (the coordinator's `init` too).
+    fn split(args: &Args) -> StockSplit {
+        StockSplit {
+            parts: PARTS,
+            split_above: args.split_above,
+            merge_below: args.merge_below,
+            durability: if args.durable {
+                Durability::Replicas {
+                    replicas: 1,
+                    timeout: Duration::from_millis(200),
+                }
+            } else {
+                Durability::Master
+            },
+        }
+    }
+
+    /// `--chunk`; an idle worker pass every 50 ms (a quarter of `idle`), so
+    /// the parts follow the load within a run of a few seconds; and calls
+    /// that give up after 300 ms, so a call stuck on a killed master fails
+    /// soon and is retried (as in tests/cluster_stock.rs).
+    fn config(args: &Args) -> FleetStockConfig {
+        FleetStockConfig {
+            chunk: args.chunk,
+            idle: Duration::from_millis(200),
+            timeout: Duration::from_millis(300),
+        }
+    }
+
+    /// Part `j`'s units: `<prefix>{<name>#j}`.
+    fn part_key(j: usize) -> String {
+        format!("{PREFIX}{{{STOCK}#{j}}}")
+    }
+
+    /// The K key: how many parts are in use (absent: 1).
+    fn parts_key() -> String {
+        format!("{}__parts", part_key(0))
+    }
+
+    /// Part `j`'s script calls so far (counted by the lease script).
+    fn calls_key(j: usize) -> String {
+        format!("{}__calls", part_key(j))
+    }
+
+    /// Sells one unit at a time until every part is empty; returns what it
+    /// sold and, if it had to stop early, why. A Redis error (a master
+    /// down, a failover, a durable take without a replica) is retried in a
+    /// few ms; a refusal means sold out only once the parts hold nothing
+    /// (until then other leases or a failing-over part still hold units).
+    fn sell(
+        stock: &FleetStock,
+        pace: Option<Duration>,
+        deadline: Instant,
+        errors: &AtomicU64,
+        first_error: &Mutex<Option<String>>,
+    ) -> (u64, Option<String>) {
+        let mut sold = 0u64;
+        let mut next = Instant::now();
+        let retry = |e: String| {
+            // Relaxed: a tally printed after the threads are joined.
+            errors.fetch_add(1, Ordering::Relaxed);
+            first_error.lock().unwrap().get_or_insert(e);
+        };
+        loop {
+            match stock.try_sub(1) {
+                Ok(()) => {
+                    sold += 1;
+                    if let Some(pace) = pace.filter(|_| sold % PACED == 0) {
+                        next += pace;
+                        let now = Instant::now();
+                        if next > now {
+                            std::thread::sleep(next - now);
+                        } else if now - next > Duration::from_millis(20) {
+                            // Behind after a stall: carry on at the rate,
+                            // without a burst to catch up.
+                            next = now;
+                        }
+                    }
+                    continue;
+                }
+                Err(FleetError::Insufficient(_)) => match stock.remaining() {
+                    Ok(0) => return (sold, None),
+                    Ok(_) => {}
+                    Err(FleetError::Redis(e)) => retry(e),
+                    Err(e) => return (sold, Some(e.to_string())),
+                },
+                Err(FleetError::Redis(e)) => retry(e),
+                Err(e) => return (sold, Some(e.to_string())),
+            }
+            if Instant::now() > deadline {
+                return (sold, Some(format!("still selling after {SELLING_BOUND:?}")));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// One selling process (`--worker-cluster` with `--inventory`): sells
+    /// until every part is empty, returns its lease, stays alive for
+    /// `--linger-ms` (its stock's idle worker sees the load gone and merges
+    /// the parts back meanwhile), then prints its stats and `sold N`.
+    /// Returns the exit code.
+    pub(super) fn seller(args: &Args, urls: &[&str]) -> i32 {
+        let stock = FleetStock::cluster(urls, PREFIX, STOCK, split(args), config(args))
+            .expect("redis cluster urls");
+        let errors = AtomicU64::new(0);
+        let first_error = Mutex::new(None);
+        let most_parts = AtomicUsize::new(1);
+        let selling = AtomicBool::new(true);
+        let deadline = Instant::now() + SELLING_BOUND;
+        // How long each thread takes for `PACED` sales at `--rate`.
+        let pace = (args.rate > 0).then(|| {
+            Duration::from_secs_f64(PACED as f64 * args.threads as f64 / args.rate as f64)
+        });
+        let (sold, failed) = std::thread::scope(|s| {
+            s.spawn(|| {
+                // Relaxed: flags and tallies read after the scope.
+                while selling.load(Ordering::Relaxed) {
+                    most_parts.fetch_max(stock.parts_in_use(), Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            });
+            let threads: Vec<_> = (0..args.threads)
+                .map(|_| s.spawn(|| sell(&stock, pace, deadline, &errors, &first_error)))
+                .collect();
+            let mut sold = 0u64;
+            let mut failed = None;
+            for t in threads {
+                let (n, why) = t.join().unwrap();
+                sold += n;
+                failed = failed.or(why);
+            }
+            selling.store(false, Ordering::Relaxed);
+            (sold, failed)
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while let Err(e) = stock.flush() {
+            if Instant::now() > deadline {
+                eprintln!("worker {}: lease not returned: {e}", args.seed);
+                return 2;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(args.linger_ms));
+        let s = stock.stats();
+        let first = first_error.lock().unwrap().take();
+        println!(
+            "# round trips {} granted {} returned {} lost ops {}; redis errors {}{}; \
+             parts in use up to {} while selling, {} after lingering {} ms",
+            s.round_trips,
+            s.granted,
+            s.returned,
+            s.lost_ops,
+            errors.load(Ordering::Relaxed),
+            first.map_or(String::new(), |e| format!(" (first: {e})")),
+            most_parts.load(Ordering::Relaxed),
+            stock.parts_in_use(),
+            args.linger_ms
+        );
+        println!("sold {sold}");
+        match failed {
+            Some(why) => {
+                eprintln!("worker {}: {why}", args.seed);
+                2
+            }
+            None => 0,
+        }
+    }
+
+    /// K, each part's units and each part's script calls, read in one
+    /// cluster pipeline.
+    struct Parts {
+        k: usize,
+        units: Vec<i64>,
+        calls: Vec<u64>,
+    }
+
+    fn read(c: &mut ClusterConnection) -> redis::RedisResult<Parts> {
+        let mut pipe = redis::cluster::cluster_pipe();
+        pipe.cmd("GET").arg(parts_key());
+        for j in 0..PARTS {
+            pipe.cmd("GET").arg(part_key(j));
+            pipe.cmd("GET").arg(calls_key(j));
+        }
+        let got: Vec<Option<i64>> = pipe.query(c)?;
+        Ok(Parts {
+            k: got[0].map_or(1, |k| k.max(1) as usize),
+            units: got[1..].iter().step_by(2).map(|v| v.unwrap_or(0)).collect(),
+            calls: got[2..]
+                .iter()
+                .step_by(2)
+                .map(|v| v.unwrap_or(0).max(0) as u64)
+                .collect(),
+        })
+    }
+
+    /// A fresh cluster connection; short timeouts, so a read that meets a
+    /// killed master fails fast (and the next one reconnects: the sync
+    /// cluster client keeps a killed master's address).
+    fn connect(urls: &[String]) -> redis::RedisResult<ClusterConnection> {
+        ClusterClientBuilder::new(urls.to_vec())
+            .connection_timeout(Duration::from_millis(300))
+            .response_timeout(Duration::from_millis(300))
+            .build()?
+            .get_connection()
+    }
+
+    /// `connect` and `read`, retried for up to 10 s.
+    fn read_settled(urls: &[String]) -> Result<Parts, String> {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            match connect(urls).and_then(|mut c| read(&mut c)) {
+                Ok(p) => return Ok(p),
+                Err(e) if Instant::now() > until => return Err(e.to_string()),
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    /// Each part's units, one `GET` at a time on a fresh connection: None
+    /// for a part that cannot be read.
+    fn read_each(urls: &[String]) -> Vec<Option<i64>> {
+        let mut c = connect(urls).ok();
+        (0..PARTS)
+            .map(|j| {
+                let got = redis::cmd("GET")
+                    .arg(part_key(j))
+                    .query::<Option<i64>>(c.as_mut()?);
+                match got {
+                    Ok(v) => Some(v.unwrap_or(0)),
+                    Err(_) => {
+                        c = connect(urls).ok();
+                        None
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// What the watcher saw, for the main thread.
+    struct Watch {
+        start: Instant,
+        initial: u64,
+        /// The most parts in use seen.
+        most: AtomicUsize,
+        /// Whether all `PARTS` parts have been in use and the last of them
+        /// has held units: the last split's move has begun arriving (as
+        /// tests/cluster_stock.rs waits before its kill).
+        split_done: AtomicBool,
+        /// Each part's units, as last read.
+        units: Mutex<Vec<i64>>,
+        /// Units taken from the parts so far (initial − their sum); −1
+        /// before the first read.
+        taken: AtomicI64,
+        /// The highest rate of script calls one part ran, a second.
+        peak: AtomicU64,
+        /// Every change of K: when, and the new K.
+        changes: Mutex<Vec<(Instant, usize)>>,
+        /// Since when the parts have been seen empty.
+        dry: Mutex<Option<Instant>>,
+        done: AtomicBool,
+    }
+
+    impl Watch {
+        fn at(&self, t: Instant) -> f64 {
+            t.saturating_duration_since(self.start).as_secs_f64()
+        }
+    }
+
+    /// Reads the parts every 100 ms until `done`; prints a line whenever K
+    /// changes, and when the cluster cannot be read and can be again.
+    fn watch(urls: &[String], w: &Watch) {
+        let mut conn: Option<ClusterConnection> = None;
+        let mut k = 0;
+        let mut last: Option<(Instant, Vec<u64>)> = None;
+        let mut down: Option<Instant> = None;
+        // Relaxed: tallies and a stop flag, no data published through them.
+        while !w.done.load(Ordering::Relaxed) {
+            if conn.is_none() {
+                conn = connect(urls).ok();
+            }
+            let got = match conn.as_mut() {
+                Some(c) => read(c).map_err(|e| e.to_string()),
+                None => Err("no connection".to_string()),
+            };
+            let now = Instant::now();
+            let p = match got {
+                Ok(p) => p,
+                Err(e) => {
+                    conn = None;
+                    if down.is_none() {
+                        println!(
+                            "{:>7.2} s  cannot read the parts ({e}); retrying",
+                            w.at(now)
+                        );
+                    }
+                    let since = *down.get_or_insert(now);
+                    // Every half second of an outage, the parts that can
+                    // be read (the others' masters are up).
+                    let ticks = |t: Instant| (t - since).as_millis() / 500;
+                    if ticks(now) > ticks(now - Duration::from_millis(100)) {
+                        let each: Vec<String> = read_each(urls)
+                            .into_iter()
+                            .map(|u| u.map_or("?".into(), |u| u.to_string()))
+                            .collect();
+                        println!(
+                            "{:>7.2} s  units per part [{}] (?: cannot be read)",
+                            w.at(Instant::now()),
+                            each.join(", ")
+                        );
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+            };
+            if let Some(since) = down.take() {
+                println!(
+                    "{:>7.2} s  the parts can be read again ({:.2} s without)",
+                    w.at(now),
+                    (now - since).as_secs_f64()
+                );
+            }
+            let rates: Option<Vec<u64>> = last.as_ref().map(|(t, before)| {
+                let dt = (now - *t).as_secs_f64().max(1e-3);
+                p.calls
+                    .iter()
+                    .zip(before)
+                    .map(|(c, b)| (c.saturating_sub(*b) as f64 / dt) as u64)
+                    .collect()
+            });
+            last = Some((now, p.calls.clone()));
+            if let Some(r) = &rates {
+                w.peak
+                    .fetch_max(r.iter().copied().max().unwrap_or(0), Ordering::Relaxed);
+            }
+            if p.k == PARTS && p.units[PARTS - 1] > 0 {
+                w.split_done.store(true, Ordering::Relaxed);
+            }
+            let sum: i64 = p.units.iter().sum();
+            w.units.lock().unwrap().clone_from(&p.units);
+            let taken = w.initial as i64 - sum;
+            w.taken.store(taken, Ordering::Relaxed);
+            {
+                let mut dry = w.dry.lock().unwrap();
+                match (sum, *dry) {
+                    (0, None) => {
+                        *dry = Some(now);
+                        println!("{:>7.2} s  the parts are empty", w.at(now));
+                    }
+                    (0, Some(_)) => {}
+                    _ => *dry = None,
+                }
+            }
+            if p.k != k {
+                println!(
+                    "{:>7.2} s  parts in use {}: units per part {:?}, script calls/s per part \
+                     {}, {taken} units taken",
+                    w.at(now),
+                    if k == 0 {
+                        p.k.to_string()
+                    } else {
+                        format!("{k} -> {}", p.k)
+                    },
+                    p.units,
+                    rates.map_or("-".to_string(), |r| format!("{r:?}"))
+                );
+                k = p.k;
+                w.most.fetch_max(k, Ordering::Relaxed);
+                w.changes.lock().unwrap().push((now, k));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `key`'s slot, and the index in `c.masters` of the master serving it.
+    fn master_of(c: &Cluster, key: &str) -> (u16, usize) {
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut cluster::conn(c.masters[0]))
+            .expect("CLUSTER KEYSLOT");
+        let i = c
+            .slots
+            .iter()
+            .position(|ranges| serves(ranges, slot))
+            .expect("every slot is served");
+        (slot, i)
+    }
+
+    /// Once the stock is split into all its parts (the last one stocked)
+    /// or a third of it is taken, SIGKILLs the master serving part 0's slot,
+    /// waits for its replica's promotion and, in durable mode, restarts the
+    /// old master as the new one's replica (a durable take needs one).
+    fn fail_over(c: &mut Cluster, w: &Watch, children: &mut [Child], durable: bool) {
+        let key = part_key(0);
+        let (slot, i) = master_of(c, &key);
+        let third = (w.initial / 3) as i64;
+        let until = Instant::now() + Duration::from_secs(60);
+        // Relaxed: the watcher's tallies, read for a decision only.
+        while !w.split_done.load(Ordering::Relaxed) && w.taken.load(Ordering::Relaxed) < third {
+            if Instant::now() > until
+                || children
+                    .iter_mut()
+                    .any(|ch| ch.try_wait().is_ok_and(|s| s.is_some()))
+            {
+                println!(
+                    "note: the sale ended (or 60 s passed) before the stock split into all \
+                     {PARTS} parts or lost a third: killing now"
+                );
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let old = c.masters[i];
+        let t = Instant::now();
+        c.kill_master(i);
+        println!(
+            "{:>7.2} s  killed master {old} (SIGKILL), which serves part 0 ({key}, slot {slot}); \
+             parts in use up to {} so far, units per part {:?}, {} units taken",
+            w.at(t),
+            w.most.load(Ordering::Relaxed),
+            w.units.lock().unwrap(),
+            w.taken.load(Ordering::Relaxed)
+        );
+        let new = c.wait_promotion(i);
+        let now = Instant::now();
+        println!(
+            "{:>7.2} s  failover: replica {new} took over master {old}'s slots, cluster_state:ok \
+             on every node, {:.2} s after the kill",
+            w.at(now),
+            (now - t).as_secs_f64()
+        );
+        if durable {
+            c.restart_as_replica(i, old);
+            let now = Instant::now();
+            println!(
+                "{:>7.2} s  node {old} back as {new}'s replica, in sync, {:.2} s after the kill \
+                 (until then part 0 refused durable takes)",
+                w.at(now),
+                (now - t).as_secs_f64()
+            );
+        }
+    }
+
+    /// Each worker's `sold N` (None if it printed none), in order, and
+    /// whether every worker succeeded (prints their notes).
+    fn collect(children: Vec<Child>) -> (Vec<Option<u64>>, bool) {
+        let mut ok = true;
+        let mut sold = Vec::new();
+        for (p, mut child) in children.into_iter().enumerate() {
+            let mut n = None;
+            for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+                let line = line.unwrap();
+                if let Some(note) = line.strip_prefix("# ") {
+                    println!("process {p}: {note}");
+                } else if let Some(v) = line.strip_prefix("sold ") {
+                    n = v.parse::<u64>().ok();
+                }
+            }
+            if !child.wait().unwrap().success() || n.is_none() {
+                println!("process {p} failed");
+                ok = false;
+            }
+            sold.push(n);
+        }
+        (sold, ok)
+    }
+
+    /// The selling processes: this binary with `--worker-cluster` and the
+    /// run's settings.
+    fn spawn_sellers(args: &Args, urls: &[String]) -> Vec<Child> {
+        let exe = std::env::current_exe().unwrap();
+        let joined = urls.join(",");
+        (0..args.processes)
+            .map(|p| {
+                let mut cmd = Command::new(&exe);
+                cmd.args(["--worker-cluster", &joined])
+                    .args(["--seed", &(p + 1).to_string()])
+                    .args(["--inventory", &args.inventory.to_string()])
+                    .args(["--chunk", &args.chunk.to_string()])
+                    .args(["--threads", &args.threads.to_string()])
+                    .args(["--split-above", &args.split_above.to_string()])
+                    .args(["--merge-below", &args.merge_below.to_string()])
+                    .args(["--rate", &args.rate.to_string()])
+                    .args(["--linger-ms", &args.linger_ms.to_string()])
+                    .stdout(Stdio::piped());
+                if args.durable {
+                    cmd.arg("--durable");
+                }
+                cmd.spawn().expect("spawn worker")
+            })
+            .collect()
+    }
+
+    /// The cluster inventory run: sets the stock once, runs the sellers
+    /// while watching the parts, checks sold == initial − remaining and
+    /// sold ≤ initial. Returns the exit code.
+    pub(super) fn coordinator(args: &Args) -> i32 {
+        // Its drop kills every redis-server by PID: before the verdict,
+        // FAIL included, or while a panic unwinds.
+        let mut c = Cluster::started();
+        let urls = c.urls();
+        println!(
+            "redis cluster: masters {:?}, replicas {:?}; {} processes x {} threads selling {} \
+             units (chunk {}) from one stock split over up to {PARTS} parts (split above {} \
+             script calls/s on a part, merge below {} in all); {}",
+            c.masters,
+            c.replicas.iter().flatten().collect::<Vec<_>>(),
+            args.processes,
+            args.threads,
+            args.inventory,
+            args.chunk,
+            args.split_above,
+            args.merge_below,
+            if args.durable {
+                "durable: a take waits for a replica"
+            } else {
+                "not durable: a failover can undo takes a replica had not got"
+            }
+        );
+        let homes: Vec<String> = (0..PARTS)
+            .map(|j| format!("part {j} on {}", c.masters[master_of(&c, &part_key(j)).1]))
+            .collect();
+        println!("the stock's parts: {}", homes.join(", "));
+        // The coordinator sets the stock, once; the workers only sell. Its
+        // stock is dropped at once: the parts follow the workers' load only.
+        {
+            let stock = FleetStock::cluster(&urls, PREFIX, STOCK, split(args), config(args))
+                .expect("node urls");
+            let until = Instant::now() + Duration::from_secs(30);
+            loop {
+                match stock.init(args.inventory) {
+                    Ok(_) => break,
+                    Err(e) if Instant::now() > until => {
+                        println!("cannot set the stock: {e}");
+                        return 1;
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                }
+            }
+        }
+        let w = Watch {
+            start: Instant::now(),
+            initial: args.inventory,
+            most: AtomicUsize::new(1),
+            split_done: AtomicBool::new(false),
+            units: Mutex::new(Vec::new()),
+            taken: AtomicI64::new(-1),
+            peak: AtomicU64::new(0),
+            changes: Mutex::new(Vec::new()),
+            dry: Mutex::new(None),
+            done: AtomicBool::new(false),
+        };
+        let (sold, ok, ended) = std::thread::scope(|s| {
+            let watcher = s.spawn(|| watch(&urls, &w));
+            let mut children = spawn_sellers(args, &urls);
+            if args.kill_master {
+                fail_over(&mut c, &w, &mut children, args.durable);
+            }
+            let (sold, ok) = collect(children);
+            let ended = Instant::now();
+            // Relaxed: the watcher only polls it.
+            w.done.store(true, Ordering::Relaxed);
+            watcher.join().unwrap();
+            (sold, ok, ended)
+        });
+        let total: u64 = sold.iter().flatten().sum();
+        for (p, n) in sold.iter().enumerate() {
+            match n {
+                Some(n) => println!("process {p}: sold {n}"),
+                None => println!("process {p}: sold ? (no count)"),
+            }
+        }
+        let (parts, ok) = match read_settled(&urls) {
+            Ok(p) => (p, ok),
+            Err(e) => {
+                println!("cannot read the parts after the run: {e}");
+                let empty = Parts {
+                    k: 0,
+                    units: vec![0; PARTS],
+                    calls: vec![0; PARTS],
+                };
+                (empty, false)
+            }
+        };
+        drop(c);
+        let remaining: i64 = parts.units.iter().sum();
+        println!(
+            "sold {total} in all; {remaining} left in the parts {:?}; initial {}",
+            parts.units, args.inventory
+        );
+        let dry = *w.dry.lock().unwrap();
+        let changes = w.changes.lock().unwrap();
+        let back_to_one = changes
+            .last()
+            .filter(|&&(_, k)| k == 1 && changes.len() > 1)
+            .map(|&(t, _)| t);
+        println!(
+            "parts in use: {} at most (the busiest part ran up to {} script calls/s; split above \
+             {}); {} at the end{}{}",
+            w.most.load(Ordering::Relaxed),
+            w.peak.load(Ordering::Relaxed),
+            args.split_above,
+            parts.k,
+            match dry {
+                Some(d) => format!(
+                    ", read {:.1} s after the parts ran dry, once every worker ended",
+                    (Instant::now() - d).as_secs_f64()
+                ),
+                None => ", the parts never ran dry".to_string(),
+            },
+            match (back_to_one, dry) {
+                (Some(t), Some(d)) if t >= d => format!(
+                    "; back to 1 part {:.1} s after they ran dry, {:.1} s before the last worker \
+                     ended",
+                    (t - d).as_secs_f64(),
+                    ended.saturating_duration_since(t).as_secs_f64()
+                ),
+                (Some(t), _) => format!("; back to 1 part at {:.2} s", w.at(t)),
+                (None, _) => String::new(),
+            }
+        );
+        let exact = remaining >= 0
+            && i128::from(total) == i128::from(args.inventory) - i128::from(remaining);
+        let never_oversold = total <= args.inventory;
+        let verdict = ok && exact && never_oversold;
+        println!(
+            "verdict: {} (sold == initial - remaining{}, never oversold{})",
+            if verdict { "OK" } else { "FAIL" },
+            if exact { "" } else { " does NOT hold" },
+            if never_oversold {
+                String::new()
+            } else {
+                format!(": oversold by {}", total - args.inventory)
+            }
+        );
+        if verdict {
+            0
+        } else {
+            1
         }
     }
 }
