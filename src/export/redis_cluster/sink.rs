@@ -260,12 +260,13 @@ impl RedisClusterSink {
         }
         let conn = self.conn.as_mut().expect("connected above");
         if self.sha.is_none() {
-            // Every master (a promoted replica has no script cache).
+            // Every master (a promoted replica has no script cache); one
+            // that is down answers NOSCRIPT later, and it is loaded again.
             let mut load = redis::cmd("SCRIPT");
             load.arg("LOAD").arg(SCRIPT);
             let all = RoutingInfo::MultiNode((
                 MultipleNodeRoutingInfo::AllMasters,
-                Some(ResponsePolicy::AllSucceeded),
+                Some(ResponsePolicy::OneSucceeded),
             ));
             let sha = String::from_redis_value_ref(&conn.route_command(&load, all)?)?;
             self.sha = Some(sha);

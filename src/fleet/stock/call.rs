@@ -150,13 +150,20 @@ impl Inner {
                 SlotAddr::Master,
             )));
             self.round_trips.fetch_add(1, Ordering::Relaxed);
-            let acked = conn.route_command(&wait, to);
-            if !matches!(acked, Ok(Value::Int(n)) if n >= i64::from(replicas)) {
-                // Kept unresolved and resent: the script answers the same
-                // grant, and a WAIT after it covers the first run too.
-                return Err(link.lost(format!(
-                    "WAIT: the take is on fewer than {replicas} replicas yet ({acked:?})"
-                )));
+            // Short of replicas: kept unresolved and resent (the script
+            // answers the same grant, and a WAIT after it covers the first
+            // run too); the connection is in step and kept, so the other
+            // parts go on. An error (the slot map is stale: a replica
+            // refuses WAIT; or no answer) drops the connection, and the
+            // next call learns the topology afresh.
+            match conn.route_command(&wait, to) {
+                Ok(Value::Int(n)) if n >= i64::from(replicas) => {}
+                Ok(v) => {
+                    return Err(FleetError::Redis(format!(
+                        "WAIT: the take is on fewer than {replicas} replicas yet ({v:?})"
+                    )))
+                }
+                Err(e) => return Err(link.lost(format!("WAIT: {e}"))),
             }
         }
         Ok((vec![reply], false))

@@ -192,7 +192,10 @@ impl Link {
             load.arg("LOAD").arg(LEASE_SCRIPT);
             let sha: String = match conn {
                 Conn::Single(c) => load.query(c)?,
-                // Every master: a promoted replica has no script cache.
+                // Every master (a promoted replica has no script cache),
+                // but one that is down must not stop the parts on the
+                // others: a master that missed it answers NOSCRIPT later,
+                // and `call` loads it again.
                 #[cfg(feature = "redis-cluster")]
                 Conn::Cluster(c) => {
                     use redis::cluster_routing::{
@@ -200,7 +203,7 @@ impl Link {
                     };
                     let all = RoutingInfo::MultiNode((
                         MultipleNodeRoutingInfo::AllMasters,
-                        Some(ResponsePolicy::AllSucceeded),
+                        Some(ResponsePolicy::OneSucceeded),
                     ));
                     redis::from_redis_value(c.route_command(&load, all)?)?
                 }

@@ -19,8 +19,9 @@
 //!   was short is the sale refused.
 //! * **Split and merge.** From two passes' call counts a process knows
 //!   each part's script rate. If one part in use runs more than
-//!   `split_above` calls a second and every part in use holds units (the
-//!   last split's have arrived), K doubles (up to `parts`); if all parts
+//!   `split_above` calls a second and the parts in use hold even amounts
+//!   (none more than 4 times another: the last split's units have
+//!   arrived), K doubles (up to `parts`); if all parts
 //!   together run fewer than `merge_below` for two passes in a row, K
 //!   halves. A change is a compare-and-set of the K key, so one process
 //!   makes it; that process then moves units: on a split, half of part
@@ -83,9 +84,13 @@ impl Inner {
         };
         let hottest = rates[..k].iter().copied().fold(0.0, f64::max);
         let total: f64 = rates.iter().sum();
-        // Not while a part in use is empty: the last split's units may
-        // still be on their way there.
-        let stocked = units[..k].iter().all(|&u| u > 0);
+        // Not while the parts in use are uneven (the last split's units
+        // may still be on their way): the fullest holds at most 4 times
+        // what the emptiest holds, which holds some.
+        let (least, most) = units[..k]
+            .iter()
+            .fold((i64::MAX, 0i64), |(l, m), &u| (l.min(u), m.max(u)));
+        let stocked = least > 0 && most <= least.saturating_mul(4);
         let target = if k < max && stocked && hottest > sp.split.split_above as f64 {
             sp.quiet = 0;
             (2 * k).min(max)
