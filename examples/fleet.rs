@@ -602,10 +602,9 @@ mod on_cluster {
     use super::cluster::{self, Cluster};
     use super::{collect, compare, count, key_names, spawn_workers, verdict, Args, PREFIX};
     use shardcount::export::redis_cluster::{ClusterKeys, RedisClusterSink};
-    use shardcount::export::{Batch, ExportConfig, Outcome, Sink, SinkError};
+    use shardcount::export::ExportConfig;
     use shardcount::fleet::FleetReader;
     use std::process::Child;
-    use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
     /// Buckets of the layout: every worker and the reader use the same.
@@ -618,30 +617,22 @@ mod on_cluster {
         ClusterKeys::new(PREFIX, BUCKETS)
     }
 
-    /// The sink behind a lock, so the worker can read its repair counts
-    /// after the exporter took it.
-    #[derive(Clone)]
-    struct Shared(Arc<Mutex<RedisClusterSink>>);
-
-    impl Sink for Shared {
-        fn deliver(&mut self, batches: &[Batch]) -> Result<Vec<Outcome>, SinkError> {
-            self.0.lock().unwrap().deliver(batches)
-        }
-    }
-
     /// A worker exporting into the cluster at `urls`.
     pub(super) fn worker(args: &Args, urls: &[&str]) {
         let sink = RedisClusterSink::new(urls, keys()).expect("redis cluster urls");
-        let shared = Shared(Arc::new(Mutex::new(sink)));
+        let repairs = sink.repairs();
         let config = ExportConfig {
             interval: Duration::from_millis(50),
             // Retries within a second of a failover's end, not up to 5 s.
             max_backoff: Duration::from_millis(500),
             ..ExportConfig::default()
         };
-        count(args, shared.clone(), config, || {
-            let s = shared.0.lock().unwrap();
-            format!("; cluster parts resent {} lost {}", s.resent(), s.lost())
+        count(args, sink, config, || {
+            format!(
+                "; cluster parts resent {} lost {}",
+                repairs.resent(),
+                repairs.lost()
+            )
         });
     }
 

@@ -8,28 +8,17 @@
 mod cluster;
 
 use cluster::{conn, Cluster};
-use shardcount::export::redis_cluster::{ClusterKeys, Durability, RedisClusterSink};
-use shardcount::export::{Batch, ExportConfig, Exporter, Outcome, Sink, SinkError};
+use shardcount::export::redis_cluster::{ClusterKeys, Durability, RedisClusterSink, Repairs};
+use shardcount::export::{ExportConfig, Exporter};
 use shardcount::fleet::FleetReader;
 use shardcount::Counter;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const KEYS: usize = 2_000;
 const EXPORTERS: usize = 4;
 const BUCKETS: usize = 16;
-
-/// The sink behind a lock, so the test can read its counters after the
-/// exporter took it.
-#[derive(Clone)]
-struct Shared(Arc<Mutex<RedisClusterSink>>);
-
-impl Sink for Shared {
-    fn deliver(&mut self, batches: &[Batch]) -> Result<Vec<Outcome>, SinkError> {
-        self.0.lock().unwrap().deliver(batches)
-    }
-}
 
 /// What round `r` adds to key `i`.
 fn weight(i: usize) -> u64 {
@@ -128,7 +117,7 @@ fn roll_back(
 /// exporter each round.
 struct Fleet {
     keys: ClusterKeys,
-    sinks: Vec<Shared>,
+    repairs: Vec<Repairs>,
     exporters: Vec<Exporter>,
     stop: Arc<AtomicBool>,
     rounds: Arc<AtomicU64>,
@@ -138,20 +127,20 @@ struct Fleet {
 impl Fleet {
     fn started(cluster: &Cluster, durability: Durability) -> Fleet {
         let keys = ClusterKeys::new("fold:", BUCKETS);
-        let sinks: Vec<Shared> = (0..EXPORTERS)
+        let sinks: Vec<RedisClusterSink> = (0..EXPORTERS)
             .map(|_| {
-                let sink = RedisClusterSink::new(&cluster.urls(), keys.clone())
+                RedisClusterSink::new(&cluster.urls(), keys.clone())
                     .unwrap()
                     .with_timeout(Duration::from_millis(500))
-                    .with_durability(durability);
-                Shared(Arc::new(Mutex::new(sink)))
+                    .with_durability(durability)
             })
             .collect();
+        let repairs = sinks.iter().map(RedisClusterSink::repairs).collect();
         let counters: Vec<Vec<Arc<Counter>>> = (0..EXPORTERS)
             .map(|_| (0..KEYS).map(|_| Arc::new(Counter::new())).collect())
             .collect();
         let exporters = sinks
-            .iter()
+            .into_iter()
             .zip(&counters)
             .map(|(sink, cs)| {
                 let config = ExportConfig {
@@ -159,7 +148,7 @@ impl Fleet {
                     max_backoff: Duration::from_millis(200),
                     ..ExportConfig::default()
                 };
-                let e = Exporter::with_config(sink.clone(), config);
+                let e = Exporter::with_config(sink, config);
                 for (i, c) in cs.iter().enumerate() {
                     e.register(&name(i), Arc::clone(c));
                 }
@@ -184,7 +173,7 @@ impl Fleet {
         };
         Fleet {
             keys,
-            sinks,
+            repairs,
             exporters,
             stop,
             rounds,
@@ -209,10 +198,9 @@ impl Fleet {
             let want = rounds * weight(i) * EXPORTERS as u64;
             assert_eq!(*v, Some(want), "key {} after {rounds} rounds", name(i));
         }
-        self.sinks.iter().fold((0, 0), |(r, l), s| {
-            let s = s.0.lock().unwrap();
-            (r + s.resent(), l + s.lost())
-        })
+        self.repairs
+            .iter()
+            .fold((0, 0), |(r, l), s| (r + s.resent(), l + s.lost()))
     }
 }
 

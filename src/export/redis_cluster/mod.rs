@@ -39,7 +39,7 @@
 //! meets a gap, and the sink sends the lost parts again from those it
 //! keeps ([`RedisClusterSink::with_retain`], 10 s by default), under
 //! their numbers: the totals stay exact. Parts lost longer ago than that
-//! are counted in [`RedisClusterSink::lost`], and the bucket goes on under
+//! are counted in [`Repairs::lost`], and the bucket goes on under
 //! a new writer field. That is the default, [`Durability::Master`]: it
 //! loses nothing while failovers finish within the retain time, and
 //! costs nothing.
@@ -70,4 +70,4 @@ mod slot;
 pub(crate) use slot::slot_of;
 
 pub use keys::{ClusterKeys, MAX_BUCKETS};
-pub use sink::{Durability, RedisClusterSink, RedisClusterSinkError};
+pub use sink::{Durability, RedisClusterSink, RedisClusterSinkError, Repairs};

@@ -62,8 +62,61 @@ pub struct RedisClusterSink {
     logs: Vec<BucketLog>,
     durability: Durability,
     retain: Duration,
-    lost: u64,
-    resent: u64,
+    repairs: Repairs,
+}
+
+/// A [`RedisClusterSink`]'s failover repairs, readable after the sink was
+/// handed to an [`Exporter`](crate::export::Exporter): take it with
+/// [`RedisClusterSink::repairs`] first. Clones share the counts.
+///
+/// ```
+/// use shardcount::export::redis_cluster::{ClusterKeys, RedisClusterSink};
+/// use shardcount::export::Exporter;
+/// use std::time::Duration;
+///
+/// let sink = RedisClusterSink::new(&["redis://127.0.0.1:1"], ClusterKeys::new("", 4)).unwrap();
+/// let repairs = sink.repairs();
+/// let exporter = Exporter::new(sink, Duration::from_secs(1));
+/// assert_eq!((repairs.resent(), repairs.lost()), (0, 0));
+/// # drop(exporter);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Repairs(std::sync::Arc<[std::sync::atomic::AtomicU64; 2]>);
+
+impl Repairs {
+    /// Confirmed batch parts that a failover lost and the sink sent again
+    /// from what it retains (the totals stayed exact). Each is one
+    /// bucket's part of one batch.
+    ///
+    /// ```
+    /// # use shardcount::export::redis_cluster::Repairs;
+    /// assert_eq!(Repairs::default().resent(), 0);
+    /// ```
+    #[must_use]
+    pub fn resent(&self) -> u64 {
+        // Relaxed: a tally, read for reporting.
+        self.0[0].load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Confirmed batch parts that a failover lost before they could be
+    /// sent again (older than [`RedisClusterSink::with_retain`]): their
+    /// counts are missing from the cluster.
+    ///
+    /// ```
+    /// # use shardcount::export::redis_cluster::Repairs;
+    /// assert_eq!(Repairs::default().lost(), 0);
+    /// ```
+    #[must_use]
+    pub fn lost(&self) -> u64 {
+        // Relaxed: as `resent`.
+        self.0[1].load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn add(&self, resent: u64, lost: u64) {
+        // Relaxed: as `resent`.
+        self.0[0].fetch_add(resent, std::sync::atomic::Ordering::Relaxed);
+        self.0[1].fetch_add(lost, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Why [`RedisClusterSink::new`] refused its node addresses. The `redis`
@@ -130,8 +183,7 @@ impl RedisClusterSink {
             keys,
             durability: Durability::Master,
             retain: Duration::from_secs(10),
-            lost: 0,
-            resent: 0,
+            repairs: Repairs::default(),
         })
     }
 
@@ -217,33 +269,17 @@ impl RedisClusterSink {
         &self.keys
     }
 
-    /// Confirmed batch parts that a failover lost before they could be
-    /// sent again (older than [`with_retain`](Self::with_retain)): their
-    /// counts are missing from the cluster. Each is one bucket's part of
-    /// one batch.
+    /// The sink's failover repairs: a handle that stays readable after the
+    /// sink goes to an exporter (see [`Repairs`]).
     ///
     /// ```
     /// use shardcount::export::redis_cluster::{ClusterKeys, RedisClusterSink};
     /// let sink = RedisClusterSink::new(&["redis://127.0.0.1:1"], ClusterKeys::new("", 4)).unwrap();
-    /// assert_eq!(sink.lost(), 0);
+    /// assert_eq!(sink.repairs().lost(), 0);
     /// ```
     #[must_use]
-    pub fn lost(&self) -> u64 {
-        self.lost
-    }
-
-    /// Confirmed batch parts that a failover lost and the sink sent again
-    /// from what it retains (the totals stayed exact). Each is one
-    /// bucket's part of one batch.
-    ///
-    /// ```
-    /// use shardcount::export::redis_cluster::{ClusterKeys, RedisClusterSink};
-    /// let sink = RedisClusterSink::new(&["redis://127.0.0.1:1"], ClusterKeys::new("", 4)).unwrap();
-    /// assert_eq!(sink.resent(), 0);
-    /// ```
-    #[must_use]
-    pub fn resent(&self) -> u64 {
-        self.resent
+    pub fn repairs(&self) -> Repairs {
+        self.repairs.clone()
     }
 
     fn connect(&mut self) -> Result<&mut ClusterConnection, redis::RedisError> {
@@ -430,8 +466,7 @@ impl RedisClusterSink {
                 Reply::Gap { last } => {
                     stopped[b] = true;
                     let (resent, lost) = self.logs[b].recover(last);
-                    self.resent += resent;
-                    self.lost += lost;
+                    self.repairs.add(resent, lost);
                 }
                 Reply::Rejected(positions) => {
                     stopped[b] = true;
@@ -530,8 +565,8 @@ impl fmt::Debug for RedisClusterSink {
             .field("keys", &self.keys)
             .field("connected", &self.conn.is_some())
             .field("durability", &self.durability)
-            .field("resent", &self.resent)
-            .field("lost", &self.lost)
+            .field("resent", &self.repairs.resent())
+            .field("lost", &self.repairs.lost())
             .finish_non_exhaustive()
     }
 }
