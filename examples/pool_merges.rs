@@ -1,12 +1,15 @@
 //! Issue 44's goals, measured: after a burst on a `Counter`, a
 //! `CounterSet::new(1000)` and a `Histogram`, each split to 16 rows as a
 //! burst on a 16-core machine grows them, by a pool's workers (a tokio
-//! runtime of 4 whose workers call `shardcount::quiesce` as they park, and
-//! a rayon pool of 4 after a `broadcast` of it), with the workers parked:
+//! runtime of 4 and a rayon pool of 4, each with no hook at all, and with
+//! the fallback's hooks: tokio workers that call `shardcount::quiesce` as
+//! they park, a rayon `broadcast` of it), with the workers parked:
 //! how long until `merge()` returns `true` for all three, how long until
 //! a `Merger` with `idle = 100 ms` has merged them, and the heap left
 //! above the idle size, against the burst's growth. Each also with a
 //! trickle: one task every 20 ms adding to an unrelated sharded counter.
+//! Without hooks the merges complete only where `merges_need_quiesce()`
+//! is `false` (Linux with `membarrier`); elsewhere those rows are skipped.
 //!
 //! ```text
 //! cargo run --release --example pool_merges
@@ -105,6 +108,7 @@ impl Subjects {
 /// One row of the table.
 struct Row {
     pool: &'static str,
+    hooks: bool,
     trickle: bool,
     /// From the workers parked to `merge() == true` for all three.
     merge: Duration,
@@ -121,7 +125,12 @@ struct Row {
 /// A burst by the pool's workers, returning once they are parked again.
 type Burst<'a> = &'a dyn Fn(&Subjects);
 
-fn measure(pool: &'static str, trickle: Option<&(dyn Fn() + Sync)>, burst: Burst<'_>) -> Row {
+fn measure(
+    pool: &'static str,
+    hooks: bool,
+    trickle: Option<&(dyn Fn() + Sync)>,
+    burst: Burst<'_>,
+) -> Row {
     // A burst on throwaway subjects first, merged: the pool's own buffers
     // (task slabs, queues) reach the size the measured burst needs.
     let warm = Subjects::new();
@@ -173,6 +182,7 @@ fn measure(pool: &'static str, trickle: Option<&(dyn Fn() + Sync)>, burst: Burst
         stop.store(true, Ordering::Relaxed);
         Row {
             pool,
+            hooks,
             trickle: trickle.is_some(),
             merge,
             merger: merger_time,
@@ -183,12 +193,13 @@ fn measure(pool: &'static str, trickle: Option<&(dyn Fn() + Sync)>, burst: Burst
     })
 }
 
-fn tokio_rows(rows: &mut Vec<Row>) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKERS)
-        .on_thread_park(shardcount::quiesce)
-        .build()
-        .expect("a tokio runtime");
+fn tokio_rows(rows: &mut Vec<Row>, hooks: bool) {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    b.worker_threads(WORKERS);
+    if hooks {
+        b.on_thread_park(shardcount::quiesce);
+    }
+    let rt = b.build().expect("a tokio runtime");
     let burst = |x: &Subjects| {
         x.split();
         rt.block_on(async {
@@ -213,11 +224,11 @@ fn tokio_rows(rows: &mut Vec<Row>) {
         let other = Arc::clone(&other);
         rt.spawn(async move { other.inc() });
     };
-    rows.push(measure("tokio, 4 workers", None, &burst));
-    rows.push(measure("tokio, 4 workers", Some(&trickle), &burst));
+    rows.push(measure("tokio, 4 workers", hooks, None, &burst));
+    rows.push(measure("tokio, 4 workers", hooks, Some(&trickle), &burst));
 }
 
-fn rayon_rows(rows: &mut Vec<Row>) {
+fn rayon_rows(rows: &mut Vec<Row>, hooks: bool) {
     use rayon::prelude::*;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(WORKERS)
@@ -226,7 +237,9 @@ fn rayon_rows(rows: &mut Vec<Row>) {
     let burst = |x: &Subjects| {
         x.split();
         pool.install(|| (0..TASKS).into_par_iter().for_each(|t| x.task(t)));
-        pool.broadcast(|_| shardcount::quiesce());
+        if hooks {
+            pool.broadcast(|_| shardcount::quiesce());
+        }
     };
     let other = Arc::new(Counter::new());
     other.split(4);
@@ -235,28 +248,40 @@ fn rayon_rows(rows: &mut Vec<Row>) {
             let other = Arc::clone(&other);
             move || {
                 other.inc();
-                shardcount::quiesce();
+                if hooks {
+                    shardcount::quiesce();
+                }
             }
         });
     };
-    rows.push(measure("rayon, 4 workers", None, &burst));
-    rows.push(measure("rayon, 4 workers", Some(&trickle), &burst));
+    rows.push(measure("rayon, 4 workers", hooks, None, &burst));
+    rows.push(measure("rayon, 4 workers", hooks, Some(&trickle), &burst));
 }
 
 fn main() {
     let mut rows = Vec::new();
     // A first round grows the process-wide state (owner registry, pools'
     // own bookkeeping) to what the measured ones need.
-    tokio_rows(&mut Vec::new());
-    rayon_rows(&mut Vec::new());
-    tokio_rows(&mut rows);
-    rayon_rows(&mut rows);
-    println!("| pool | trickle | merge() true after | Merger (idle 100 ms) merged after | heap grown | left after merge | left / grown | counts exact |");
-    println!("|---|---|---|---|---|---|---|---|");
+    tokio_rows(&mut Vec::new(), true);
+    rayon_rows(&mut Vec::new(), true);
+    let no_hooks = !shardcount::merges_need_quiesce();
+    for hooks in [false, true] {
+        if hooks || no_hooks {
+            tokio_rows(&mut rows, hooks);
+            rayon_rows(&mut rows, hooks);
+        }
+    }
+    println!(
+        "merges_need_quiesce() = {}",
+        shardcount::merges_need_quiesce()
+    );
+    println!("| pool | park hooks | trickle | merge() true after | Merger (idle 100 ms) merged after | heap grown | left after merge | left / grown | counts exact |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!(
-            "| {} | {} | {:.2} ms | {:.0} ms | {} B | {} B | {:.1}% | {} |",
+            "| {} | {} | {} | {:.2} ms | {:.0} ms | {} B | {} B | {:.1}% | {} |",
             r.pool,
+            if r.hooks { "quiesce" } else { "none" },
             if r.trickle { "every 20 ms" } else { "none" },
             r.merge.as_secs_f64() * 1e3,
             r.merger.as_secs_f64() * 1e3,

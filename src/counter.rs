@@ -49,7 +49,7 @@
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    merge_all, shared_add, store_add, Check, Head, Part, Route, Rows, ShardTable, Table,
+    merge_all, shared_add, store_add, Check, Head, Leased, Part, Route, Rows, ShardTable, Table,
 };
 use crate::thread::grace;
 use crate::thread::sampler;
@@ -208,18 +208,19 @@ impl Counter {
             #[inline(always)]
             |route| match route {
                 Route::Base(head) => self.add_base(head, n),
-                Route::Beyond(head, t) => self.add_beyond(head, t, n),
+                Route::Beyond => self.add_beyond(n),
                 Route::NoId => self.add_unowned(n),
             },
         );
     }
 
     /// An add on a sharded counter by a thread whose owner id is beyond
-    /// `t`, the table `head` names: on its probe's shared shard, checked
-    /// for sharing.
+    /// the table it loaded: pinned, on its probe's shared shard (checked
+    /// for sharing) of the table it loads now.
     #[inline(never)]
-    fn add_beyond(&self, head: Head, t: &Table, n: u64) {
-        self.add_probed(head, t, n);
+    fn add_beyond(&self, n: u64) {
+        let _pin = grace::pin();
+        self.add_leased(owner::owner(), n);
     }
 
     /// An add on the base word, while the head (`head`) names no table
@@ -251,18 +252,24 @@ impl Counter {
 
     /// An add on a sharded counter by a thread without an owner id (none
     /// yet, or revoked by a merge: `shard/merge.rs`): it leases or
-    /// acknowledges, then adds afresh with a head loaded after that. One
-    /// that can have none (at thread exit) adds pinned.
+    /// acknowledges, then adds afresh, pinned, with a head loaded after
+    /// that (id 0, at thread exit: on a shared shard).
     #[inline(never)]
     fn add_unowned(&self, n: u64) {
         let id = owner::lease();
-        let _pin = (id == 0).then(grace::pin);
+        let _pin = grace::pin();
+        self.add_leased(id, n);
+    }
+
+    /// A pinned add by a thread whose id is `id` (0: none): its own row,
+    /// the base, or its probe's shared shard (`ShardTable::route_leased`).
+    #[inline(always)]
+    fn add_leased(&self, id: usize, n: u64) {
         match self.table.route_leased(id) {
             // SAFETY: a row has at least one word.
             Ok(row) => store_add(unsafe { row.word(0) }, n),
-            Err(Route::Base(head)) => self.add_base(head, n),
-            Err(Route::Beyond(head, t)) => self.add_probed(head, t, n),
-            Err(Route::NoId) => unreachable!("a lease leaves an id or a pin"),
+            Err(Leased::Base(head)) => self.add_base(head, n),
+            Err(Leased::Shared(head, t)) => self.add_probed(head, t, n),
         }
     }
 
@@ -298,6 +305,7 @@ impl Counter {
     /// the shared shards run it from any thread.
     #[cfg(test)]
     pub(crate) fn add_probed_for_test(&self, n: u64) {
+        let _pin = grace::pin();
         let head = self.table.load();
         match self.table.table(head) {
             Some(t) => self.add_probed(head, t, n),
@@ -326,16 +334,21 @@ impl Counter {
     #[must_use]
     #[inline]
     pub fn sum(&self) -> u64 {
+        // A thread that adds to sharded counters reads inline, unpinned,
+        // inside a busy window (`thread::owner`); others (and retiring
+        // tables) take the call.
+        owner::enter();
         let head = self.table.load();
-        if head.is_tag() {
+        let total = if head.is_tag() {
             // No table: the base is everything (a table grown later holds
             // only adds that did not happen-before this read).
-            return self.base.load(Ordering::Relaxed);
-        }
-        // A thread that adds to sharded counters reads inline, unpinned;
-        // others (and retiring tables) take the call.
-        match self.table.held_rows(head) {
-            Some(rows) => self.total_of(rows),
+            Some(self.base.load(Ordering::Relaxed))
+        } else {
+            self.table.held_rows(head).map(|rows| self.total_of(rows))
+        };
+        owner::leave();
+        match total {
+            Some(total) => total,
             None => self.sum_pinned(),
         }
     }
@@ -444,21 +457,29 @@ impl Counter {
     ///
     /// Nothing is lost or counted twice, whatever runs meanwhile: adds,
     /// sums, takes, growth, thread exit. A shard's owner adds without a
-    /// locked instruction, so the shards are freed only once every thread
-    /// that has added to any sharded counter or set since the last merge
-    /// has added to one again (each comes through a slow path once, and
-    /// so acknowledges) or exited, and every read that could see them has
-    /// ended. Until then the merge is *pending*: adds go to the base word
-    /// (as on an idle counter), `shards()` still counts the shards (they
-    /// are still allocated), and a later `merge` call completes it;
-    /// contention on the base meanwhile cancels it and the shards are used
-    /// again. A thread that added once and then only sleeps holds a merge
-    /// pending until it adds, exits or calls [`quiesce`](crate::quiesce()):
-    /// in a tokio or rayon service, whose workers park when load falls,
-    /// see there how each pool makes its idle workers call it. A thread
-    /// has exited for this once its `join` returned; the end of a
-    /// `std::thread::scope` does not wait for that (it returns before the
-    /// threads' thread-locals, which hold the ids, are dropped).
+    /// locked instruction, so the shards are freed only once no thread
+    /// can still be inside an add (or a read) that loaded them, and every
+    /// pinned read that could see them has ended. Until then the merge is
+    /// *pending*: adds go to the base word (as on an idle counter),
+    /// `shards()` still counts the shards (they are still allocated), and
+    /// a later `merge` call completes it; contention on the base meanwhile
+    /// cancels it and the shards are used again.
+    ///
+    /// * **On Linux** (where [`merges_need_quiesce`](crate::merges_need_quiesce())
+    ///   is `false`) each owned add marks its thread for its few
+    ///   instructions, and one `membarrier` call lets the merge see every
+    ///   thread outside its adds: a merge completes within moments while
+    ///   the threads that added sleep, park (tokio, rayon), block or work
+    ///   on other counters. It stays pending only while one of them is
+    ///   preempted in the middle of an add.
+    /// * **Elsewhere** a thread that added to a sharded counter or set
+    ///   since the last merge holds it pending until it adds to one again
+    ///   (each comes through a slow path once, and so acknowledges), exits
+    ///   or calls [`quiesce`](crate::quiesce()): in a tokio or rayon
+    ///   service, see there how each pool makes its idle workers call it.
+    ///   A thread has exited for this once its `join` returned; the end of
+    ///   a `std::thread::scope` does not wait for that (it returns before
+    ///   the threads' thread-locals, which hold the ids, are dropped).
     ///
     /// ```
     /// let c = shardcount::Counter::with_max_shards(4);

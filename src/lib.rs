@@ -231,7 +231,7 @@ pub use local::LocalCounter;
 pub use map::{CounterHandle, CounterMap, IntoKey};
 #[cfg(not(shardcount_loom))]
 pub use merger::{Mergeable, Merger};
-pub use quiesce::{quiesce, scrape};
+pub use quiesce::{merges_need_quiesce, quiesce, scrape};
 /// `#[derive(Label)]`: see the [`Label`](trait@Label) trait.
 ///
 /// ```

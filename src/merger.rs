@@ -162,10 +162,11 @@ struct State {
 /// its rows changing between two passes (each adding thread writes its
 /// own row); when no pass has seen that for `idle`, it calls `merge`, and
 /// again at later passes while the merge is pending (see
-/// [`Counter::merge`]: a merge waits for every thread that added to a
-/// sharded counter to add again, exit or call [`quiesce`](crate::quiesce());
-/// in a tokio or rayon service, make the pool's idle workers call it, or
-/// merges stay [`pending`](Self::pending)). A counter that grows again is
+/// [`Counter::merge`]: on Linux a merge completes while the threads that
+/// added sleep; elsewhere it waits for every thread that added to a
+/// sharded counter to add again, exit or call [`quiesce`](crate::quiesce()),
+/// so in a tokio or rayon service make the pool's idle workers call it,
+/// or merges stay [`pending`](Self::pending)). A counter that grows again is
 /// merged again after its next quiet `idle`. Dropping the `Merger` stops
 /// the thread and waits for it.
 ///
@@ -267,11 +268,12 @@ impl Merger {
     }
 
     /// How many watched counters the last pass found quiet but could not
-    /// merge yet: their merge is pending (see [`Counter::merge`]), held
-    /// back by threads that added and have neither added again, exited
-    /// nor called [`quiesce`](crate::quiesce()). A count that stays above
-    /// zero while the service idles means its pool's workers do not call
-    /// `quiesce` when they park.
+    /// merge yet: their merge is pending (see [`Counter::merge`]). Where
+    /// [`merges_need_quiesce`](crate::merges_need_quiesce()) is `true`, a
+    /// count that stays above zero while the service idles means its
+    /// pool's workers do not call [`quiesce`](crate::quiesce()) when they
+    /// park; on Linux it is a thread preempted inside an add, for a pass
+    /// or two.
     ///
     /// ```
     /// let m = shardcount::Merger::new(std::time::Duration::from_secs(1));

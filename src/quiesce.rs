@@ -1,17 +1,50 @@
 //! A thread's owner id from the user's side: [`quiesce`] gives it back
-//! before a sleep, so that merges complete without the thread;
+//! before a sleep, so that busy threads get the small ids (and, where
+//! [`merges_need_quiesce`], so that merges complete without the thread);
 //! [`scrape`] holds one for a run of reads, so that they skip the pin.
 
+/// Whether, in this process, a thread that sleeps after adding to a
+/// sharded counter holds [merges](crate::Counter::merge) pending until it
+/// adds again, exits or calls [`quiesce`]. Asked once and cached.
+///
+/// * **`false` on Linux** (kernel 4.14 or later) once the process could
+///   register for `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`: each
+///   owned add and holder's read marks a word of its thread for its few
+///   instructions (two plain stores), and a merge reads the marks after
+///   one `membarrier` call. A parked, sleeping or blocked thread is
+///   outside every add, so tokio and rayon pools need no hook: a merge
+///   completes within a few milliseconds of the burst.
+/// * **`true` elsewhere** (other systems, a seccomp filter that refuses
+///   `membarrier`, or the variable `SHARDCOUNT_NO_MEMBARRIER` set, which
+///   tests use to run this path on Linux): a merge waits for each thread
+///   that holds an owner id, so pool threads should call [`quiesce`] as
+///   they park.
+///
+/// ```
+/// // Either answer is correct; what it decides is whether pools need
+/// // the park hook for merges to complete.
+/// if shardcount::merges_need_quiesce() {
+///     println!("call shardcount::quiesce when pool threads park");
+/// }
+/// ```
+pub fn merges_need_quiesce() -> bool {
+    !crate::thread::grace::markers_trusted()
+}
+
 /// Declares that the calling thread adds nothing before its next add, so
-/// that a pending [`merge`](crate::Counter::merge) need not wait for it.
+/// that a pending [`merge`](crate::Counter::merge) need not wait for it,
+/// and gives back its owner id.
 ///
 /// A merge frees a counter's shards once every thread that has added to
 /// a sharded counter (a `Counter`, `CounterSet`, `Histogram` or labelled
-/// type that contention split) has since added to one again, exited, or
-/// called `quiesce`. A pool thread that parks when load falls does none
-/// of the first two, so without this its pool holds every merge pending
-/// (and the memory a burst grew) until it works again. Call it where the
-/// pool lets a thread go idle:
+/// type that contention split) has since added to one again, exited,
+/// called `quiesce`, or, where [`merges_need_quiesce`] is `false` (Linux
+/// with `membarrier`), simply is not inside an add. So on Linux the call
+/// is optional; elsewhere a pool thread that parks when load falls does
+/// none of the first three, and without this its pool holds every merge
+/// pending (and the memory a burst grew) until it works again. On every
+/// system it lets busy threads take the small owner ids, which name the
+/// rows every table has. Call it where the pool lets a thread go idle:
 ///
 /// * **tokio**: `Builder::on_thread_park(shardcount::quiesce)`: each
 ///   worker declares itself idle as it parks, and merges complete while

@@ -396,7 +396,7 @@ impl CounterSet {
             |route| unsafe {
                 match route {
                     Route::Base(head) => self.add_base(head, i, n),
-                    Route::Beyond(head, t) => self.add_beyond(head, t, i, n),
+                    Route::Beyond => self.add_beyond(i, n),
                     Route::NoId => self.add_unowned(i, n),
                 }
             },

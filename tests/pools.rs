@@ -1,14 +1,20 @@
 #![cfg(not(shardcount_loom))] // real threads and std atomics; the loom models are in src/loom_models
-//! Merges complete while a real pool's workers are parked, not joined: a
-//! tokio runtime whose workers call `quiesce` as they park, and a rayon
-//! pool after a `broadcast` of it. The same bursts without the call leave
-//! the merges pending (each test checks that first), so the call is what
-//! completes them. Totals exact throughout.
+//! Merges complete while a real pool's workers are parked, not joined.
+//! With `membarrier` (Linux), with no call at all: a tokio runtime with a
+//! trickle of tasks, and a rayon pool. Without it (each test of that path
+//! runs itself again in a child process with `SHARDCOUNT_NO_MEMBARRIER`
+//! set): a tokio runtime whose workers call `quiesce` as they park, and a
+//! rayon pool after a `broadcast` of it; the same bursts without the call
+//! leave the merges pending (each test checks that first), so the call is
+//! what completes them. Totals exact throughout.
 
 use shardcount::{Counter, CounterSet, Histogram};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+#[path = "common/fallback.rs"]
+mod fallback;
 
 const WORKERS: usize = 4;
 const TASKS: u64 = 400;
@@ -107,8 +113,80 @@ fn runtime(quiesce_on_park: bool) -> tokio::runtime::Runtime {
     b.build().unwrap()
 }
 
+/// Adds to `other` from one task every 20 ms on `rt` (waking a worker
+/// that parks again after it) while `f` runs; returns what `f` returns.
+fn with_trickle<R>(rt: &tokio::runtime::Runtime, f: impl FnOnce() -> R) -> R {
+    let other = Arc::new(Counter::new());
+    other.split(4);
+    let stop = AtomicBool::new(false);
+    let r = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let other = Arc::clone(&other);
+                rt.spawn(async move { other.inc() });
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        // The trickle runs before `f` starts, and all along.
+        let start = Instant::now();
+        while other.sum() < 2 && start.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let r = f();
+        stop.store(true, Ordering::Relaxed);
+        r
+    });
+    assert!(other.sum() >= 2, "the trickle never ran");
+    r
+}
+
+/// With `membarrier`, no hook: a tokio runtime's parked workers (with a
+/// trickle waking one every 20 ms) and a rayon pool's sleeping workers
+/// hold no merge, and adding again after the merges stays exact.
+#[test]
+fn merges_complete_while_tokio_and_rayon_workers_park_without_any_call() {
+    use rayon::prelude::*;
+    // On Linux `membarrier` serves (this machine's CI relies on it);
+    // elsewhere the fallback's tests below are the ones that apply.
+    #[cfg(target_os = "linux")]
+    assert!(
+        !shardcount::merges_need_quiesce(),
+        "no membarrier on Linux: this test shows nothing here"
+    );
+    if shardcount::merges_need_quiesce() {
+        return;
+    }
+    let rt = runtime(false);
+    let x = Subjects::new();
+    tokio_burst(&rt, &x);
+    let merged = with_trickle(&rt, || x.merged_within(Duration::from_secs(60)));
+    assert!(merged, "still pending a minute after the burst");
+    x.assert_exact_and_merged(TASKS);
+    tokio_burst(&rt, &x);
+    assert!(x.merged_within(Duration::from_secs(60)));
+    x.assert_exact_and_merged(2 * TASKS);
+    drop(rt);
+
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(WORKERS)
+        .build()
+        .unwrap();
+    let x = Subjects::new();
+    let burst = |x: &Subjects| pool.install(|| (0..TASKS).into_par_iter().for_each(|t| x.task(t)));
+    burst(&x);
+    assert!(x.merged_within(Duration::from_secs(60)));
+    x.assert_exact_and_merged(TASKS);
+    burst(&x);
+    assert!(x.merged_within(Duration::from_secs(60)));
+    x.assert_exact_and_merged(2 * TASKS);
+}
+
 #[test]
 fn merges_complete_while_tokio_workers_that_quiesce_on_park_sleep() {
+    if !fallback::in_fallback() {
+        fallback::run_in_fallback("merges_complete_while_tokio_workers_that_quiesce_on_park_sleep");
+        return;
+    }
     // The control: workers that park without the call hold every merge.
     let rt = runtime(false);
     let x = Subjects::new();
@@ -124,41 +202,24 @@ fn merges_complete_while_tokio_workers_that_quiesce_on_park_sleep() {
     let rt = runtime(true);
     let x = Subjects::new();
     tokio_burst(&rt, &x);
-    // A trickle: one task every 20 ms adds to another sharded counter,
-    // waking a worker that parks again after it.
-    let other = Arc::new(Counter::new());
-    other.split(4);
-    let stop = AtomicBool::new(false);
-    let merged = std::thread::scope(|s| {
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                let other = Arc::clone(&other);
-                rt.spawn(async move { other.inc() });
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        });
-        // The trickle runs before the merges start, and all along.
-        let start = Instant::now();
-        while other.sum() < 2 && start.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let merged = x.merged_within(Duration::from_secs(60));
-        stop.store(true, Ordering::Relaxed);
-        merged
-    });
+    let merged = with_trickle(&rt, || x.merged_within(Duration::from_secs(60)));
     assert!(merged, "still pending a minute after the burst");
     x.assert_exact_and_merged(TASKS);
     // The workers add again, to the same counters, exactly.
     tokio_burst(&rt, &x);
     assert!(x.merged_within(Duration::from_secs(60)));
     x.assert_exact_and_merged(2 * TASKS);
-    drop(rt);
-    assert!(other.sum() >= 2, "the trickle never ran");
 }
 
 #[test]
 fn merges_complete_while_rayon_workers_sleep_after_a_broadcast_of_quiesce() {
     use rayon::prelude::*;
+    if !fallback::in_fallback() {
+        fallback::run_in_fallback(
+            "merges_complete_while_rayon_workers_sleep_after_a_broadcast_of_quiesce",
+        );
+        return;
+    }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(WORKERS)
         .build()

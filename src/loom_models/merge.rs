@@ -4,7 +4,10 @@
 //!
 //! Loom's `join` returns before the thread's thread-locals are dropped,
 //! so a thread that must be gone (its owner id given back) ends with
-//! `owner::hand_back()`, as its exit would.
+//! `owner::hand_back()`, as its exit would. Every adding thread does:
+//! loom drops a thread's thread-locals in a `HashMap`'s order, so a
+//! thread whose lease and grace word (its first add pins) both had
+//! destructors to run would make the model nondeterministic.
 
 use crate::counter::Counter;
 use crate::histogram::Histogram;
@@ -55,6 +58,7 @@ fn sums_racing_a_merge() {
             thread::spawn(move || {
                 c.add(1);
                 c.add(2);
+                owner::hand_back();
             })
         };
         let merger = {
@@ -86,6 +90,7 @@ fn take_racing_a_merge() {
             thread::spawn(move || {
                 s.add(0, 1);
                 s.add(0, 2);
+                owner::hand_back();
             })
         };
         let merger = {
@@ -287,5 +292,41 @@ fn a_batch_of_two_racing_owned_stores() {
         assert!(done == 2 || (a.merge() && b.merge()), "the owner has left");
         assert_eq!((a.shards(), b.shards()), (0, 0));
         assert_eq!((a.sum(), b.sum()), (1, 2));
+    });
+}
+
+/// A holder that adds, then waits (a parked pool thread: alive, its id
+/// held, outside every add) while another thread merges: where the busy
+/// words are trusted it holds nothing back, so the merge completes at
+/// once; the holder's next add then goes to the base (its id revoked, it
+/// leases again and sees the tag). Exact.
+#[test]
+fn a_parked_holder_holds_no_merge() {
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    loom::model(|| {
+        let c = Arc::new(Counter::with_max_shards(2));
+        c.split(2);
+        let parked = Arc::new(AtomicBool::new(false));
+        let go = Arc::new(AtomicBool::new(false));
+        let holder = {
+            let (c, parked, go) = (c.clone(), parked.clone(), go.clone());
+            thread::spawn(move || {
+                c.add(1);
+                parked.store(true, Ordering::Release);
+                while !go.load(Ordering::Acquire) {
+                    thread::yield_now();
+                }
+                c.add(2);
+                owner::hand_back();
+            })
+        };
+        while !parked.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        assert!(c.merge(), "a parked holder held the merge");
+        assert_eq!((c.shards(), c.sum()), (0, 1));
+        go.store(true, Ordering::Release);
+        holder.join().unwrap();
+        assert_eq!(c.sum(), 3);
     });
 }

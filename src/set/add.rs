@@ -5,28 +5,30 @@
 use super::CounterSet;
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    flat_word_at, shared_add, store_add, word_unchecked, Check, Head, Line, Route, Table,
+    flat_word_at, shared_add, store_add, word_unchecked, Check, Head, Leased, Line, Table,
     LINE_WORDS,
 };
 use crate::thread::{self, grace, owner, sampler};
 
 impl CounterSet {
-    /// An add by a thread whose owner id is beyond `t`, the table `head`
-    /// names: on its probe's shared row, sampled.
+    /// An add by a thread whose owner id is beyond the table it loaded:
+    /// pinned, on its probe's shared row (sampled) of the table it loads
+    /// now.
     ///
     /// # Safety
     ///
     /// `i < len()`.
     #[inline(never)]
-    pub(super) unsafe fn add_beyond(&self, head: Head, t: &Table, i: usize, n: u64) {
+    pub(super) unsafe fn add_beyond(&self, i: usize, n: u64) {
+        let _pin = grace::pin();
         // SAFETY: the caller's promise, passed on.
-        unsafe { self.add_probed(head, t, i, n) }
+        unsafe { self.add_leased(owner::owner(), i, n) }
     }
 
     /// An add by a thread without an owner id (none yet, or revoked by a
     /// merge: `shard/merge.rs`): it leases or acknowledges, then adds
-    /// afresh with a head loaded after that; pinned if the thread can have
-    /// none (at its exit).
+    /// afresh, pinned, with a head loaded after that (id 0, at its exit:
+    /// on a shared row).
     ///
     /// # Safety
     ///
@@ -34,15 +36,27 @@ impl CounterSet {
     #[inline(never)]
     pub(crate) unsafe fn add_unowned(&self, i: usize, n: u64) {
         let id = owner::lease();
-        let _pin = (id == 0).then(grace::pin);
+        let _pin = grace::pin();
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.add_leased(id, i, n) }
+    }
+
+    /// A pinned add by a thread whose id is `id` (0: none): its own row,
+    /// the base row, or its probe's shared row
+    /// (`ShardTable::route_leased`).
+    ///
+    /// # Safety
+    ///
+    /// `i < len()`, and the caller is pinned.
+    #[inline(always)]
+    pub(super) unsafe fn add_leased(&self, id: usize, i: usize, n: u64) {
         match self.table.route_leased(id) {
             // SAFETY: every row has room for `len + 1` words, and `i < len`.
             Ok(row) => store_add(unsafe { row.word(i) }, n),
             // SAFETY: the caller's promise, passed on.
-            Err(Route::Base(head)) => unsafe { self.add_base(head, i, n) },
+            Err(Leased::Base(head)) => unsafe { self.add_base(head, i, n) },
             // SAFETY: as above.
-            Err(Route::Beyond(head, t)) => unsafe { self.add_probed(head, t, i, n) },
-            Err(Route::NoId) => unreachable!("a lease leaves an id or a pin"),
+            Err(Leased::Shared(head, t)) => unsafe { self.add_probed(head, t, i, n) },
         }
     }
 

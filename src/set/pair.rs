@@ -3,7 +3,7 @@
 //! the contention sample on the first counter only.
 
 use super::CounterSet;
-use crate::shard::{flat_word_at, shared_add, store_add, Head, Route, Table};
+use crate::shard::{flat_word_at, shared_add, store_add, Route};
 use crate::thread::sampler;
 
 impl CounterSet {
@@ -38,25 +38,27 @@ impl CounterSet {
                     }
                 }
                 // SAFETY: the caller's promise, passed on.
-                Route::Beyond(head, t) => unsafe { self.add_pair_beyond(head, t, i, n, j, m) },
+                Route::Beyond => unsafe { self.add_pair_beyond(i, n, j, m) },
                 // SAFETY: as above.
                 Route::NoId => unsafe { self.add_pair_unowned(i, n, j, m) },
             },
         );
     }
 
-    /// The pair add of a thread whose id is beyond `t`, the table `head`
-    /// names: two adds, each counted wherever it lands.
+    /// The pair add of a thread whose id is beyond the table it loaded:
+    /// one pin, two adds, each counted wherever it lands.
     ///
     /// # Safety
     ///
     /// `i < len()` and `j < len()`.
     #[inline(never)]
-    unsafe fn add_pair_beyond(&self, head: Head, t: &Table, i: usize, n: u64, j: usize, m: u64) {
-        // SAFETY: the caller's promise, passed on.
+    unsafe fn add_pair_beyond(&self, i: usize, n: u64, j: usize, m: u64) {
+        let _pin = crate::thread::grace::pin();
+        let id = crate::thread::owner::owner();
+        // SAFETY: the caller's promise, passed on; pinned.
         unsafe {
-            self.add_probed(head, t, i, n);
-            self.add_probed(head, t, j, m);
+            self.add_leased(id, i, n);
+            self.add_leased(id, j, m);
         }
     }
 

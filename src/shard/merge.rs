@@ -18,9 +18,12 @@
 //! 2. **Complete**, now or on a later call to `merge`:
 //!    * wait for [`owner::acknowledged`]: every thread that held an id has
 //!      since come to `owner::lease` (its next add to any sharded table
-//!      takes that path, its id being 0), exited, or declared itself idle
+//!      takes that path, its id being 0), exited, declared itself idle
 //!      (`owner::quiesce`: its next add takes that path too, and leaves
-//!      the idle state under the owners' mutex). Owners' hot adds are
+//!      the idle state under the owners' mutex), or, where `membarrier`
+//!      makes the busy words trustworthy, is seen outside every busy
+//!      window after the revocation's barrier (a parked pool thread is;
+//!      `owner`, "Busy words"). Owners' hot adds are
 //!      not pinned; an acknowledgement is their promise that every add they
 //!      began with a head loaded before the revocation is done (program
 //!      order, published by the `Release` store of the acknowledgement)
@@ -41,10 +44,13 @@
 //!
 //! **Holders' reads.** A thread whose lease is registered (its owner id
 //! not revoked, so not given back either) reads a *plain* table's head
-//! without pinning and without looking at the head again: a merge that
-//! retires that table frees it, and folds it, only after every thread
-//! registered at its revocation acknowledged, and this thread acknowledges
-//! only in `owner::lease`, on a later add (reads add nothing). Had it
+//! without pinning and without looking at the head again, inside a busy
+//! window opened before it loaded the head (`owner`, "Busy words"): a
+//! merge that retires that table frees it, and folds it, only after every
+//! thread registered at its revocation acknowledged or was seen outside
+//! every window after the revocation's barrier; this thread acknowledges
+//! only in `owner::lease`, on a later add (reads add nothing), and its
+//! window ends after the read. Had it
 //! acknowledged that revocation before, it read the revocation's number
 //! (`SeqCst`), and its head load would see the retirement, not a plain
 //! head. A table unretired since is not folded by that merge, and a later
@@ -252,10 +258,13 @@ impl ShardTable {
         }
     }
 
-    /// [`read`](Self::read) by a thread that holds an owner id.
+    /// [`read`](Self::read) by a thread that holds an owner id, inside a
+    /// busy window (left also if `read` panics).
     #[inline(never)]
     fn read_held<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
+        let window = owner::Window::enter();
         let Some(rows) = self.held_rows(self.load()) else {
+            drop(window);
             return self.read_pinned(read);
         };
         #[cfg(debug_assertions)]
@@ -263,6 +272,7 @@ impl ShardTable {
         let r = read(rows);
         #[cfg(debug_assertions)]
         debug_assert_eq!(owner::acks(), acks, "an unpinned read acknowledged");
+        drop(window);
         r
     }
 
@@ -274,8 +284,10 @@ impl ShardTable {
     /// the test: only this thread leases or acknowledges, and it does
     /// neither here, so an id it holds now it held at the load.
     ///
-    /// The caller must not add to any counter, nor allocate, until it is
-    /// done with the rows (as [`read`](Self::read)'s `read`).
+    /// The caller opened a busy window (`owner::enter`) before it loaded
+    /// `head`, and leaves it only when done with the rows; it must not add
+    /// to any counter, nor allocate, meanwhile (as [`read`](Self::read)'s
+    /// `read`).
     #[inline(always)]
     pub(crate) fn held_rows(&self, head: Head) -> Option<Rows<'_>> {
         if !(is_table(head.0) && owner::holds()) {

@@ -113,5 +113,5 @@ pub(crate) use lines::{
 };
 pub(crate) use merge::{merge_all, Part, Rows};
 pub(crate) use owned::store_add;
-pub(crate) use route::{shared_add, Route};
+pub(crate) use route::{shared_add, Leased, Route};
 pub(crate) use table::{Head, ShardTable, Table};

@@ -12,6 +12,12 @@
 //! The order of the tests is the hot path's: the row cache first (one
 //! compare and one load), then "is there a table", then the owner id.
 //!
+//! The route and the owned add run inside a busy window
+//! (`thread::owner`, "Busy words"): two stores to the thread's own line,
+//! which let a merge complete while the thread sleeps. Every other way
+//! leaves the window before its closure runs, and one that reads the
+//! table again pins first.
+//!
 //! Orderings: counts publish nothing, so every add is `Relaxed`. Readers
 //! need only each word's coherence; what makes a table safe to read is the
 //! head's `Acquire` load ([`ShardTable::load`]) and the merge protocol
@@ -24,16 +30,28 @@ use std::marker::PhantomData;
 
 /// Where an add goes when it is not to the thread's own row: see
 /// [`ShardTable::route`].
-pub(crate) enum Route<'a> {
+pub(crate) enum Route {
     /// No plain table (a tag, or one a merge retires): the base, with
     /// `shared_add`, sampled; `Head` is the head as loaded.
     Base(Head),
-    /// A table this thread, holding an id, owns no row of: its probe's
-    /// shared row, with `shared_add`, sampled.
-    Beyond(Head, &'a Table),
+    /// A table this thread, holding an id, owns no row of: pin, then
+    /// [`ShardTable::route_leased`] with [`owner::owner`] (the table may
+    /// be gone: the route left its window).
+    Beyond,
     /// A table, but this thread holds no id and must not read it: lease
-    /// (or acknowledge a revocation), then [`ShardTable::route_leased`].
+    /// (or acknowledge a revocation), pin, then
+    /// [`ShardTable::route_leased`].
     NoId,
+}
+
+/// Where a pinned add goes when it is not to the thread's own row: see
+/// [`ShardTable::route_leased`].
+pub(crate) enum Leased<'a> {
+    /// No plain table: the base, as [`Route::Base`].
+    Base(Head),
+    /// A table the thread owns no row of (the pin keeps it): its probe's
+    /// shared row, with `shared_add`, sampled.
+    Shared(Head, &'a Table),
 }
 
 impl ShardTable {
@@ -48,21 +66,35 @@ impl ShardTable {
     /// add than a shared block, callgrind). Mark `elsewhere`
     /// `#[inline(always)]`: an idle add's whole path is in it, and left to
     /// the inliner it cost a histogram record 12 more instructions.
+    ///
+    /// `owned` runs inside the busy window (module docs): it adds to the
+    /// row and nothing else (no allocation, no lock, no other add).
     #[inline(always)]
     pub(crate) fn route<R>(
         &self,
         owned: impl FnOnce(Row<'_>) -> R,
-        elsewhere: impl FnOnce(Route<'_>) -> R,
+        elsewhere: impl FnOnce(Route) -> R,
     ) -> R {
+        owner::enter();
         let head = self.load();
         if let Some(row) = self.cached(head) {
-            owned(row)
+            let r = owned(row);
+            owner::leave();
+            r
         } else if !head.is_table() {
+            owner::leave();
             elsewhere(Route::Base(head))
         } else {
             match self.route_by_id(head) {
-                Ok(row) => owned(row),
-                Err(route) => elsewhere(route),
+                Ok(row) => {
+                    let r = owned(row);
+                    owner::leave();
+                    r
+                }
+                Err(route) => {
+                    owner::leave();
+                    elsewhere(route)
+                }
             }
         }
     }
@@ -74,15 +106,16 @@ impl ShardTable {
     /// counted by a merge's acknowledgements, so the table it loaded may be
     /// gone (`merge.rs`).
     #[inline(always)]
-    fn route_by_id(&self, head: Head) -> Result<Row<'_>, Route<'_>> {
+    fn route_by_id(&self, head: Head) -> Result<Row<'_>, Route> {
         debug_assert!(head.is_table());
         let i = owner::row();
         if i >= MAX_SHARDS {
             return Err(Route::NoId);
         }
         // SAFETY: a plain table's address, loaded by this thread, which
-        // holds an owner id: a merge frees the table only after this thread
-        // acknowledged its retirement, which it does on a later slow path.
+        // holds an owner id, inside its busy window: a merge frees the
+        // table only after this thread acknowledged its retirement (on a
+        // later slow path) or left the window (`thread::owner`).
         let t = unsafe { &*head.0 };
         match t.first_line_of(i) {
             Some(first) => {
@@ -92,27 +125,29 @@ impl ShardTable {
                     table: PhantomData,
                 })
             }
-            None => Err(Route::Beyond(head, t)),
+            None => Err(Route::Beyond),
         }
     }
 
-    /// Where the add of a thread that just leased goes, from a head loaded
-    /// now (after the lease, so after any acknowledgement it made): `id` is
-    /// what `owner::lease` returned, and a caller with id 0 (at thread
-    /// exit) is pinned (`thread::grace`), so it may read the table but
-    /// owns no row of it. Never [`Route::NoId`].
+    /// Where a pinned add goes, from a head loaded now (after any lease, so
+    /// after any acknowledgement it made): `id` is what `owner::lease` or
+    /// `owner::owner` returned (0: none, at thread exit or revoked since).
+    /// The caller is pinned (`thread::grace`), which keeps the table whole
+    /// until the add is done: a merge drains it only after a grace period
+    /// that began after the retirement. So the caller may also add to the
+    /// row its id owns (it is that row's only writer, as ever).
     #[inline]
-    pub(crate) fn route_leased(&self, id: usize) -> Result<Row<'_>, Route<'_>> {
+    pub(crate) fn route_leased(&self, id: usize) -> Result<Row<'_>, Leased<'_>> {
         let head = self.load();
         let Some(t) = self.table(head) else {
-            return Err(Route::Base(head));
+            return Err(Leased::Base(head));
         };
         match t.first_line_of(id.wrapping_sub(1)) {
             Some(first) => Ok(Row {
                 first,
                 table: PhantomData,
             }),
-            None => Err(Route::Beyond(head, t)),
+            None => Err(Leased::Shared(head, t)),
         }
     }
 }

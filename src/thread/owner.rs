@@ -35,6 +35,24 @@
 //!   which acknowledges the count it reads (`ack`). A thread about to
 //!   sleep may give its id back at once (`quiesce`), as its exit would:
 //!   it is no holder until its next add leases again.
+//! * **Busy words** (where the heavy barrier is `membarrier`): a holder
+//!   that is not between [`enter`] and [`leave`] needs to acknowledge
+//!   nothing, so a parked thread holds no merge back. Every place where a
+//!   holder loads a shard table's head and then uses the table unpinned
+//!   (an owned add, a holder's read) runs inside such a window: `enter`
+//!   adds one to the thread's `busy` word and runs the marker barrier (a
+//!   compiler fence); `leave` takes the one away (`Release`). `revoke`
+//!   runs the heavy barrier after the heads were retired, so for each
+//!   holder either its `enter` is ordered before that barrier, and a merge
+//!   reading `busy` after it (`acknowledged`, `Acquire`) sees the window
+//!   until its `leave` (and then everything in it happened-before), or its
+//!   loads after `enter` come after the barrier and see the retirement.
+//!   So `busy == 0`, read after the revocation's barrier, is as good as an
+//!   acknowledgement. A window holds no allocation, no lock and no slow
+//!   path (an allocation may add, from a counting allocator): adds that
+//!   leave the owned row leave the window first and pin. A count, not a
+//!   flag, so that an add from a signal handler inside a window leaves it
+//!   as it found it.
 //!
 //! Ids are process-wide, not per table: a thread holds its id from its
 //! first add to any sharded table until it exits (or quiesces), so threads that added to
@@ -112,6 +130,8 @@ loom::thread_local! {
 ///   finds 0 (or a later fill of its own), never the dropped entry.
 pub(crate) struct Own {
     row: AtomicUsize,
+    /// Windows this thread is inside (module docs, "Busy words").
+    busy: AtomicUsize,
     last: Way,
     /// The table of this thread's last miss (see above).
     missed: AtomicUsize,
@@ -128,6 +148,7 @@ impl Own {
         const fn new() -> Own {
             Own {
                 row: AtomicUsize::new(NONE),
+                busy: AtomicUsize::new(0),
                 last: Way::new(),
                 missed: AtomicUsize::new(0),
             }
@@ -192,6 +213,10 @@ struct Registered {
     cell: CellPtr,
     /// The last revocation this thread acknowledged (`ack`).
     acked: Arc<AtomicU64>,
+    /// The last revocation whose barrier came before a merge saw this
+    /// thread outside every busy window (`acknowledged`): as good as an
+    /// acknowledgement of it. Under the owners' mutex.
+    quiet: u64,
 }
 
 /// The ids, and who holds them.
@@ -258,6 +283,51 @@ pub(crate) fn row() -> usize {
     // Relaxed: a revocation is only a request to come to `lease`; the
     // acknowledgement there carries the ordering.
     with_owner(|o| o.row.load(Ordering::Relaxed)).unwrap_or(NONE)
+}
+
+/// Opens a window (module docs, "Busy words"): before loading a head
+/// whose table the caller may use unpinned, as a holder.
+#[inline(always)]
+pub(crate) fn enter() {
+    with_owner(|o| {
+        // Relaxed, then the barrier: only this thread writes the word
+        // (module docs, "Busy words").
+        let b = o.busy.load(Ordering::Relaxed);
+        o.busy.store(b.wrapping_add(1), Ordering::Relaxed);
+    });
+    grace::marker_barrier();
+}
+
+/// Closes the window [`enter`] opened, once the caller is done with every
+/// table it loaded in it.
+#[inline(always)]
+pub(crate) fn leave() {
+    with_owner(|o| {
+        let b = o.busy.load(Ordering::Relaxed);
+        // Release: everything the window did happens-before a merge that
+        // reads the word (`acknowledged`, Acquire).
+        o.busy.store(b.wrapping_sub(1), Ordering::Release);
+    });
+}
+
+/// A busy window that [`leave`]s when dropped (also in a panic): for a
+/// holder's read, whose closure may panic.
+pub(crate) struct Window(());
+
+impl Window {
+    /// [`enter`]s a window.
+    #[inline(always)]
+    pub(crate) fn enter() -> Window {
+        enter();
+        Window(())
+    }
+}
+
+impl Drop for Window {
+    #[inline(always)]
+    fn drop(&mut self) {
+        leave();
+    }
 }
 
 /// Whether the calling thread holds a lease whose id is not revoked: no
@@ -396,6 +466,7 @@ pub(crate) fn lease() -> usize {
                         Registered {
                             cell,
                             acked: Arc::clone(&acked),
+                            quiet: 0,
                         },
                     );
                 }
@@ -511,17 +582,60 @@ pub(crate) fn revoke() -> u64 {
     n
 }
 
-/// Whether every thread holding a lease has acknowledged revocation `n`
-/// (or given its lease back): none can still write a table retired before
-/// it with a head loaded before it.
+/// Whether every thread holding a lease has acknowledged revocation `n`,
+/// given its lease back, or (where the busy words are trusted) is outside
+/// every window: none can still write or read a table retired before it
+/// with a head loaded before it. Called after `revoke` returned `n`.
+///
+/// A holder inside a window is looked at again a few times (it is in the
+/// middle of an add or a read, unless it was preempted there); seen
+/// outside once, it is done with every revocation so far. If one is still
+/// inside, the answer is "not yet".
 pub(crate) fn acknowledged(n: u64) -> bool {
     let owners = Arc::clone(&OWNERS);
-    let held = lock(&owners.held);
-    // Acquire: pairs with the Release store in `ack`.
-    held.holders
-        .values()
-        .all(|r| r.acked.load(Ordering::Acquire) >= n)
+    let markers = grace::markers_trusted();
+    let mut round = 0;
+    loop {
+        let mut busy = false;
+        {
+            let mut held = lock(&owners.held);
+            // Every revocation counted so far has run its barrier: each
+            // runs it under this mutex. (Relaxed: the mutex orders it.)
+            let barriers = owners.revoked.load(Ordering::Relaxed);
+            for r in held.holders.values_mut() {
+                // Acquire: pairs with the Release store in `ack`.
+                if r.acked.load(Ordering::Acquire) >= n || r.quiet >= n {
+                    continue;
+                }
+                if !markers {
+                    return false;
+                }
+                // Acquire: pairs with the Release store in `leave`; read
+                // after those barriers (module docs).
+                // SAFETY: as in `revoke`: registered, so its cell is alive.
+                if unsafe { &*r.cell.0 }.busy.load(Ordering::Acquire) == 0 {
+                    r.quiet = barriers;
+                } else {
+                    busy = true;
+                }
+            }
+        }
+        if !busy {
+            return true;
+        }
+        round += 1;
+        if cfg!(shardcount_loom) || round > BUSY_ROUNDS {
+            return false;
+        }
+        #[cfg(not(shardcount_loom))]
+        std::thread::yield_now();
+    }
 }
+
+/// How many times [`acknowledged`] looks again at a holder inside a
+/// window before it answers "not yet": a window is a few instructions, so
+/// a holder still in one after this many yields was preempted inside it.
+const BUSY_ROUNDS: u32 = 64;
 
 #[cfg(test)]
 crate::primitive::const_thread_local! {
