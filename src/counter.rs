@@ -252,13 +252,24 @@ impl Counter {
 
     /// An add on a sharded counter by a thread without an owner id (none
     /// yet, or revoked by a merge: `shard/merge.rs`): it leases or
-    /// acknowledges, then adds afresh, pinned, with a head loaded after
-    /// that (id 0, at thread exit: on a shared shard).
+    /// acknowledges, then adds afresh with a head loaded after that (id 0,
+    /// at thread exit: pinned, on a shared shard).
     #[inline(never)]
     fn add_unowned(&self, n: u64) {
         let id = owner::lease();
-        let _pin = grace::pin();
-        self.add_leased(id, n);
+        if id == 0 {
+            let _pin = grace::pin();
+            return self.add_leased(0, n);
+        }
+        self.table.route_id(
+            id,
+            // SAFETY: a row has at least one word.
+            |row| store_add(unsafe { row.word(0) }, n),
+            |route| match route {
+                Route::Base(head) => self.add_base(head, n),
+                Route::Beyond | Route::NoId => self.add_beyond(n),
+            },
+        );
     }
 
     /// A pinned add by a thread whose id is `id` (0: none): its own row,

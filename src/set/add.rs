@@ -5,7 +5,7 @@
 use super::CounterSet;
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    flat_word_at, shared_add, store_add, word_unchecked, Check, Head, Leased, Line, Table,
+    flat_word_at, shared_add, store_add, word_unchecked, Check, Head, Leased, Line, Route, Table,
     LINE_WORDS,
 };
 use crate::thread::{self, grace, owner, sampler};
@@ -27,8 +27,8 @@ impl CounterSet {
 
     /// An add by a thread without an owner id (none yet, or revoked by a
     /// merge: `shard/merge.rs`): it leases or acknowledges, then adds
-    /// afresh, pinned, with a head loaded after that (id 0, at its exit:
-    /// on a shared row).
+    /// afresh with a head loaded after that (id 0, at its exit: pinned, on
+    /// a shared row).
     ///
     /// # Safety
     ///
@@ -36,9 +36,23 @@ impl CounterSet {
     #[inline(never)]
     pub(crate) unsafe fn add_unowned(&self, i: usize, n: u64) {
         let id = owner::lease();
-        let _pin = grace::pin();
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.add_leased(id, i, n) }
+        if id == 0 {
+            let _pin = grace::pin();
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.add_leased(0, i, n) };
+        }
+        self.table.route_id(
+            id,
+            // SAFETY: every row has room for `len + 1` words, and `i < len`.
+            |row| store_add(unsafe { row.word(i) }, n),
+            // SAFETY: the caller's promise, passed on.
+            |route| unsafe {
+                match route {
+                    Route::Base(head) => self.add_base(head, i, n),
+                    Route::Beyond | Route::NoId => self.add_beyond(i, n),
+                }
+            },
+        );
     }
 
     /// A pinned add by a thread whose id is `id` (0: none): its own row,

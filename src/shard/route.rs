@@ -129,6 +129,40 @@ impl ShardTable {
         }
     }
 
+    /// [`route`](Self::route) for a thread that just leased id `id` (not
+    /// 0): its row found by id from a head loaded now, inside a busy
+    /// window, never [`Route::NoId`]. The cold path after a lease, not
+    /// pinned (a pin's thread-local would be one more to drop at exit).
+    #[inline(always)]
+    pub(crate) fn route_id<R>(
+        &self,
+        id: usize,
+        owned: impl FnOnce(Row<'_>) -> R,
+        elsewhere: impl FnOnce(Route) -> R,
+    ) -> R {
+        debug_assert_ne!(id, 0);
+        owner::enter();
+        let head = self.load();
+        let Some(t) = self.table(head) else {
+            owner::leave();
+            return elsewhere(Route::Base(head));
+        };
+        match t.first_line_of(id - 1) {
+            Some(first) => {
+                let r = owned(Row {
+                    first,
+                    table: PhantomData,
+                });
+                owner::leave();
+                r
+            }
+            None => {
+                owner::leave();
+                elsewhere(Route::Beyond)
+            }
+        }
+    }
+
     /// Where a pinned add goes, from a head loaded now (after any lease, so
     /// after any acknowledgement it made): `id` is what `owner::lease` or
     /// `owner::owner` returned (0: none, at thread exit or revoked since).
