@@ -3,10 +3,10 @@
 //! Under loom every add is checked (the sampler's loom constants), so an
 //! interleaving with another writer really grows the table inside the model.
 
+use super::thread;
 use crate::shard::GrowOnce;
 use crate::Counter;
 use loom::sync::Arc;
-use loom::thread;
 
 /// Two adders and a concurrent reader: nothing lost after join, a concurrent
 /// sum never exceeds what was added, and one reader's sums never decrease.

@@ -3,11 +3,11 @@
 //! grace period. The "table" is a loom cell: a read of it that is not
 //! ordered before the free's write fails the model.
 
+use super::thread;
 use crate::thread::grace;
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
-use loom::thread;
 
 /// Reads the table if it is still linked.
 fn read(linked: &AtomicBool, table: &UnsafeCell<u64>) -> Option<u64> {

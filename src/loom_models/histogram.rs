@@ -3,10 +3,10 @@
 //! guard. Not a new protocol; this checks that the pair add uses it as the
 //! set's own add does: nothing lost or doubled across takes and a growth.
 
+use super::thread;
 use crate::primitive::sync::Arc;
 use crate::shard::GrowOnce;
 use crate::Histogram;
-use loom::thread;
 
 /// Takes racing records and a growth: every record's bucket and value are
 /// in exactly one take or in the final snapshot.

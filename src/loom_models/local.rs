@@ -6,9 +6,9 @@
 //! (`exit_now`) as its last step; the destructor wiring is tested with real
 //! threads (tests/local.rs).
 
+use super::thread;
 use crate::local::{Guard, LocalCounter, LocalKey, Moved};
 use crate::primitive::sync::atomic::AtomicI64;
-use loom::thread;
 
 struct Key;
 

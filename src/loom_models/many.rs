@@ -2,10 +2,10 @@
 //! `MinCounter` (`src/accumulator.rs`). Under loom every add is sampled, so
 //! interleavings with another writer grow rows inside the model.
 
+use super::thread;
 use crate::shard::GrowOnce;
 use crate::{CounterSet, MaxCounter, MinCounter};
 use loom::sync::Arc;
-use loom::thread;
 
 /// Adds to two counters of a set racing two row allocations (base → 2 rows
 /// → 4 rows): every count lands in some row that reads visit.

@@ -5,8 +5,8 @@
 //! cell, so a lookup that reads one without a happens-before edge from its
 //! making (a missing `Release` or `Acquire`) fails the model.
 
+use super::thread;
 use loom::sync::Arc;
-use loom::thread;
 
 /// A lock-free lookup racing the insert of the key it looks up: it sees
 /// no counter or the whole entry (key, place, chunk), never a half-made

@@ -4,18 +4,16 @@
 //!
 //! Loom's `join` returns before the thread's thread-locals are dropped,
 //! so a thread that must be gone (its owner id given back) ends with
-//! `owner::hand_back()`, as its exit would. Every adding thread does:
-//! loom drops a thread's thread-locals in a `HashMap`'s order, so a
-//! thread whose lease and grace word (its first add pins) both had
-//! destructors to run would make the model nondeterministic.
+//! `owner::hand_back()`, as its exit would (every thread the models spawn
+//! also does as it ends: `loom_models::thread`).
 
+use super::thread;
 use crate::counter::Counter;
 use crate::histogram::Histogram;
 use crate::set::CounterSet;
 use crate::shard::GrowOnce;
 use crate::thread::owner;
 use loom::sync::Arc;
-use loom::thread;
 
 /// An owner storing into its row while another thread merges: the merge
 /// waits for the owner's acknowledgement (its next add) or its exit, so

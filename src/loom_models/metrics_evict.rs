@@ -16,11 +16,11 @@
 //! list is empty" (the owners have all retired), the model fails: a kept
 //! handle's increment lands after the last fold.
 
+use super::thread;
 use crate::integrations::metrics::entry::{Entry, Inner};
 use crate::integrations::metrics::evict::{Evicted, IGNORE_HANDLES};
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::primitive::sync::{Arc, Mutex};
-use loom::thread;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 

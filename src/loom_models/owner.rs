@@ -1,12 +1,12 @@
 //! Loom models of owner ids (the module docs of `src/thread/owner.rs`):
 //! leases, hand-backs and reuse racing adds and sums.
 
+use super::thread;
 use crate::shard::GrowOnce;
 use crate::thread::owner;
 use crate::Counter;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
-use loom::thread;
 
 /// The main thread owns row 0 of a table of 2; two threads lease ids,
 /// add and exit, handing their ids back, while the main thread adds again

@@ -12,9 +12,9 @@
 //! in it. The interval rule is off (`Duration::MAX`) so the models do not
 //! depend on the clock.
 
+use super::thread;
 use crate::RoughCounter;
 use loom::sync::Arc;
-use loom::thread;
 use std::time::Duration;
 
 /// Loom's `join` returns before the thread's thread-local destructors run

@@ -10,9 +10,9 @@
 //! across a consolidation (closed shards are frozen, so reopening stores lose
 //! nothing); restocks that meet a closed shard wait and are not lost.
 
+use super::thread;
 use crate::Stock;
 use loom::sync::Arc;
-use loom::thread;
 
 /// A take's outcome as plain values: `Err((requested, available))`.
 fn take(s: &Stock, n: u64) -> Result<(), (u64, u64)> {
