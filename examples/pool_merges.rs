@@ -9,7 +9,7 @@
 //! above the idle size, against the burst's growth. Each also with a
 //! trickle: one task every 20 ms adding to an unrelated sharded counter.
 //! Without hooks the merges complete only where `merges_need_quiesce()`
-//! is `false` (Linux with `membarrier`); elsewhere those rows are skipped.
+//! is `false` (x86_64 Linux); elsewhere those rows are skipped.
 //!
 //! ```text
 //! cargo run --release --example pool_merges

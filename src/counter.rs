@@ -346,8 +346,8 @@ impl Counter {
     #[inline]
     pub fn sum(&self) -> u64 {
         // A thread that adds to sharded counters reads inline, unpinned,
-        // inside a busy window (`thread::owner`); others (and retiring
-        // tables) take the call.
+        // inside a window (`thread::owner`); others (and retiring tables)
+        // take the call.
         owner::enter();
         let head = self.table.load();
         let total = if head.is_tag() {
@@ -476,13 +476,14 @@ impl Counter {
     /// a later `merge` call completes it; contention on the base meanwhile
     /// cancels it and the shards are used again.
     ///
-    /// * **On Linux** (where [`merges_need_quiesce`](crate::merges_need_quiesce())
-    ///   is `false`) each owned add marks its thread for its few
-    ///   instructions, and one `membarrier` call lets the merge see every
-    ///   thread outside its adds: a merge completes within moments while
-    ///   the threads that added sleep, park (tokio, rayon), block or work
-    ///   on other counters. It stays pending only while one of them is
-    ///   preempted in the middle of an add.
+    /// * **On x86_64 Linux** (where [`merges_need_quiesce`](crate::merges_need_quiesce())
+    ///   is `false`) the merge reads each such thread's state from
+    ///   `/proc`: one asleep in the kernel is outside every add (adds make
+    ///   no system call), so a merge completes within moments while the
+    ///   threads that added sleep, park (tokio, rayon) or block. It stays
+    ///   pending while one of them runs (adding to other counters, say)
+    ///   until that one sleeps, adds to a sharded counter through its slow
+    ///   path once, or exits.
     /// * **Elsewhere** a thread that added to a sharded counter or set
     ///   since the last merge holds it pending until it adds to one again
     ///   (each comes through a slow path once, and so acknowledges), exits

@@ -162,8 +162,8 @@ struct State {
 /// its rows changing between two passes (each adding thread writes its
 /// own row); when no pass has seen that for `idle`, it calls `merge`, and
 /// again at later passes while the merge is pending (see
-/// [`Counter::merge`]: on Linux a merge completes while the threads that
-/// added sleep; elsewhere it waits for every thread that added to a
+/// [`Counter::merge`]: on x86_64 Linux a merge completes while the threads
+/// that added sleep; elsewhere it waits for every thread that added to a
 /// sharded counter to add again, exit or call [`quiesce`](crate::quiesce()),
 /// so in a tokio or rayon service make the pool's idle workers call it,
 /// or merges stay [`pending`](Self::pending)). A counter that grows again is
@@ -272,8 +272,8 @@ impl Merger {
     /// [`merges_need_quiesce`](crate::merges_need_quiesce()) is `true`, a
     /// count that stays above zero while the service idles means its
     /// pool's workers do not call [`quiesce`](crate::quiesce()) when they
-    /// park; on Linux it is a thread preempted inside an add, for a pass
-    /// or two.
+    /// park; on x86_64 Linux it is a thread that added and keeps running
+    /// without adding through its slow path (busy with other work).
     ///
     /// ```
     /// let m = shardcount::Merger::new(std::time::Duration::from_secs(1));

@@ -77,8 +77,8 @@ fn merges_revoke_fold_and_free_the_chain() {
         c.add_probed_for_test(4); // a shared row
         assert_eq!(c.take(), 7); // baselines
         c.add(5);
-        // The owner waits, outside every add: with `membarrier` the merge
-        // need not wait for it (under miri there is none: it waits).
+        // The owner waits, asleep: where sleepers are read the merge need
+        // not wait for it (under miri they are not: it waits).
         let merged = c.merge()
             || (!crate::merges_need_quiesce()
                 && (0..10_000).any(|_| {

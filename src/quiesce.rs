@@ -7,18 +7,18 @@
 /// sharded counter holds [merges](crate::Counter::merge) pending until it
 /// adds again, exits or calls [`quiesce`]. Asked once and cached.
 ///
-/// * **`false` on Linux** (kernel 4.14 or later) once the process could
-///   register for `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`: each
-///   owned add and holder's read marks a word of its thread for its few
-///   instructions (two plain stores), and a merge reads the marks after
-///   one `membarrier` call. A parked, sleeping or blocked thread is
-///   outside every add, so tokio and rayon pools need no hook: a merge
-///   completes within a few milliseconds of the burst.
-/// * **`true` elsewhere** (other systems, a seccomp filter that refuses
-///   `membarrier`, or the variable `SHARDCOUNT_NO_MEMBARRIER` set, which
-///   tests use to run this path on Linux): a merge waits for each thread
-///   that holds an owner id, so pool threads should call [`quiesce`] as
-///   they park.
+/// * **`false` on x86_64 Linux** where `/proc/self/task` is readable: a
+///   merge reads each such thread's state there, and a thread asleep in
+///   the kernel (a parked tokio worker, a sleeping rayon thread, one
+///   blocked on a lock, a channel or a socket) is outside every add,
+///   since an add makes no system call. So pools need no hook: a merge
+///   completes within moments of the burst. Adds pay nothing for this.
+/// * **`true` elsewhere** (other systems and architectures, no `/proc`,
+///   or the variable `SHARDCOUNT_QUIESCE_ONLY` set, which tests use to run
+///   this path on Linux, and which a process that serves its own page
+///   faults with `userfaultfd` on the counters' memory must set): a merge
+///   waits for each thread that holds an owner id, so pool threads should
+///   call [`quiesce`] as they park.
 ///
 /// ```
 /// // Either answer is correct; what it decides is whether pools need
@@ -28,7 +28,7 @@
 /// }
 /// ```
 pub fn merges_need_quiesce() -> bool {
-    !crate::thread::grace::markers_trusted()
+    !crate::thread::owner::sleepers_seen()
 }
 
 /// Declares that the calling thread adds nothing before its next add, so
@@ -38,8 +38,8 @@ pub fn merges_need_quiesce() -> bool {
 /// A merge frees a counter's shards once every thread that has added to
 /// a sharded counter (a `Counter`, `CounterSet`, `Histogram` or labelled
 /// type that contention split) has since added to one again, exited,
-/// called `quiesce`, or, where [`merges_need_quiesce`] is `false` (Linux
-/// with `membarrier`), simply is not inside an add. So on Linux the call
+/// called `quiesce`, or, where [`merges_need_quiesce`] is `false` (x86_64
+/// Linux), is asleep in the kernel. So there the call
 /// is optional; elsewhere a pool thread that parks when load falls does
 /// none of the first three, and without this its pool holds every merge
 /// pending (and the memory a burst grew) until it works again. On every

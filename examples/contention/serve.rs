@@ -1507,9 +1507,9 @@ mod tests {
     /// adder's owner id and so release this one's.
     #[test]
     fn a_merge_is_reported_pending_then_done_with_one_event() {
-        // Only without `membarrier` does a sleeping adder hold a merge
-        // pending (on Linux it never does): the test runs itself again in
-        // a child process that runs that protocol.
+        // Only where sleepers are not read does a sleeping adder hold a
+        // merge pending (on x86_64 Linux it never does): the test runs
+        // itself again in a child process that runs that protocol.
         if !super::fallback::in_fallback() {
             super::fallback::run_in_fallback(
                 "serve::tests::a_merge_is_reported_pending_then_done_with_one_event",

@@ -20,10 +20,9 @@
 //!      since come to `owner::lease` (its next add to any sharded table
 //!      takes that path, its id being 0), exited, declared itself idle
 //!      (`owner::quiesce`: its next add takes that path too, and leaves
-//!      the idle state under the owners' mutex), or, where `membarrier`
-//!      makes the busy words trustworthy, is seen outside every busy
-//!      window after the revocation's barrier (a parked pool thread is;
-//!      `owner`, "Busy words"). Owners' hot adds are
+//!      the idle state under the owners' mutex), or, on x86_64 Linux, was
+//!      seen asleep in the kernel after the revocation (a parked pool
+//!      thread is), so outside every window (`owner`, "Sleepers"). Owners' hot adds are
 //!      not pinned; an acknowledgement is their promise that every add they
 //!      began with a head loaded before the revocation is done (program
 //!      order, published by the `Release` store of the acknowledgement)
@@ -44,11 +43,11 @@
 //!
 //! **Holders' reads.** A thread whose lease is registered (its owner id
 //! not revoked, so not given back either) reads a *plain* table's head
-//! without pinning and without looking at the head again, inside a busy
-//! window opened before it loaded the head (`owner`, "Busy words"): a
-//! merge that retires that table frees it, and folds it, only after every
-//! thread registered at its revocation acknowledged or was seen outside
-//! every window after the revocation's barrier; this thread acknowledges
+//! without pinning and without looking at the head again, inside a window
+//! opened before it loaded the head (`owner`, "Sleepers"): a merge that
+//! retires that table frees it, and folds it, only after every thread
+//! registered at its revocation acknowledged or was seen asleep after it
+//! (never inside a window); this thread acknowledges
 //! only in `owner::lease`, on a later add (reads add nothing), and its
 //! window ends after the read. Had it
 //! acknowledged that revocation before, it read the revocation's number
@@ -259,7 +258,7 @@ impl ShardTable {
     }
 
     /// [`read`](Self::read) by a thread that holds an owner id, inside a
-    /// busy window (left also if `read` panics).
+    /// window (left also if `read` panics).
     #[inline(never)]
     fn read_held<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
         let window = owner::Window::enter();
@@ -284,7 +283,7 @@ impl ShardTable {
     /// the test: only this thread leases or acknowledges, and it does
     /// neither here, so an id it holds now it held at the load.
     ///
-    /// The caller opened a busy window (`owner::enter`) before it loaded
+    /// The caller opened a window (`owner::enter`) before it loaded
     /// `head`, and leaves it only when done with the rows; it must not add
     /// to any counter, nor allocate, meanwhile (as [`read`](Self::read)'s
     /// `read`).

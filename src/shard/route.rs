@@ -12,11 +12,11 @@
 //! The order of the tests is the hot path's: the row cache first (one
 //! compare and one load), then "is there a table", then the owner id.
 //!
-//! The route and the owned add run inside a busy window
-//! (`thread::owner`, "Busy words"): two stores to the thread's own line,
-//! which let a merge complete while the thread sleeps. Every other way
-//! leaves the window before its closure runs, and one that reads the
-//! table again pins first.
+//! The route and the owned add are a window (`thread::owner`,
+//! "Sleepers"): no system call, no lock, no allocation between the head's
+//! load and the store, so a thread seen asleep is outside it and a merge
+//! need not wait for it. Every other way leaves the window before its
+//! closure runs, and one that reads the table again pins first.
 //!
 //! Orderings: counts publish nothing, so every add is `Relaxed`. Readers
 //! need only each word's coherence; what makes a table safe to read is the
@@ -24,7 +24,7 @@
 //! (`merge.rs`), never the adds.
 
 use super::table::{Head, Row, ShardTable, Table};
-use crate::primitive::sync::atomic::{compiler_fence, AtomicU64, Ordering};
+use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::thread::{owner, MAX_SHARDS};
 use std::marker::PhantomData;
 
@@ -67,8 +67,8 @@ impl ShardTable {
     /// `#[inline(always)]`: an idle add's whole path is in it, and left to
     /// the inliner it cost a histogram record 12 more instructions.
     ///
-    /// `owned` runs inside the busy window (module docs): it adds to the
-    /// row and nothing else (no allocation, no lock, no other add).
+    /// `owned` runs inside the window (module docs): it adds to the row
+    /// and nothing else (no allocation, no lock, no other add).
     #[inline(always)]
     pub(crate) fn route<R>(
         &self,
@@ -89,10 +89,6 @@ impl ShardTable {
                 Ok(row) => {
                     let r = owned(row);
                     owner::leave();
-                    // Not one block with the hit's close: merged, the
-                    // loop around a hit loses its rotation (a `jmp` more
-                    // per add, callgrind).
-                    compiler_fence(Ordering::SeqCst);
                     r
                 }
                 Err(route) => {
@@ -117,9 +113,9 @@ impl ShardTable {
             return Err(Route::NoId);
         }
         // SAFETY: a plain table's address, loaded by this thread, which
-        // holds an owner id, inside its busy window: a merge frees the
-        // table only after this thread acknowledged its retirement (on a
-        // later slow path) or left the window (`thread::owner`).
+        // holds an owner id, inside a window: a merge frees the table only
+        // after this thread acknowledged its retirement (on a later slow
+        // path) or was seen asleep, outside every window (`thread::owner`).
         let t = unsafe { &*head.0 };
         match t.first_line_of(i) {
             Some(first) => {
@@ -134,8 +130,8 @@ impl ShardTable {
     }
 
     /// [`route`](Self::route) for a thread that just leased id `id` (not
-    /// 0): its row found by id from a head loaded now, inside a busy
-    /// window, never [`Route::NoId`]. The cold path after a lease, not
+    /// 0): its row found by id from a head loaded now, inside a window,
+    /// never [`Route::NoId`]. The cold path after a lease, not
     /// pinned (a pin's thread-local would be one more to drop at exit).
     #[inline(always)]
     pub(crate) fn route_id<R>(

@@ -271,15 +271,9 @@ mod barrier {
     static HEAVY: AtomicBool = AtomicBool::new(false);
     static TRIED: AtomicBool = AtomicBool::new(false);
 
-    /// Registers the process, once (under the `WORDS` lock), unless
-    /// `SHARDCOUNT_NO_MEMBARRIER` is set (to anything): then the process
-    /// runs the fences' protocol, as where `membarrier` is missing (so
-    /// that tests cover it on Linux too).
+    /// Registers the process, once (under the `WORDS` lock).
     pub(super) fn register() {
         if !TRIED.swap(true, Ordering::Relaxed) {
-            if std::env::var_os("SHARDCOUNT_NO_MEMBARRIER").is_some() {
-                return;
-            }
             // SAFETY: `membarrier` takes integers and touches no memory
             // of ours; an unknown command only fails.
             let r =
@@ -359,33 +353,6 @@ pub(crate) fn prepare_barrier() {
 #[inline]
 pub(crate) fn light_barrier() {
     barrier::light();
-}
-
-/// The light half for the owner ids' busy words (`owner.rs`), on every
-/// owned add: a compiler fence and nothing else, so the add stays free of
-/// CPU fences. A merge trusts the words only when the heavy half is a real
-/// `membarrier` ([`markers_trusted`]); under loom both halves are `SeqCst`
-/// fences, as for the light barrier.
-#[inline(always)]
-pub(crate) fn marker_barrier() {
-    #[cfg(shardcount_loom)]
-    fence(Ordering::SeqCst);
-    #[cfg(not(shardcount_loom))]
-    crate::primitive::sync::atomic::compiler_fence(Ordering::SeqCst);
-}
-
-/// Whether [`marker_barrier`] is one half of an asymmetric pair with
-/// [`heavy_barrier`]: on Linux once the process registered for
-/// `membarrier` (and `SHARDCOUNT_NO_MEMBARRIER` is not set), and under
-/// loom; never elsewhere, where the compiler fence orders nothing
-/// between CPUs.
-pub(crate) fn markers_trusted() -> bool {
-    if cfg!(shardcount_loom) {
-        return true;
-    }
-    let _all = lock(&*WORDS);
-    barrier::register();
-    barrier::is_heavy()
 }
 
 /// The heavy half: after it, every store a thread made before its light

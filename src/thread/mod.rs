@@ -17,6 +17,7 @@ pub(crate) mod owner;
 mod pool;
 mod probe;
 pub(crate) mod sampler;
+pub(crate) mod sleepers;
 pub(crate) mod slots;
 
 pub(crate) use index::{index, slot_position};

@@ -35,27 +35,21 @@
 //!   which acknowledges the count it reads (`ack`). A thread about to
 //!   sleep may give its id back at once (`quiesce`), as its exit would:
 //!   it is no holder until its next add leases again.
-//! * **Busy words** (where the heavy barrier is `membarrier`): a holder
-//!   that is not between [`enter`] and [`leave`] needs to acknowledge
-//!   nothing, so a parked thread holds no merge back. Every place where a
-//!   holder loads a shard table's head and then uses the table unpinned
-//!   (an owned add, a holder's read) runs inside such a window: `enter`
-//!   adds one to the thread's `busy` word and runs the marker barrier (a
-//!   compiler fence); `leave` takes the one away (`Release`). `revoke`
-//!   runs the heavy barrier after the heads were retired, so for each
-//!   holder either its `enter` is ordered before that barrier, and a merge
-//!   reading `busy` after it (`acknowledged`, `Acquire`) sees the window
-//!   until its `leave` (and then everything in it happened-before), or its
-//!   loads after `enter` come after the barrier and see the retirement.
-//!   So `busy == 0`, read after the revocation's barrier, is as good as an
-//!   acknowledgement. A window holds no allocation, no lock and no slow
-//!   path (an allocation may add, from a counting allocator): adds that
-//!   leave the owned row leave the window first and pin. Windows never
-//!   nest, so `enter` stores 1 and `leave` 0: plain stores of constants,
-//!   no read-modify-write (an `inc`/`dec` pair chained each add to the
-//!   last through the word, 1.67x the time per add). So a signal handler
-//!   must not add (no add ever could: the first one leases, under a
-//!   mutex).
+//! * **Sleepers** (x86_64 Linux, `sleepers.rs`): a holder asleep in the
+//!   kernel needs to acknowledge nothing, so a parked thread holds no
+//!   merge back. Every place where a holder loads a shard table's head
+//!   and then uses the table unpinned (an owned add, a holder's read) is
+//!   a *window*, between [`enter`] and [`leave`], that makes no system
+//!   call, takes no lock and allocates nothing (an allocation may add,
+//!   from a counting allocator, or block on the allocator's lock): adds
+//!   that leave the owned row leave the window first and pin. So a thread
+//!   seen sleeping (`S`) after a revocation is outside every window: each
+//!   window it ran before is done and visible, and each it runs after
+//!   loads the retired head (`sleepers.rs` says why). `acknowledged`
+//!   remembers it per holder. On std the window marks cost nothing;
+//!   under loom they store into a word of the thread (`busy`), which
+//!   stands for the state the kernel reports, so the models check that
+//!   every unpinned use of a table lies inside a window.
 //!
 //! Ids are process-wide, not per table: a thread holds its id from its
 //! first add to any sharded table until it exits (or quiesces), so threads that added to
@@ -133,8 +127,9 @@ loom::thread_local! {
 ///   finds 0 (or a later fill of its own), never the dropped entry.
 pub(crate) struct Own {
     row: AtomicUsize,
-    /// 1 while this thread is inside a window (module docs, "Busy
-    /// words").
+    /// Under loom, 1 while this thread is inside a window: the model of
+    /// "not asleep" (module docs, "Sleepers").
+    #[cfg(shardcount_loom)]
     busy: AtomicUsize,
     last: Way,
     /// The table of this thread's last miss (see above).
@@ -152,6 +147,7 @@ impl Own {
         const fn new() -> Own {
             Own {
                 row: AtomicUsize::new(NONE),
+                #[cfg(shardcount_loom)]
                 busy: AtomicUsize::new(0),
                 last: Way::new(),
                 missed: AtomicUsize::new(0),
@@ -217,10 +213,13 @@ struct Registered {
     cell: CellPtr,
     /// The last revocation this thread acknowledged (`ack`).
     acked: Arc<AtomicU64>,
-    /// The last revocation whose barrier came before a merge saw this
-    /// thread outside every busy window (`acknowledged`): as good as an
-    /// acknowledgement of it. Under the owners' mutex.
+    /// The last revocation made before a merge saw this thread asleep
+    /// (`acknowledged`): as good as an acknowledgement of it. Under the
+    /// owners' mutex.
     quiet: u64,
+    /// The thread's id, for `sleepers::asleep` (loom models it instead).
+    #[cfg_attr(shardcount_loom, allow(dead_code))]
+    tid: i32,
 }
 
 /// The ids, and who holds them.
@@ -289,31 +288,36 @@ pub(crate) fn row() -> usize {
     with_owner(|o| o.row.load(Ordering::Relaxed)).unwrap_or(NONE)
 }
 
-/// Opens a window (module docs, "Busy words"): before loading a head
-/// whose table the caller may use unpinned, as a holder.
+/// Opens a window (module docs, "Sleepers"): before loading a head
+/// whose table the caller may use unpinned, as a holder. Nothing on std;
+/// under loom, the mark that models "not asleep".
 #[inline(always)]
 pub(crate) fn enter() {
-    with_owner(|o| {
-        debug_assert_eq!(o.busy.load(Ordering::Relaxed), 0, "a window inside a window");
-        // Relaxed, then the barrier: only this thread writes the word
-        // (module docs, "Busy words").
-        o.busy.store(1, Ordering::Relaxed);
-    });
-    grace::marker_barrier();
+    #[cfg(shardcount_loom)]
+    {
+        with_owner(|o| {
+            debug_assert_eq!(
+                o.busy.load(Ordering::Relaxed),
+                0,
+                "a window inside a window"
+            );
+            o.busy.store(1, Ordering::Relaxed);
+        });
+        crate::primitive::sync::atomic::fence(Ordering::SeqCst);
+    }
 }
 
 /// Closes the window [`enter`] opened, once the caller is done with every
 /// table it loaded in it.
 #[inline(always)]
 pub(crate) fn leave() {
-    with_owner(|o| {
-        // Release: everything the window did happens-before a merge that
-        // reads the word (`acknowledged`, Acquire).
-        o.busy.store(0, Ordering::Release);
-    });
+    // Release: the model's stand-in for the kernel's ordering of a
+    // thread's stores before its sleeping state (`sleepers.rs`).
+    #[cfg(shardcount_loom)]
+    with_owner(|o| o.busy.store(0, Ordering::Release));
 }
 
-/// A busy window that [`leave`]s when dropped (also in a panic): for a
+/// A window that [`leave`]s when dropped (also in a panic): for a
 /// holder's read, whose closure may panic.
 pub(crate) struct Window(());
 
@@ -470,6 +474,7 @@ pub(crate) fn lease() -> usize {
                             cell,
                             acked: Arc::clone(&acked),
                             quiet: 0,
+                            tid: super::sleepers::tid(),
                         },
                     );
                 }
@@ -586,48 +591,44 @@ pub(crate) fn revoke() -> u64 {
 }
 
 /// Whether every thread holding a lease has acknowledged revocation `n`,
-/// given its lease back, or (where the busy words are trusted) is outside
-/// every window: none can still write or read a table retired before it
-/// with a head loaded before it. Called after `revoke` returned `n`.
+/// given its lease back, or (where sleepers are read) was seen asleep
+/// since: none can still write or read a table retired before it with a
+/// head loaded before it. Called after `revoke` returned `n`.
 ///
-/// A holder inside a window is looked at again a few times (it is in the
-/// middle of an add or a read, unless it was preempted there); seen
-/// outside once, it is done with every revocation so far. If one is still
-/// inside, the answer is "not yet".
+/// A holder seen awake is looked at again a few times (a pool thread
+/// about to park); seen asleep once, it is done with every revocation so
+/// far. If one is still awake, the answer is "not yet".
 pub(crate) fn acknowledged(n: u64) -> bool {
     let owners = Arc::clone(&OWNERS);
-    let markers = grace::markers_trusted();
+    let sleepers = sleepers_seen();
     let mut round = 0;
     loop {
-        let mut busy = false;
+        let mut awake = false;
         {
             let mut held = lock(&owners.held);
-            // Every revocation counted so far has run its barrier: each
-            // runs it under this mutex. (Relaxed: the mutex orders it.)
-            let barriers = owners.revoked.load(Ordering::Relaxed);
+            // Every revocation counted so far retired its heads before it
+            // was counted (Relaxed: the mutex orders it).
+            let revoked = owners.revoked.load(Ordering::Relaxed);
             for r in held.holders.values_mut() {
                 // Acquire: pairs with the Release store in `ack`.
                 if r.acked.load(Ordering::Acquire) >= n || r.quiet >= n {
                     continue;
                 }
-                if !markers {
+                if !sleepers {
                     return false;
                 }
-                // Acquire: pairs with the Release store in `leave`; read
-                // after those barriers (module docs).
-                // SAFETY: as in `revoke`: registered, so its cell is alive.
-                if unsafe { &*r.cell.0 }.busy.load(Ordering::Acquire) == 0 {
-                    r.quiet = barriers;
+                if asleep(r) {
+                    r.quiet = revoked;
                 } else {
-                    busy = true;
+                    awake = true;
                 }
             }
         }
-        if !busy {
+        if !awake {
             return true;
         }
         round += 1;
-        if cfg!(shardcount_loom) || round > BUSY_ROUNDS {
+        if cfg!(shardcount_loom) || round > AWAKE_ROUNDS {
             return false;
         }
         #[cfg(not(shardcount_loom))]
@@ -635,10 +636,28 @@ pub(crate) fn acknowledged(n: u64) -> bool {
     }
 }
 
-/// How many times [`acknowledged`] looks again at a holder inside a
-/// window before it answers "not yet": a window is a few instructions, so
-/// a holder still in one after this many yields was preempted inside it.
-const BUSY_ROUNDS: u32 = 64;
+/// How many times [`acknowledged`] looks again at a holder seen awake.
+const AWAKE_ROUNDS: u32 = 4;
+
+/// Whether merges read sleepers in this process (module docs): under
+/// loom always (the `busy` words model it), on std where `sleepers.rs` can.
+pub(crate) fn sleepers_seen() -> bool {
+    cfg!(shardcount_loom) || super::sleepers::available()
+}
+
+/// Whether the registered thread `r` is asleep (module docs, "Sleepers").
+fn asleep(r: &Registered) -> bool {
+    #[cfg(shardcount_loom)]
+    {
+        // Acquire: pairs with the Release store in `leave`.
+        // SAFETY: as in `revoke`: registered, so its cell is alive.
+        unsafe { &*r.cell.0 }.busy.load(Ordering::Acquire) == 0
+    }
+    #[cfg(not(shardcount_loom))]
+    {
+        super::sleepers::asleep(r.tid)
+    }
+}
 
 #[cfg(test)]
 crate::primitive::const_thread_local! {
