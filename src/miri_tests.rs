@@ -80,7 +80,7 @@ fn merges_revoke_fold_and_free_the_chain() {
         // The owner waits, asleep: where sleepers are read the merge need
         // not wait for it (under miri they are not: it waits).
         let merged = c.merge()
-            || (!crate::merges_need_quiesce()
+            || (crate::thread::owner::sleepers_seen()
                 && (0..10_000).any(|_| {
                     // Threads of other tests may be inside their adds.
                     thread::sleep(Duration::from_millis(1));
@@ -88,7 +88,7 @@ fn merges_revoke_fold_and_free_the_chain() {
                 }));
         go.send(()).unwrap();
         owner.join().unwrap();
-        assert_eq!(merged, !crate::merges_need_quiesce());
+        assert_eq!(merged, crate::thread::owner::sleepers_seen());
     });
     // A merge also waits for threads of the tests running alongside that
     // hold owner ids: they add again or exit within moments.
