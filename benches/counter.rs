@@ -234,9 +234,7 @@ fn paired_report() {
         })
         // This thread added, so it holds an owner id and reads unpinned
         // (`shard/merge.rs`); a reader that never adds (an exporter's
-        // thread), timed on a thread of its own, pins where merges need
-        // quiesce, and elsewhere pins once and registers as a reader
-        // (`thread/owner.rs`, "Readers").
+        // thread) pins: timed on a thread of its own.
         .vs("Counter::sum, 2 rows, by a thread that never added", |n| {
             std::thread::scope(|s| {
                 s.spawn(|| time_reads(&split, n, 7, Counter::sum))

@@ -126,9 +126,7 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
         }
         "counter-sum-pinned" => {
             // `counter-sum-split` read by a thread that never added (an
-            // exporter's): where sleepers are read, its first read pins
-            // and registers it as a reader, the rest read as a holder's;
-            // elsewhere every read pins.
+            // exporter's): it holds no owner id, so it pins.
             let c = Counter::new();
             assert_eq!(c.split(2), 2);
             c.inc();

@@ -332,15 +332,9 @@ impl Counter {
     /// add-only use, successive calls by one thread never decrease.
     ///
     /// Cost: one load per shard, up to about twice the shard cap. A thread
-    /// that holds an owner id (it added to a sharded counter or set, or, on
-    /// x86_64 Linux where [`merges_need_quiesce`](crate::merges_need_quiesce())
-    /// is `false`, read one before) reads with no other cost; others mark
-    /// a word of their own before and after (a merge must not free shards
-    /// they read). On x86_64 Linux a thread that only reads (an exporter's)
-    /// pays that once: its first such read registers it as a *reader*,
-    /// with an id beyond every shard (it owns none, and takes none from
-    /// adding threads), and asleep between scrapes it holds no merge
-    /// back.
+    /// that never added to a sharded counter or set also marks a word of
+    /// its own before and after (a merge must not free shards it reads);
+    /// one that did (and whose id no merge is revoking) needs none.
     ///
     /// ```
     /// let c = shardcount::Counter::new();

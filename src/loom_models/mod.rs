@@ -42,16 +42,3 @@ mod thread {
         })
     }
 }
-
-/// `loom::model`, with the model's main thread giving its owner id back
-/// as the model ends: its sums register it as a reader, and its lease and
-/// grace word must not both be left for loom to drop (see [`thread`]).
-fn model<F>(f: F)
-where
-    F: Fn() + Sync + Send + 'static,
-{
-    loom::model(move || {
-        f();
-        crate::thread::owner::hand_back();
-    });
-}

@@ -304,10 +304,6 @@ impl ShardTable {
     /// counter, and that add may acknowledge a revocation.
     #[inline(never)]
     pub(crate) fn read_pinned<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
-        if !owner::holds() {
-            // Its next reads skip the pin (`owner`, "Readers").
-            owner::read_lease();
-        }
         let _pin = grace::pin();
         loop {
             let head = self.load();

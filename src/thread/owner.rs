@@ -50,14 +50,6 @@
 //!   under loom they store into a word of the thread (`busy`), which
 //!   stands for the state the kernel reports, so the models check that
 //!   every unpinned use of a table lies inside a window.
-//! * **Readers** (where sleepers are read): a thread with no id that reads
-//!   a sharded table pinned registers with an id from a range of its own
-//!   (above `READER_BASE`: beyond every table's rows, so it owns none and
-//!   takes no adder's), and its later reads are a holder's: unpinned, in
-//!   windows. Revocation and acknowledgement are an adder's; asleep
-//!   between scrapes, it holds no merge back. Its first add trades the id
-//!   for an adder's. Elsewhere a reader's id would hold every merge
-//!   (reads never acknowledge), so readers pin there.
 //!
 //! Ids are process-wide, not per table: a thread holds its id from its
 //! first add to any sharded table until it exits (or quiesces), so threads that added to
@@ -233,8 +225,6 @@ struct Registered {
 /// The ids, and who holds them.
 struct Held {
     pool: Pool,
-    /// Readers' ids, less [`READER_BASE`] (module docs, "Readers").
-    readers: Pool,
     holders: BTreeMap<usize, Registered>,
 }
 
@@ -250,7 +240,7 @@ crate::primitive::global! {
     // needs the static: under loom, statics are gone before the main
     // thread's thread-local destructors run.
     static OWNERS: Arc<Owners> = Arc::new(Owners {
-        held: Mutex::new(Held { pool: Pool::new(), readers: Pool::new(), holders: BTreeMap::new() }),
+        held: Mutex::new(Held { pool: Pool::new(), holders: BTreeMap::new() }),
         revoked: AtomicU64::new(0),
     });
 }
@@ -273,49 +263,8 @@ impl Drop for Lease {
         });
         let mut held = lock(&self.owners.held);
         held.holders.remove(&self.id);
-        match self.id.checked_sub(READER_BASE) {
-            Some(r) => held.readers.give(r),
-            None => held.pool.give(self.id),
-        }
+        held.pool.give(self.id);
     }
-}
-
-/// Readers' ids start above it: beyond every table's rows (so a reader
-/// never owns one, nor pushes an adder beyond a table), below `NONE`, and
-/// apart from adders' ids.
-pub(crate) const READER_BASE: usize = usize::MAX / 2;
-
-/// Registers the calling thread with a fresh id, an adder's or (`reader`)
-/// a reader's, as having acknowledged every revocation so far (in the
-/// registry only while its owner cell exists: not at exit).
-fn register(reader: bool) -> Lease {
-    // Fills use the light barrier from now on (`Own`).
-    grace::prepare_barrier();
-    let owners = Arc::clone(&OWNERS);
-    let mut held = lock(&owners.held);
-    // A new holder has loaded no head as one: it starts as having
-    // acknowledged every revocation so far. (SeqCst: as in `ack`; under
-    // the mutex `revoke` bumps it in.)
-    let acked = Arc::new(AtomicU64::new(owners.revoked.load(Ordering::SeqCst)));
-    let id = if reader {
-        READER_BASE + held.readers.take()
-    } else {
-        held.pool.take()
-    };
-    let cell = with_owner(|o| CellPtr(std::ptr::from_ref(o)));
-    if let Some(cell) = cell {
-        held.holders.insert(
-            id,
-            Registered {
-                cell,
-                acked: Arc::clone(&acked),
-                quiet: 0,
-                tid: super::sleepers::tid(),
-            },
-        );
-    }
-    drop(held);
-    Lease { id, acked, owners }
 }
 
 crate::primitive::const_thread_local! {
@@ -507,40 +456,35 @@ pub(crate) fn lease() -> usize {
     LEASE
         .try_with(|l| {
             let mut l = l.borrow_mut();
-            if l.as_ref().is_some_and(|l| l.id > READER_BASE) {
-                // A reader that adds: it trades its id for an adder's
-                // (the drop gives it back; its row was no table's).
-                *l = None;
-            }
-            let lease = l.get_or_insert_with(|| register(false));
+            let lease = l.get_or_insert_with(|| {
+                // Fills use the light barrier from now on (`Own`).
+                grace::prepare_barrier();
+                let owners = Arc::clone(&OWNERS);
+                let mut held = lock(&owners.held);
+                // A new holder has loaded no head as one: it starts as
+                // having acknowledged every revocation so far. (SeqCst:
+                // as in `ack`; under the mutex `revoke` bumps it in.)
+                let acked = Arc::new(AtomicU64::new(owners.revoked.load(Ordering::SeqCst)));
+                let id = held.pool.take();
+                let cell = with_owner(|o| CellPtr(std::ptr::from_ref(o)));
+                if let Some(cell) = cell {
+                    held.holders.insert(
+                        id,
+                        Registered {
+                            cell,
+                            acked: Arc::clone(&acked),
+                            quiet: 0,
+                            tid: super::sleepers::tid(),
+                        },
+                    );
+                }
+                drop(held);
+                Lease { id, acked, owners }
+            });
             ack(lease);
             lease.id
         })
         .unwrap_or(0)
-}
-
-/// Before a pinned read by a thread that holds no id: where merges read
-/// sleepers, it registers as a *reader* (module docs, "Readers"), or
-/// acknowledges if its id was revoked, so that its next reads skip the
-/// pin. A no-op elsewhere (a reader's id would hold merges back) and
-/// inside a lease (a read from an allocator's add).
-#[cold]
-pub(crate) fn read_lease() {
-    if !sleepers_seen() {
-        return;
-    }
-    #[cfg(test)]
-    if EXITING.try_with(std::cell::Cell::get).unwrap_or(true) {
-        return;
-    }
-    let _ = LEASE.try_with(|l| {
-        if let Ok(mut l) = l.try_borrow_mut() {
-            let lease = l.get_or_insert_with(|| register(true));
-            if owner() == 0 {
-                ack(lease);
-            }
-        }
-    });
 }
 
 /// Acknowledges every revocation so far and owns again: from here on the
