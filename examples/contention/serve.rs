@@ -23,7 +23,7 @@
 //! of `--threads` workers that live as long as the demo adds a burst of
 //! 100,000 each to the shown `Counter` and parks (calling
 //! `shardcount::quiesce()` first only where `merges_need_quiesce()`: not on
-//! Linux), as a tokio or rayon pool's workers do, and the counter is merged
+//! x86_64 Linux), as a tokio or rayon pool's workers do, and the counter is merged
 //! (`Counter::merge`) while they are parked, retried every 10 ms while it
 //! is pending. Between the table and the sell-outs, one histogram
 //! case: the same workers record the histogram section's latency-like
@@ -607,7 +607,7 @@ const BURST: u64 = 100_000;
 /// shown counter and park (block on their channel), so the merge that
 /// follows completes while they are alive and parked, not joined. They
 /// call `shardcount::quiesce()` before parking only where
-/// `merges_need_quiesce()` (off Linux), as a pool's park hook would.
+/// `merges_need_quiesce()` (off x86_64 Linux), as a pool's park hook would.
 struct Pool {
     work: Vec<std::sync::mpsc::Sender<Arc<Counter>>>,
     done: std::sync::mpsc::Receiver<()>,
@@ -625,7 +625,7 @@ impl Pool {
                     .spawn(move || {
                         for c in rx {
                             (0..BURST).for_each(|_| c.inc());
-                            // About to park: on Linux a merge need not
+                            // About to park: on x86_64 Linux a merge need not
                             // wait for it anyway; elsewhere, the hook.
                             if shardcount::merges_need_quiesce() {
                                 shardcount::quiesce();
@@ -676,7 +676,7 @@ fn quiet_phase(live: &Live, pool: &Pool) {
 /// it is pending until `deadline`; records how far it got for the sampler.
 ///
 /// Every case's threads are scoped and joined, and the pool's workers are
-/// parked (outside every add; off Linux they quiesced first), so the
+/// parked (asleep; off x86_64 Linux they quiesced first), so the
 /// merge should complete at once; a thread that keeps it pending shows in
 /// the state.
 fn merge_shown(live: &Live, deadline: Instant) -> Option<Merged> {
