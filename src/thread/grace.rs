@@ -18,7 +18,9 @@
 //! own (`MINE`, registered in `WORDS` at the thread's first pin, removed
 //! at its exit), written only by that thread: the section's depth in the
 //! low bits and, above them, an epoch that the outermost `pin` moves on
-//! (wrapping: a repeated epoch only makes a grace period wait longer).
+//! (wrapping: a repeated epoch only makes a grace period wait longer). A
+//! destructor-free thread-local (`FAST`) points at it, so a pin costs a
+//! bare TLS load, a test and the word's load and store.
 //! Entering stores the new value (`Release`: a grace period that sees a
 //! later section's mark must also learn that the earlier section ended),
 //! then issues a *light* barrier; leaving stores the lower depth
@@ -121,45 +123,57 @@ crate::primitive::global! {
     static WORDS: Arc<Words> = Arc::new(Mutex::new(Vec::new()));
 }
 
-/// This thread's word, registered at its first pin, and the registry;
-/// and the word's value, which only this thread writes, kept here too so
-/// that a pin stores to the word without loading it.
+/// This thread's word, registered at its first pin, and the registry.
+/// Its drop unregisters the word, after it emptied `FAST`.
 struct Mine {
     reg: OnceCell<(Arc<Word>, Arc<Words>)>,
-    mirror: Cell<usize>,
 }
 
 impl Mine {
-    #[inline]
-    fn word(&self) -> &Word {
-        match self.reg.get() {
-            Some((w, _)) => w,
-            None => self.register(),
-        }
-    }
-
+    /// The word, registering it (and filling `FAST`) the first time.
     #[cold]
-    fn register(&self) -> &Word {
-        let w = Arc::new(CachePadded::new(AtomicUsize::new(0)));
-        let words: Arc<Words> = Arc::clone(&WORDS);
-        let mut all = lock(&words);
-        barrier::register();
-        all.push(w.clone());
-        drop(all);
-        &self.reg.get_or_init(|| (w, words)).0
+    fn word(&self) -> *const AtomicUsize {
+        let (w, _) = self.reg.get_or_init(|| {
+            let w = Arc::new(CachePadded::new(AtomicUsize::new(0)));
+            let words: Arc<Words> = Arc::clone(&WORDS);
+            let mut all = lock(&words);
+            barrier::register();
+            all.push(w.clone());
+            drop(all);
+            (w, words)
+        });
+        let w: *const AtomicUsize = &***w;
+        let _ = FAST.try_with(|f| f.set(w));
+        w
     }
 }
 
 impl Drop for Mine {
     fn drop(&mut self) {
         if let Some((w, words)) = self.reg.get() {
+            // First no pin finds the word, then it may be freed.
+            let _ = FAST.try_with(|f| f.set(std::ptr::null()));
             lock(words).retain(|x| !Arc::ptr_eq(x, w));
         }
     }
 }
 
 crate::primitive::const_thread_local! {
-    static MINE: Mine = Mine { reg: OnceCell::new(), mirror: Cell::new(0) };
+    static MINE: Mine = Mine { reg: OnceCell::new() };
+}
+
+// This thread's registered word (null before the first pin and after
+// `MINE`'s drop), which only this thread writes. No destructor: a pin
+// reads it with a bare TLS load, as the owned add reads `OWNER`.
+#[cfg(not(shardcount_loom))]
+std::thread_local! {
+    static FAST: Cell<*const AtomicUsize> = const { Cell::new(std::ptr::null()) };
+}
+
+// Loom may drop it before `MINE`: a leaked cell stays readable.
+#[cfg(shardcount_loom)]
+loom::thread_local! {
+    static FAST: &'static Cell<*const AtomicUsize> = Box::leak(Box::new(Cell::new(std::ptr::null())));
 }
 
 crate::primitive::const_thread_local! {
@@ -177,8 +191,7 @@ pub(crate) struct Pin {
     /// This thread's word (alive while the thread's `MINE` is, which
     /// outlives every section the thread runs), or a striped counter.
     word: *const AtomicUsize,
-    /// `MINE`'s copy of the word's value; null for a striped counter.
-    mirror: *const Cell<usize>,
+    striped: bool,
 }
 
 impl std::fmt::Debug for Pin {
@@ -188,26 +201,55 @@ impl std::fmt::Debug for Pin {
 }
 
 /// Starts a pinned section. Load heads only after this returns.
-#[inline]
+#[inline(always)]
 pub(crate) fn pin() -> Pin {
-    match MINE.try_with(|m| {
-        let w: &AtomicUsize = m.word();
-        let v = m.mirror.get();
-        let outermost = v % EPOCH_ONE == 0;
-        debug_assert!(v % EPOCH_ONE < EPOCH_ONE - 1, "pins nested too deep");
-        let v = v.wrapping_add(1 + if outermost { EPOCH_ONE } else { 0 });
-        m.mirror.set(v);
-        // Release: pairs with `wait`'s Acquire loads, which may see this
-        // mark (a new epoch) instead of the unpin before it, and must
-        // still learn that the section before ended (a plain store would
-        // not carry the unpin's Release); the barrier below orders the
-        // store before the head loads.
-        w.store(v, Ordering::Release);
-        barrier::light();
-        (std::ptr::from_ref(w), std::ptr::from_ref(&m.mirror))
-    }) {
-        Ok((word, mirror)) => Pin { word, mirror },
+    // Under loom `f` is a `&&Cell`, which the call derefs.
+    let w = FAST.try_with(|f| f.get()).unwrap_or(std::ptr::null());
+    if w.is_null() {
+        return pin_slow();
+    }
+    // SAFETY: `FAST` names this thread's registered word, which its
+    // `MINE` keeps alive until the drop that empties `FAST` first.
+    unsafe { mark(w) }
+}
+
+/// `pin` before the thread's first (which registers its word) and after
+/// its word is gone (a thread-local destructor's: striped).
+#[cold]
+#[inline(never)]
+fn pin_slow() -> Pin {
+    match MINE.try_with(Mine::word) {
+        // SAFETY: the word `MINE` holds, alive while it is.
+        Ok(w) => unsafe { mark(w) },
         Err(_) => striped(),
+    }
+}
+
+/// Marks word `w`, this thread's, for a new (or nested) section.
+///
+/// # Safety
+///
+/// `w` is the calling thread's registered word, alive while the thread's
+/// `MINE` is.
+#[inline(always)]
+unsafe fn mark(w: *const AtomicUsize) -> Pin {
+    // SAFETY: the caller's promise.
+    let word = unsafe { &*w };
+    // Relaxed: only this thread writes the word.
+    let v = word.load(Ordering::Relaxed);
+    let outermost = v % EPOCH_ONE == 0;
+    debug_assert!(v % EPOCH_ONE < EPOCH_ONE - 1, "pins nested too deep");
+    let v = v.wrapping_add(1 + if outermost { EPOCH_ONE } else { 0 });
+    // Release: pairs with `wait`'s Acquire loads, which may see this mark
+    // (a new epoch) instead of the unpin before it, and must still learn
+    // that the section before ended (a plain store would not carry the
+    // unpin's Release); the barrier below orders the store before the
+    // head loads.
+    word.store(v, Ordering::Release);
+    barrier::light();
+    Pin {
+        word: w,
+        striped: false,
     }
 }
 
@@ -227,34 +269,36 @@ fn striped() -> Pin {
     let _ = STRIPED.try_with(|d| d.set(d.get() + 1));
     Pin {
         word: count,
-        mirror: std::ptr::null(),
+        striped: true,
     }
 }
 
 impl Drop for Pin {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         // SAFETY: `word` is a striped counter (a static) or this thread's
         // word, kept alive by its `MINE` until the thread's thread-locals
         // are dropped; a pin is dropped on the thread that made it, in the
         // scope that made it, before then.
         let w = unsafe { &*self.word };
-        if self.mirror.is_null() {
-            // Release: pairs with `wait`'s Acquire loads of the counters.
-            w.fetch_sub(1, Ordering::Release);
-            let _ = STRIPED.try_with(|d| d.set(d.get().saturating_sub(1)));
+        if self.striped {
+            unstripe(w);
         } else {
-            // SAFETY: `MINE`'s field, alive as the word is (above), and
-            // touched only by this thread.
-            let mirror = unsafe { &*self.mirror };
-            let v = mirror.get().wrapping_sub(1);
-            mirror.set(v);
-            // Release: pairs with `wait`'s Acquire loads of the words: the
+            // Relaxed load: only this thread writes the word. Release
+            // store: pairs with `wait`'s Acquire loads of the words: the
             // section's reads of a table happen-before the grace period
             // that sees this, and so before a free.
-            w.store(v, Ordering::Release);
+            w.store(w.load(Ordering::Relaxed).wrapping_sub(1), Ordering::Release);
         }
     }
+}
+
+/// Ends a striped section.
+#[cold]
+fn unstripe(count: &AtomicUsize) {
+    // Release: pairs with `wait`'s Acquire loads of the counters.
+    count.fetch_sub(1, Ordering::Release);
+    let _ = STRIPED.try_with(|d| d.set(d.get().saturating_sub(1)));
 }
 
 /// The two halves of the asymmetric barrier (module docs).
@@ -346,6 +390,32 @@ pub(crate) fn prepare_barrier() {
     barrier::register();
 }
 
+/// Whether the heavy barrier is `membarrier`, so that the light one is a
+/// compiler fence (registering the process for it if it can be, once):
+/// readers' windows (`owner.rs`, "Readers") rely on that and exist only
+/// where it holds.
+pub(crate) fn light_is_free() -> bool {
+    // The answer, once known (0: not yet, 1: yes, 2: no). A std atomic
+    // under loom too: a fixed fact cached, not a protocol to model; any
+    // value read but 0 is final (Relaxed).
+    static FREE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+    match FREE.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => {
+            let free = {
+                let _all = lock(&*WORDS);
+                barrier::register();
+                barrier::is_heavy()
+            };
+            FREE.store(
+                if free { 1 } else { 2 },
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            free
+        }
+        known => known == 1,
+    }
+}
+
 /// The light half of the asymmetric barrier (module docs), for another
 /// protocol of the same shape: store, barrier, load on one side, against
 /// [`heavy_barrier`] on the other (`owner.rs`'s row cache). The caller ran
@@ -376,9 +446,9 @@ pub(crate) fn assert_outside() {
     // User code run inside a section (a key's `Eq` that removes a key of a
     // map), also on a thread whose word is gone (a thread-local
     // destructor's), whose sections are striped.
-    let inside = MINE
-        .try_with(|m| m.mirror.get() % EPOCH_ONE != 0)
-        .unwrap_or(false)
+    let word = FAST.try_with(|f| f.get()).unwrap_or(std::ptr::null());
+    // SAFETY: as in `pin`: non-null, it is this thread's live word.
+    let inside = (!word.is_null() && unsafe { &*word }.load(Ordering::Relaxed) % EPOCH_ONE != 0)
         || STRIPED.try_with(|d| d.get() != 0).unwrap_or(false);
     assert!(
         !inside,
