@@ -234,7 +234,9 @@ fn paired_report() {
         })
         // This thread added, so it holds an owner id and reads unpinned
         // (`shard/merge.rs`); a reader that never adds (an exporter's
-        // thread) pins: timed on a thread of its own.
+        // thread), timed on a thread of its own: on Linux its first read
+        // pins and registers it as a reader, the rest mark a word of its
+        // own (`thread/owner.rs`, "Readers"); elsewhere every read pins.
         .vs("Counter::sum, 2 rows, by a thread that never added", |n| {
             std::thread::scope(|s| {
                 s.spawn(|| time_reads(&split, n, 7, Counter::sum))

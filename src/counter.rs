@@ -332,9 +332,14 @@ impl Counter {
     /// add-only use, successive calls by one thread never decrease.
     ///
     /// Cost: one load per shard, up to about twice the shard cap. A thread
-    /// that never added to a sharded counter or set also marks a word of
-    /// its own before and after (a merge must not free shards it reads);
-    /// one that did (and whose id no merge is revoking) needs none.
+    /// that adds to sharded counters reads them with two plain stores more
+    /// (marks that a merge looks for). On Linux so does a thread that only
+    /// reads (an exporter's): its first read of a sharded counter pins
+    /// (a heavier mark) and registers it as a *reader* (an id beyond every
+    /// shard, which owns none and takes none from adding threads). A
+    /// reader holds a merge back only while it is inside a read, or until
+    /// its next read if it reads without pause. Elsewhere every read by a
+    /// thread that never added pins.
     ///
     /// ```
     /// let c = shardcount::Counter::new();
@@ -345,23 +350,24 @@ impl Counter {
     #[must_use]
     #[inline]
     pub fn sum(&self) -> u64 {
-        // A thread that adds to sharded counters reads inline, unpinned,
-        // inside a window (`thread::owner`); others (and retiring tables)
-        // take the call.
-        owner::enter();
-        let head = self.table.load();
-        let total = if head.is_tag() {
-            // No table: the base is everything (a table grown later holds
-            // only adds that did not happen-before this read).
-            Some(self.base.load(Ordering::Relaxed))
-        } else {
-            self.table.held_rows(head).map(|rows| self.total_of(rows))
-        };
-        owner::leave();
-        match total {
-            Some(total) => total,
-            None => self.sum_pinned(),
+        // A thread that holds an id (an adder's or a reader's) reads
+        // inline, unpinned, inside a read window (`thread::owner`); others
+        // (and retiring tables) take the call.
+        if let Some(window) = owner::Reading::enter() {
+            let head = self.table.load();
+            let total = if head.is_tag() {
+                // No table: the base is everything (a table grown later
+                // holds only adds that did not happen-before this read).
+                Some(self.base.load(Ordering::Relaxed))
+            } else {
+                self.table.held_rows(head).map(|rows| self.total_of(rows))
+            };
+            drop(window);
+            if let Some(total) = total {
+                return total;
+            }
         }
+        self.sum_pinned()
     }
 
     /// The base and the rows of a read that keeps them alive.

@@ -211,6 +211,72 @@ fn a_sleeping_owner_holds_a_merge_only_where_sleepers_are_not_read() {
     });
 }
 
+/// Threads that only read (exporters') sum in a loop while another adds
+/// and this one splits and merges: every sum is within what was added and
+/// never goes back, though after their first sum they read unpinned (as
+/// readers, in read windows) and merges free the tables they read. Then
+/// they stop reading and compute, alive and running: they hold no merge
+/// back (a reader's window is closed, so a merge counts it as done).
+#[test]
+fn readers_racing_merges_read_exactly_and_computing_readers_hold_none() {
+    const N: u64 = 300_000;
+    let c = Counter::with_max_shards(2);
+    let (reading, computing, stop) = (
+        AtomicBool::new(true),
+        std::sync::atomic::AtomicUsize::new(0),
+        AtomicBool::new(false),
+    );
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut last = 0;
+                while reading.load(Ordering::Relaxed) {
+                    let now = c.sum();
+                    assert!(now >= last, "a sum went back: {last} -> {now}");
+                    assert!(now <= N, "a sum beyond every add: {now}");
+                    last = now;
+                }
+                computing.fetch_add(1, Ordering::Release);
+                // Runs without reading until the test ends.
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            });
+        }
+        let adder = s.spawn(|| {
+            (0..N).for_each(|_| c.add(1));
+        });
+        while !adder.is_finished() {
+            c.split(2);
+            let _ = c.merge();
+        }
+        // A failed assertion below must still end the readers' loops.
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _stop = Stop(&stop);
+        adder.join().unwrap();
+        reading.store(false, Ordering::Relaxed);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while computing.load(Ordering::Acquire) < 2 {
+            assert!(Instant::now() < deadline, "a reader failed");
+            std::thread::yield_now();
+        }
+        c.split(2);
+        while !c.merge() {
+            assert!(
+                Instant::now() < deadline,
+                "a merge pending 10 s while the readers compute"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!((c.shards(), c.sum()), (0, N));
+    });
+}
+
 /// A `Merger` leaves a counter that two threads keep adding to alone (two
 /// rows change at every pass) and merges it once they stop.
 #[test]

@@ -1,5 +1,6 @@
 //! Owner ids (`thread/owner.rs`) as counters and sets use them.
 
+use crate::thread::owner;
 use crate::Counter;
 
 /// A counter's table is dropped and the next counter's table is often
@@ -127,4 +128,37 @@ mod busy_threads_own_the_shards {
         assert_eq!(set.base_and_newest_rows_of(1), (0, want));
         assert_eq!(rough.sum(), 1);
     }
+}
+
+/// Where readers exist (Linux's `membarrier`), a thread that only reads
+/// takes a reader's id at its first pinned read (beyond every row: no
+/// adder's), reads unpinned after it, and trades it for an adder's at
+/// its first add; the count stays exact throughout.
+#[test]
+fn a_reader_takes_an_id_beyond_every_row_and_trades_it_when_it_adds() {
+    if !owner::readers_exist() {
+        return;
+    }
+    let c = std::sync::Arc::new(Counter::with_max_shards(2));
+    c.split(2);
+    let adder = std::sync::Arc::clone(&c);
+    std::thread::spawn(move || adder.add(3)).join().unwrap();
+    std::thread::spawn(move || {
+        assert_eq!((owner::held(), c.sum()), (0, 3));
+        assert!(
+            owner::held() > owner::READER_BASE,
+            "no reader's id: {}",
+            owner::held()
+        );
+        assert!(owner::holds(), "a reader reads as a holder");
+        assert_eq!(c.sum(), 3);
+        c.inc();
+        assert!(
+            (1..owner::READER_BASE).contains(&owner::held()),
+            "kept a reader's id"
+        );
+        assert_eq!(c.sum(), 4);
+    })
+    .join()
+    .unwrap();
 }

@@ -12,7 +12,7 @@ use loom::sync::Arc;
 /// sum never exceeds what was added, and one reader's sums never decrease.
 #[test]
 fn add_and_sum() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::new());
         let adders: Vec<_> = (0..2)
             .map(|_| {
@@ -41,7 +41,7 @@ fn add_and_sum() {
 /// the total is exact whichever table the add lands in.
 #[test]
 fn add_racing_growth() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(4));
         let grower = {
             let c = c.clone();
@@ -69,7 +69,7 @@ fn add_racing_growth() {
 /// table, and no count is lost in that switch.
 #[test]
 fn racing_adds_grow_without_loss() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(2));
         let other = {
             let c = c.clone();
@@ -86,7 +86,7 @@ fn racing_adds_grow_without_loss() {
 /// for the final sum.
 #[test]
 fn take_and_add() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::new());
         let adder = {
             let c = c.clone();
@@ -109,7 +109,7 @@ fn take_and_add() {
 /// `take` racing an add that lands in a table grown concurrently.
 #[test]
 fn take_racing_growth() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(2));
         c.add(4);
         let grower = {
@@ -130,7 +130,7 @@ fn take_racing_growth() {
 /// in `src/counter.rs`). Also exact.
 #[test]
 fn take_between_checks_never_grows_the_base() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(4));
         let taker = {
             let c = c.clone();
@@ -147,7 +147,7 @@ fn take_between_checks_never_grows_the_base() {
 /// The same on a counter that already has a table: it keeps its size.
 #[test]
 fn take_between_checks_never_grows_a_table() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(4));
         c.grow_once();
         let taker = {
@@ -169,7 +169,7 @@ fn take_between_checks_never_grows_a_table() {
 /// ahead of the word it was read against).
 #[test]
 fn owned_stores_racing_takes_and_a_sum() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(2));
         c.grow_once();
         let owner = {
@@ -204,7 +204,7 @@ fn owned_stores_racing_takes_and_a_sum() {
 /// the concurrent sum never exceeds what was added.
 #[test]
 fn owned_row_beside_a_probed_add() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(4));
         c.grow_once();
         let owner = {

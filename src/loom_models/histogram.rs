@@ -12,7 +12,7 @@ use crate::Histogram;
 /// in exactly one take or in the final snapshot.
 #[test]
 fn histogram_takes_racing_records_and_growth() {
-    loom::model(|| {
+    super::model(|| {
         let h = Arc::new(Histogram::with_bounds(&[10]));
         let recorder = {
             let h = h.clone();

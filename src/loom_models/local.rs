@@ -44,7 +44,7 @@ impl LocalKey for Key {
 /// after loom's statics are gone.
 #[test]
 fn folds_race_sum_and_exit_folds_are_exact() {
-    loom::model(|| {
+    super::model(|| {
         let adders: Vec<_> = (0..2)
             .map(|_| {
                 thread::spawn(|| {
@@ -69,7 +69,7 @@ fn folds_race_sum_and_exit_folds_are_exact() {
 /// concurrent reader: the reader never sees more than was added.
 #[test]
 fn exit_fold_races_sum() {
-    loom::model(|| {
+    super::model(|| {
         let t = thread::spawn(|| {
             COUNTER.add(1); // first use: folds
             COUNTER.add(1); // pending until exit
@@ -92,7 +92,7 @@ fn exit_fold_races_sum() {
 fn sum_racing_an_exit_fold_after_the_last_add_is_exact() {
     use crate::primitive::sync::atomic::{AtomicBool, Ordering};
     use loom::sync::Arc;
-    loom::model(|| {
+    super::model(|| {
         let done = Arc::new(AtomicBool::new(false));
         let t = {
             let done = Arc::clone(&done);
@@ -120,7 +120,7 @@ fn sum_racing_an_exit_fold_after_the_last_add_is_exact() {
 /// moved is left out of the owner's next fold and its exit fold.
 #[test]
 fn flush_all_races_adds_and_folds() {
-    loom::model(|| {
+    super::model(|| {
         let t = thread::spawn(|| {
             COUNTER.inc(); // first use: folds
             COUNTER.inc(); // pending
@@ -145,7 +145,7 @@ fn flush_all_races_adds_and_folds() {
 fn flush_all_of_a_live_worker_is_exact() {
     use crate::primitive::sync::atomic::{AtomicBool, Ordering};
     use loom::sync::Arc;
-    loom::model(|| {
+    super::model(|| {
         let (added, exit) = (
             Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicBool::new(false)),

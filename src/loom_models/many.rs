@@ -11,7 +11,7 @@ use loom::sync::Arc;
 /// → 4 rows): every count lands in some row that reads visit.
 #[test]
 fn set_add_racing_row_allocation() {
-    loom::model(|| {
+    super::model(|| {
         let s = Arc::new(CounterSet::with_max_shards(3, 4));
         let grower = {
             let s = s.clone();
@@ -39,7 +39,7 @@ fn set_add_racing_row_allocation() {
 /// rows inside the model, and no count is lost across the switch.
 #[test]
 fn set_racing_adds_grow_without_loss() {
-    loom::model(|| {
+    super::model(|| {
         let s = Arc::new(CounterSet::with_max_shards(2, 2));
         let other = {
             let s = s.clone();
@@ -58,7 +58,7 @@ fn set_racing_adds_grow_without_loss() {
 /// exactly one take or in the final snapshot, never lost or doubled.
 #[test]
 fn set_take_all_racing_adds() {
-    loom::model(|| {
+    super::model(|| {
         let s = Arc::new(CounterSet::with_max_shards(2, 2));
         let adder = {
             let s = s.clone();
@@ -90,7 +90,7 @@ fn set_take_all_racing_adds() {
 /// no read or take ever a wrapped huge value.
 #[test]
 fn set_owned_stores_racing_takes() {
-    loom::model(|| {
+    super::model(|| {
         let s = Arc::new(CounterSet::with_max_shards(2, 2));
         s.grow_once();
         let owner = {
@@ -123,7 +123,7 @@ fn set_owned_stores_racing_takes() {
 /// A take alone never grows a set: the shared take epoch gives no verdict.
 #[test]
 fn set_take_never_grows() {
-    loom::model(|| {
+    super::model(|| {
         let s = Arc::new(CounterSet::with_max_shards(2, 4));
         let taker = {
             let s = s.clone();
@@ -143,7 +143,7 @@ fn set_take_never_grows() {
 /// switch to rows.
 #[test]
 fn set_false_sharing_grows_without_loss() {
-    loom::model(|| {
+    super::model(|| {
         let s = Arc::new(CounterSet::with_max_shards(2, 2));
         let other = {
             let s = s.clone();
@@ -160,7 +160,7 @@ fn set_false_sharing_grows_without_loss() {
 /// never grow the set.
 #[test]
 fn set_one_thread_never_grows() {
-    loom::model(|| {
+    super::model(|| {
         let s = CounterSet::with_max_shards(3, 2);
         for i in 0..3 {
             s.add(i, 1);
@@ -175,7 +175,7 @@ fn set_one_thread_never_grows() {
 /// concurrent reader never sees a value nobody recorded or a decrease.
 #[test]
 fn max_racing_max() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(MaxCounter::new());
         let other = {
             let m = m.clone();
@@ -198,7 +198,7 @@ fn max_racing_max() {
 /// take or stays, and the final value is exact.
 #[test]
 fn max_take_racing_raises_and_growth() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(MaxCounter::new());
         let other = {
             let m = m.clone();
@@ -222,7 +222,7 @@ fn max_take_racing_raises_and_growth() {
 /// The minimum through the same code, complemented.
 #[test]
 fn min_racing_min() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(MinCounter::new());
         let other = {
             let m = m.clone();
@@ -238,7 +238,7 @@ fn min_racing_min() {
 /// one counter, no count lost.
 #[test]
 fn map_interning_racing_first_adds() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         let other = {
             let m = m.clone();
@@ -257,7 +257,7 @@ fn map_interning_racing_first_adds() {
 /// its whole add.
 #[test]
 fn map_new_keys_race_for_one_chunk() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         let (a, b) = (3, 4);
         let other = {
@@ -288,7 +288,7 @@ fn map_new_keys_race_for_one_chunk() {
 /// again).
 #[test]
 fn map_racing_first_adds_of_the_last_key() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::with_max_keys(1));
         let other = {
             let m = m.clone();
@@ -305,7 +305,7 @@ fn map_racing_first_adds_of_the_last_key() {
 /// added, and the end state is exact.
 #[test]
 fn map_add_racing_chunk_allocation() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         m.add(&0, 1);
         m.add(&1, 0); // chunk 0 full (2 counters under loom)
@@ -327,7 +327,7 @@ fn map_add_racing_chunk_allocation() {
 /// `take_all` racing adds by key: each add is in the take or stays.
 #[test]
 fn map_take_all_racing_adds() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         let h = m.handle(&1);
         let other = {
@@ -347,7 +347,7 @@ fn map_take_all_racing_adds() {
 /// Keys beyond the bound go to the overflow counter, racing or not.
 #[test]
 fn map_overflow_racing_interning() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::with_max_keys(1));
         let other = {
             let m = m.clone();
@@ -369,7 +369,7 @@ fn map_overflow_racing_interning() {
 /// interned, and the lock-free chunk count. Every count lands exactly.
 #[test]
 fn map_new_keys_race_for_a_new_segment() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::unbounded());
         let (a, b) = (2, 3);
         m.add(&0, 1);
@@ -406,7 +406,7 @@ fn map_new_keys_race_for_a_new_segment() {
 /// instead of publishing it from null (the first row's count is lost).
 #[test]
 fn lazy_set_first_adds_race_to_make_the_base_row() {
-    loom::model(|| {
+    super::model(|| {
         let s = Arc::new(CounterSet::lazy(2));
         let other = {
             let s = s.clone();

@@ -13,7 +13,7 @@ use loom::sync::Arc;
 /// one; afterwards the key is found with its add.
 #[test]
 fn index_insert_racing_lookup() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         // The lookup on the spawned thread: loom's first schedule runs the
         // main thread's insert first, and then the lookup sees the entry
@@ -34,7 +34,7 @@ fn index_insert_racing_lookup() {
 /// lock. One entry, one index, no count lost.
 #[test]
 fn index_two_threads_insert_the_same_key() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         let other = {
             let m = m.clone();
@@ -54,7 +54,7 @@ fn index_two_threads_insert_the_same_key() {
 /// nothing or its whole entry in the new table. Every count lands.
 #[test]
 fn index_growth_racing_lookups() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         m.add(&0, 1);
         // Lookups on the spawned thread (see `index_insert_racing_lookup`).
@@ -78,7 +78,7 @@ fn index_growth_racing_lookups() {
 /// never lost, never in both.
 #[test]
 fn remove_racing_an_add_by_key() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         m.add(&1, 2);
         let adder = {
@@ -97,7 +97,7 @@ fn remove_racing_an_add_by_key() {
 /// it afresh after the removal; every add is counted once.
 #[test]
 fn remove_racing_a_handle() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         m.add(&1, 2);
         let adder = {
@@ -116,7 +116,7 @@ fn remove_racing_a_handle() {
 /// or on the new one.
 #[test]
 fn compaction_racing_an_add_to_the_moving_key() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         for k in 0..4 {
             m.add(&k, 1); // slots 0..4: chunks 0 and 1
@@ -139,7 +139,7 @@ fn compaction_racing_an_add_to_the_moving_key() {
 /// old table, or interned afresh into a reallocated chunk).
 #[test]
 fn shrink_and_chunk_free_racing_an_add() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         m.add(&0, 1);
         m.add(&1, 1); // table grows to 4 slots; chunk 0 = slots 0, 1
@@ -160,7 +160,7 @@ fn shrink_and_chunk_free_racing_an_add() {
 /// thread adds to the removed key: the new key never sees that add.
 #[test]
 fn slot_reuse_racing_an_add_to_the_removed_key() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         m.add(&1, 2);
         let adder = {
@@ -179,7 +179,7 @@ fn slot_reuse_racing_an_add_to_the_removed_key() {
 /// at its old place (not moved) or at its new one; every add lands once.
 #[test]
 fn handle_racing_compaction() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         for k in 0..4 {
             m.add(&k, 1);
@@ -201,7 +201,7 @@ fn handle_racing_compaction() {
 /// phases.
 #[test]
 fn two_concurrent_grace_periods_and_an_add() {
-    loom::model(|| {
+    super::model(|| {
         let m = Arc::new(crate::CounterMap::<u8>::new());
         let m2 = Arc::new(crate::CounterMap::<u8>::new());
         m.add(&1, 2);

@@ -21,7 +21,7 @@ use loom::sync::Arc;
 /// back to no table once the owner is gone.
 #[test]
 fn merge_racing_owned_stores() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(2));
         c.split(2);
         let owner = {
@@ -48,7 +48,7 @@ fn merge_racing_owned_stores() {
 /// added, never going back (a fold is seen wholly or not at all).
 #[test]
 fn sums_racing_a_merge() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(2));
         c.split(2);
         let owner = {
@@ -80,7 +80,7 @@ fn sums_racing_a_merge() {
 /// what stays is everything added).
 #[test]
 fn take_racing_a_merge() {
-    loom::model(|| {
+    super::model(|| {
         let s = Arc::new(CounterSet::with_max_shards(1, 2));
         s.split(2);
         let owner = {
@@ -107,7 +107,7 @@ fn take_racing_a_merge() {
 /// waits for them, so none lands in a drained or freed table.
 #[test]
 fn pinned_adds_racing_a_merge() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(2));
         c.split(2);
         let exiting = {
@@ -129,7 +129,7 @@ fn pinned_adds_racing_a_merge() {
 /// it retired, a growth after it starts a new one; exact either way.
 #[test]
 fn growth_racing_a_merge() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(4));
         c.split(2);
         let grower = {
@@ -160,7 +160,7 @@ fn growth_racing_a_merge() {
 /// table the merge already folded.
 #[test]
 fn pair_records_racing_a_merge() {
-    loom::model(|| {
+    super::model(|| {
         let h = Arc::new(Histogram::with_bounds(&[10]));
         h.split(2);
         let recorder = {
@@ -187,7 +187,7 @@ fn pair_records_racing_a_merge() {
 /// sees exactly the thread's own adds before it.
 #[test]
 fn a_holders_unpinned_sum_racing_a_merge() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(2));
         c.split(2);
         let holder = {
@@ -212,7 +212,7 @@ fn a_holders_unpinned_sum_racing_a_merge() {
 /// or not at all, and never a freed table.
 #[test]
 fn a_sum_without_an_id_racing_a_merge_pins() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(2));
         c.split(2);
         {
@@ -241,7 +241,7 @@ fn a_sum_without_an_id_racing_a_merge_pins() {
 /// counted twice.
 #[test]
 fn a_quiescing_owner_racing_a_merge() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(2));
         c.split(2);
         let owner = {
@@ -268,7 +268,7 @@ fn a_quiescing_owner_racing_a_merge() {
 /// the owner may still store into it. Exact, never counted twice.
 #[test]
 fn a_batch_of_two_racing_owned_stores() {
-    loom::model(|| {
+    super::model(|| {
         let a = Arc::new(Counter::with_max_shards(2));
         let b = Arc::new(Counter::with_max_shards(2));
         a.split(2);
@@ -301,7 +301,7 @@ fn a_batch_of_two_racing_owned_stores() {
 #[test]
 fn a_parked_holder_holds_no_merge() {
     use loom::sync::atomic::{AtomicBool, Ordering};
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(2));
         c.split(2);
         let parked = Arc::new(AtomicBool::new(false));
@@ -326,5 +326,45 @@ fn a_parked_holder_holds_no_merge() {
         go.store(true, Ordering::Release);
         holder.join().unwrap();
         assert_eq!(c.sum(), 3);
+    });
+}
+
+/// A thread that only reads (an exporter's) registers as a reader at its
+/// first sum, a pinned one, and then sums unpinned, in a read window,
+/// racing a merge: both sums are exact (a merge that folded while the
+/// window was open would have the read miss the count: the base loaded
+/// before the fold, the row after), and once the reader rests, alive and
+/// outside every window, it holds no merge back. Fails when a merge
+/// counts a reader as done whatever its `busy` word says.
+#[test]
+fn a_reader_holds_a_merge_only_while_it_reads() {
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    super::model(|| {
+        let c = Arc::new(Counter::with_max_shards(2));
+        c.split(2);
+        c.add(1);
+        let rested = Arc::new(AtomicBool::new(false));
+        let go = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (c, rested, go) = (c.clone(), rested.clone(), go.clone());
+            thread::spawn(move || {
+                assert_eq!(c.sum(), 1, "the first (pinned) sum");
+                assert!(owner::held() > owner::READER_BASE, "no reader's id");
+                assert_eq!(c.sum(), 1, "a sum in a read window");
+                rested.store(true, Ordering::Release);
+                while !go.load(Ordering::Acquire) {
+                    thread::yield_now();
+                }
+                owner::hand_back();
+            })
+        };
+        let first = c.merge();
+        while !rested.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        assert!(first || c.merge(), "a resting reader held the merge");
+        assert_eq!((c.shards(), c.sum()), (0, 1));
+        go.store(true, Ordering::Release);
+        reader.join().unwrap();
     });
 }

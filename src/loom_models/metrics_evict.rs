@@ -43,7 +43,7 @@ impl Inner for Word {
 /// ends at exactly 3, and the entry is freed by the pass.
 #[test]
 fn evicted_entry_folded_until_unique_loses_nothing() {
-    loom::model(|| {
+    super::model(|| {
         let inner = Arc::new(AtomicU64::new(0));
         let entry = Arc::new(Entry::new(false, Word(inner.clone())));
         // Registration lists the handle; the owner's cache holds it.

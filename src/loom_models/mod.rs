@@ -42,3 +42,23 @@ mod thread {
         })
     }
 }
+
+/// `loom::model`, with the model's main thread giving its owner id back
+/// as the model ends: its sums register it as a reader, and its lease and
+/// grace word must not both be left for loom to drop (see [`thread`]).
+///
+/// Loom's cap on branches per execution (1,000), a guard against spin
+/// loops, is raised to 10,000: a map's drop loads every chunk pointer of
+/// its segments, and with a pin's word loaded (not mirrored) the maps'
+/// models ran past 1,000 with no loop in sight.
+fn model<F>(f: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = builder.max_branches.max(10_000);
+    builder.check(move || {
+        f();
+        crate::thread::owner::hand_back();
+    });
+}

@@ -17,7 +17,7 @@ use loom::sync::Arc;
 /// concurrent sum never exceeds what was added.
 #[test]
 fn lease_hand_back_and_reuse_racing_adds_and_sums() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(2));
         c.grow_once();
         c.add(1);
@@ -48,7 +48,7 @@ fn lease_hand_back_and_reuse_racing_adds_and_sums() {
 /// holds it), and they are the two smallest.
 #[test]
 fn live_leases_are_distinct_and_dense() {
-    loom::model(|| {
+    super::model(|| {
         assert_eq!(owner::lease(), 1);
         owner::hand_back();
         let held: Arc<[AtomicBool; 4]> = Arc::new(std::array::from_fn(|_| AtomicBool::new(false)));
@@ -83,7 +83,7 @@ fn live_leases_are_distinct_and_dense() {
 /// or its reload, or without the revoker's clear.
 #[test]
 fn a_fill_racing_a_revocation_leaves_no_hit() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(2));
         c.grow_once();
         let revoked = Arc::new(AtomicBool::new(false));
@@ -121,7 +121,7 @@ fn a_fill_racing_a_revocation_leaves_no_hit() {
 /// clear of the cache.
 #[test]
 fn a_handed_back_id_leaves_no_hit() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(Counter::with_max_shards(2));
         c.grow_once();
         let first = {
@@ -156,7 +156,7 @@ fn a_handed_back_id_leaves_no_hit() {
 /// be reused). Fails without `owner::forget` in the drop.
 #[test]
 fn a_dropped_table_leaves_no_cache_entry() {
-    loom::model(|| {
+    super::model(|| {
         let c = Counter::with_max_shards(2);
         c.grow_once();
         let addr = Arc::new(loom::sync::atomic::AtomicUsize::new(0));

@@ -39,7 +39,7 @@ fn counter(batch: u64) -> Arc<RoughCounter> {
 /// everything is there after the join.
 #[test]
 fn owner_adds_while_other_sums() {
-    loom::model(|| {
+    super::model(|| {
         let c = counter(3);
         let owner = {
             let c = c.clone();
@@ -66,7 +66,7 @@ fn owner_adds_while_other_sums() {
 /// `approx() ≤ sum() ≤ total` in every interleaving, exact after the join.
 #[test]
 fn fold_races_sum_and_approx() {
-    loom::model(|| {
+    super::model(|| {
         let c = counter(100);
         let owner = {
             let c = c.clone();
@@ -96,7 +96,7 @@ fn fold_races_sum_and_approx() {
 /// exit fold helps: after a final `flush_all`, the tally holds everything.
 #[test]
 fn flush_all_races_owner_adds() {
-    loom::model(|| {
+    super::model(|| {
         let c = counter(2);
         let other = {
             let c = c.clone();
@@ -122,7 +122,7 @@ fn flush_all_races_owner_adds() {
 /// After the joins `approx()` is exact, and a later thread reuses a slot.
 #[test]
 fn thread_exit_folds() {
-    loom::model(|| {
+    super::model(|| {
         let c = counter(100);
         let hs: Vec<_> = [1u64, 10]
             .into_iter()
@@ -157,7 +157,7 @@ fn thread_exit_folds() {
 /// block is not freed, and the thread's accesses must not race its freeing.
 #[test]
 fn drop_counter_while_thread_holds_slot() {
-    loom::model(|| {
+    super::model(|| {
         let c = counter(100);
         let t = {
             let c = c.clone();
@@ -178,7 +178,7 @@ fn drop_counter_while_thread_holds_slot() {
 /// thread-local destructors in a random order it cannot replay.)
 #[test]
 fn orphan_adds_race_flush_all() {
-    loom::model(|| {
+    super::model(|| {
         let c = counter(100);
         let t = {
             let c = c.clone();
@@ -206,7 +206,7 @@ fn orphan_adds_race_flush_all() {
 /// lost or folded twice.
 #[test]
 fn slot_reuse_races_flush_all() {
-    loom::model(|| {
+    super::model(|| {
         let c = Arc::new(
             RoughCounter::new()
                 .with_batch(100)
@@ -248,7 +248,7 @@ fn lag(c: &RoughCounter) -> u64 {
 #[test]
 fn stale_foreign_fold_keeps_lag_below_batch() {
     const BATCH: u64 = 10;
-    loom::model(|| {
+    super::model(|| {
         let c = counter(BATCH);
         let owner = {
             let c = c.clone();
@@ -280,7 +280,7 @@ fn stale_foreign_fold_keeps_lag_below_batch() {
 /// joined and no slot is live, `approx` must be exact, as documented.
 #[test]
 fn stale_foreign_fold_after_exit_leaves_approx_exact() {
-    loom::model(|| {
+    super::model(|| {
         let c = counter(100);
         let owner = {
             let c = c.clone();
@@ -308,7 +308,7 @@ fn stale_foreign_fold_after_exit_leaves_approx_exact() {
 /// progress and `approx` must be exact.
 #[test]
 fn stale_orphan_fold_leaves_approx_exact() {
-    loom::model(|| {
+    super::model(|| {
         let c = counter(100);
         let t = {
             let c = c.clone();
@@ -328,7 +328,7 @@ fn stale_orphan_fold_leaves_approx_exact() {
 /// to the tally.
 #[test]
 fn flush_all_after_a_join_that_precedes_the_exit_fold_is_exact() {
-    loom::model(|| {
+    super::model(|| {
         let c = counter(100);
         let t = {
             let c = c.clone();
@@ -345,7 +345,7 @@ fn flush_all_after_a_join_that_precedes_the_exit_fold_is_exact() {
 /// `Folder` pass, a `flush_all`) has claimed counts it has not yet added.
 #[test]
 fn flush_racing_a_foreign_fold_is_exact_after_the_join() {
-    loom::model(|| {
+    super::model(|| {
         let c = counter(100);
         let t = {
             let c = c.clone();

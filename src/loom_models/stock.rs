@@ -38,7 +38,7 @@ where
 #[test]
 fn last_unit_has_one_winner() {
     for amounts in [[1, 0], [0, 1]] {
-        loom::model(move || {
+        super::model(move || {
             let s = Arc::new(Stock::with_amounts(&amounts));
             let (a, b) = race(&s, |s| take(s, 1), |s| take(s, 1));
             let lost = (1, 0);
@@ -55,7 +55,7 @@ fn last_unit_has_one_winner() {
 /// succeed.
 #[test]
 fn two_units_three_takers() {
-    loom::model(|| {
+    super::model(|| {
         let s = Arc::new(Stock::with_amounts(&[1, 1]));
         let (sa, sb) = (s.clone(), s.clone());
         let ha = thread::spawn(move || sa.try_sub(1).is_ok());
@@ -72,7 +72,7 @@ fn two_units_three_takers() {
 /// exactly the stock left by the winner.
 #[test]
 fn fragmented_take_racing_fast_take() {
-    loom::model(|| {
+    super::model(|| {
         let s = Arc::new(Stock::with_amounts(&[1, 1]));
         let (two, one) = race(&s, |s| take(s, 2), |s| take(s, 1));
         match (two, one) {
@@ -96,7 +96,7 @@ fn take_racing_add_never_fails() {
     // [1, 0]: a taker on the empty shard borrows; [1, 1] with a take of 2:
     // the taker consolidates while the restock may meet a closed shard.
     for (amounts, n) in [([1, 0], 1), ([1, 1], 2)] {
-        loom::model(move || {
+        super::model(move || {
             let s = Arc::new(Stock::with_amounts(&amounts));
             let (took, ()) = race(&s, move |s| take(s, n), |s| s.add(1));
             assert_eq!(took, Ok(()));
@@ -112,7 +112,7 @@ fn take_racing_add_never_fails() {
 fn rebalance_racing_fast_take() {
     let rich = 4 * Stock::SPREAD_MIN;
     for amounts in [[rich, 0], [0, rich]] {
-        loom::model(move || {
+        super::model(move || {
             let s = Arc::new(Stock::with_amounts(&amounts));
             let (a, b) = race(&s, |s| take(s, 1), |s| take(s, 1));
             assert_eq!((a, b), (Ok(()), Ok(())));
@@ -126,7 +126,7 @@ fn rebalance_racing_fast_take() {
 /// lost or duplicated by the merge.
 #[test]
 fn merge_racing_fast_take() {
-    loom::model(|| {
+    super::model(|| {
         let s = Arc::new(Stock::with_amounts(&[1, 1]));
         let (took, ()) = race(&s, |s| take(s, 1), |s| s.merge());
         assert_eq!(took, Ok(()));
@@ -142,7 +142,7 @@ fn merge_racing_fast_take() {
 /// than by closing them, would be fooled here).
 #[test]
 fn take_with_restock_then_take_elsewhere() {
-    loom::model(|| {
+    super::model(|| {
         let s = Arc::new(Stock::with_amounts(&[1, 1]));
         let restocked = Arc::new(loom::sync::atomic::AtomicBool::new(false));
         let (sa, sb, sc) = (s.clone(), s.clone(), s.clone());
@@ -175,7 +175,7 @@ fn take_with_restock_then_take_elsewhere() {
 fn restock_into_full_shard_races_take() {
     let cap = Stock::MAX / 2;
     for amounts in [[cap, 1], [1, cap]] {
-        loom::model(move || {
+        super::model(move || {
             let s = Arc::new(Stock::with_amounts(&amounts));
             let (sa, sb) = (s.clone(), s.clone());
             let adder = thread::spawn(move || sa.add(1));
@@ -191,7 +191,7 @@ fn restock_into_full_shard_races_take() {
 /// its end and at its start.
 #[test]
 fn stock_sum_during_takes_is_between_end_and_start() {
-    loom::model(|| {
+    super::model(|| {
         let s = Arc::new(Stock::with_amounts(&[2, 1]));
         let (sa, sb) = (s.clone(), s.clone());
         let a = thread::spawn(move || sa.try_sub(1).unwrap());

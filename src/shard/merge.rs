@@ -261,7 +261,9 @@ impl ShardTable {
     /// window (left also if `read` panics).
     #[inline(never)]
     fn read_held<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
-        let window = owner::Window::enter();
+        let Some(window) = owner::Reading::enter() else {
+            return self.read_pinned(read);
+        };
         let Some(rows) = self.held_rows(self.load()) else {
             drop(window);
             return self.read_pinned(read);
@@ -283,13 +285,14 @@ impl ShardTable {
     /// the test: only this thread leases or acknowledges, and it does
     /// neither here, so an id it holds now it held at the load.
     ///
-    /// The caller opened a window (`owner::enter`) before it loaded
-    /// `head`, and leaves it only when done with the rows; it must not add
-    /// to any counter, nor allocate, meanwhile (as [`read`](Self::read)'s
-    /// `read`).
+    /// The caller opened a read window (`owner::Reading`, which holders
+    /// and readers get: a revocation after it opened has the merge wait
+    /// for the window's end or, for an adder, its acknowledgement) before
+    /// it loaded `head`, and closes it only when done with the rows; it must not add to any counter, nor allocate,
+    /// meanwhile (as [`read`](Self::read)'s `read`).
     #[inline(always)]
     pub(crate) fn held_rows(&self, head: Head) -> Option<Rows<'_>> {
-        if !(is_table(head.0) && owner::holds()) {
+        if !is_table(head.0) {
             return None;
         }
         // SAFETY: a plain table's head is its 128-aligned address, and the
@@ -304,6 +307,10 @@ impl ShardTable {
     /// counter, and that add may acknowledge a revocation.
     #[inline(never)]
     pub(crate) fn read_pinned<R>(&self, mut read: impl FnMut(Rows<'_>) -> R) -> R {
+        if !owner::holds() {
+            // Its next reads skip the pin (`owner`, "Readers").
+            owner::read_lease();
+        }
         let _pin = grace::pin();
         loop {
             let head = self.load();

@@ -50,6 +50,25 @@
 //!   under loom they store into a word of the thread (`busy`), which
 //!   stands for the state the kernel reports, so the models check that
 //!   every unpinned use of a table lies inside a window.
+//! * **Readers**: a thread with no id that reads a sharded table pinned
+//!   registers with an id from a range of its own (above `READER_BASE`:
+//!   beyond every table's rows, so it owns none and takes no adder's), and
+//!   its later reads are unpinned, in *read windows* ([`Reading`]) that
+//!   mark its `busy` word: a store of 1, the light barrier, the head's
+//!   load and the rows', then a `Release` store of 0. A revocation stores
+//!   `NONE` into a reader's row as into an adder's, and runs the heavy
+//!   barrier; a merge then counts a reader whose word reads 0 as done with
+//!   it: its window, if one was open when the barrier ran, had its mark
+//!   seen, so a 0 means it ended (the `Acquire` load pairs with the
+//!   store); a window opened later loads the retired head. A reader that
+//!   keeps reading acknowledges at its next read, as an adder at its next
+//!   add (its row is `NONE`, so it reads pinned and acknowledges in
+//!   [`read_lease`]); one that stops reading, asleep or computing, reads 0
+//!   at once. Its first add trades the id for an adder's. A holder's read
+//!   window marks the word too (cheaper than telling the two apart), but
+//!   merges do not read it: a holder acknowledges or is seen asleep, as
+//!   for its adds. Readers exist only where the light barrier is a
+//!   compiler fence (`membarrier`); elsewhere a reading thread pins.
 //!
 //! Ids are process-wide, not per table: a thread holds its id from its
 //! first add to any sharded table until it exits (or quiesces), so threads that added to
@@ -127,9 +146,9 @@ loom::thread_local! {
 ///   finds 0 (or a later fill of its own), never the dropped entry.
 pub(crate) struct Own {
     row: AtomicUsize,
-    /// Under loom, 1 while this thread is inside a window: the model of
-    /// "not asleep" (module docs, "Sleepers").
-    #[cfg(shardcount_loom)]
+    /// 1 while this thread, a reader, is inside a read window (module
+    /// docs, "Readers"); under loom also inside every window: the model
+    /// of "not asleep" ("Sleepers").
     busy: AtomicUsize,
     last: Way,
     /// The table of this thread's last miss (see above).
@@ -147,7 +166,6 @@ impl Own {
         const fn new() -> Own {
             Own {
                 row: AtomicUsize::new(NONE),
-                #[cfg(shardcount_loom)]
                 busy: AtomicUsize::new(0),
                 last: Way::new(),
                 missed: AtomicUsize::new(0),
@@ -225,6 +243,8 @@ struct Registered {
 /// The ids, and who holds them.
 struct Held {
     pool: Pool,
+    /// Readers' ids, less [`READER_BASE`] (module docs, "Readers").
+    readers: Pool,
     holders: BTreeMap<usize, Registered>,
 }
 
@@ -240,7 +260,7 @@ crate::primitive::global! {
     // needs the static: under loom, statics are gone before the main
     // thread's thread-local destructors run.
     static OWNERS: Arc<Owners> = Arc::new(Owners {
-        held: Mutex::new(Held { pool: Pool::new(), holders: BTreeMap::new() }),
+        held: Mutex::new(Held { pool: Pool::new(), readers: Pool::new(), holders: BTreeMap::new() }),
         revoked: AtomicU64::new(0),
     });
 }
@@ -263,8 +283,49 @@ impl Drop for Lease {
         });
         let mut held = lock(&self.owners.held);
         held.holders.remove(&self.id);
-        held.pool.give(self.id);
+        match self.id.checked_sub(READER_BASE) {
+            Some(r) => held.readers.give(r),
+            None => held.pool.give(self.id),
+        }
     }
+}
+
+/// Readers' ids start above it: beyond every table's rows (so a reader
+/// never owns one, nor pushes an adder beyond a table), below `NONE`, and
+/// apart from adders' ids.
+pub(crate) const READER_BASE: usize = usize::MAX / 2;
+
+/// Registers the calling thread with a fresh id, an adder's or (`reader`)
+/// a reader's, as having acknowledged every revocation so far (in the
+/// registry only while its owner cell exists: not at exit).
+fn register(reader: bool) -> Lease {
+    // Fills use the light barrier from now on (`Own`).
+    grace::prepare_barrier();
+    let owners = Arc::clone(&OWNERS);
+    let mut held = lock(&owners.held);
+    // A new holder has loaded no head as one: it starts as having
+    // acknowledged every revocation so far. (SeqCst: as in `ack`; under
+    // the mutex `revoke` bumps it in.)
+    let acked = Arc::new(AtomicU64::new(owners.revoked.load(Ordering::SeqCst)));
+    let id = if reader {
+        READER_BASE + held.readers.take()
+    } else {
+        held.pool.take()
+    };
+    let cell = with_owner(|o| CellPtr(std::ptr::from_ref(o)));
+    if let Some(cell) = cell {
+        held.holders.insert(
+            id,
+            Registered {
+                cell,
+                acked: Arc::clone(&acked),
+                quiet: 0,
+                tid: super::sleepers::tid(),
+            },
+        );
+    }
+    drop(held);
+    Lease { id, acked, owners }
 }
 
 crate::primitive::const_thread_local! {
@@ -317,23 +378,56 @@ pub(crate) fn leave() {
     with_owner(|o| o.busy.store(0, Ordering::Release));
 }
 
-/// A window that [`leave`]s when dropped (also in a panic): for a
-/// holder's read, whose closure may panic.
-pub(crate) struct Window(());
+/// A read window (module docs, "Readers"), closed when dropped (also in a
+/// panic): open one before loading a head whose rows the caller reads
+/// unpinned. It marks `busy` for holders too: two plain stores cost less
+/// than the branches that would tell them apart, and holders' merges do
+/// not look at it (their reads need no mark).
+pub(crate) struct Reading {
+    busy: *const AtomicUsize,
+}
 
-impl Window {
-    /// [`enter`]s a window.
+impl Reading {
+    /// Opens a read window if the calling thread may read unpinned (it
+    /// holds an id, an adder's or a reader's, not revoked); `None` when it
+    /// must pin.
     #[inline(always)]
-    pub(crate) fn enter() -> Window {
+    pub(crate) fn enter() -> Option<Reading> {
+        let o = with_owner(std::ptr::from_ref)?;
+        // SAFETY: this thread's `OWNER`, which has no destructor and so
+        // lives as long as the thread does; used here, on the thread.
+        let o = unsafe { &*o };
+        // Relaxed: as in `row`.
+        if o.row.load(Ordering::Relaxed) == NONE {
+            return None;
+        }
+        #[cfg(shardcount_loom)]
         enter();
-        Window(())
+        #[cfg(not(shardcount_loom))]
+        {
+            debug_assert_eq!(
+                o.busy.load(Ordering::Relaxed),
+                0,
+                "a read window inside one"
+            );
+            // Relaxed, then the light barrier, a compiler fence where
+            // readers exist (`read_lease`): it orders the mark before the
+            // head's load (module docs, "Readers").
+            o.busy.store(1, Ordering::Relaxed);
+            crate::primitive::sync::atomic::compiler_fence(Ordering::SeqCst);
+        }
+        Some(Reading { busy: &o.busy })
     }
 }
 
-impl Drop for Window {
+impl Drop for Reading {
     #[inline(always)]
     fn drop(&mut self) {
-        leave();
+        // SAFETY: this thread's `OWNER` cell's word (see `enter`).
+        let busy = unsafe { &*self.busy };
+        // Release: the window's reads of a table happen-before a merge
+        // that reads this 0 (`acknowledged`, Acquire).
+        busy.store(0, Ordering::Release);
     }
 }
 
@@ -456,35 +550,41 @@ pub(crate) fn lease() -> usize {
     LEASE
         .try_with(|l| {
             let mut l = l.borrow_mut();
-            let lease = l.get_or_insert_with(|| {
-                // Fills use the light barrier from now on (`Own`).
-                grace::prepare_barrier();
-                let owners = Arc::clone(&OWNERS);
-                let mut held = lock(&owners.held);
-                // A new holder has loaded no head as one: it starts as
-                // having acknowledged every revocation so far. (SeqCst:
-                // as in `ack`; under the mutex `revoke` bumps it in.)
-                let acked = Arc::new(AtomicU64::new(owners.revoked.load(Ordering::SeqCst)));
-                let id = held.pool.take();
-                let cell = with_owner(|o| CellPtr(std::ptr::from_ref(o)));
-                if let Some(cell) = cell {
-                    held.holders.insert(
-                        id,
-                        Registered {
-                            cell,
-                            acked: Arc::clone(&acked),
-                            quiet: 0,
-                            tid: super::sleepers::tid(),
-                        },
-                    );
-                }
-                drop(held);
-                Lease { id, acked, owners }
-            });
+            if l.as_ref().is_some_and(|l| l.id > READER_BASE) {
+                // A reader that adds: it trades its id for an adder's
+                // (the drop gives it back; its row was no table's).
+                *l = None;
+            }
+            let lease = l.get_or_insert_with(|| register(false));
             ack(lease);
             lease.id
         })
         .unwrap_or(0)
+}
+
+/// Before a pinned read by a thread that holds no id: it registers as a
+/// *reader* (module docs, "Readers"), or acknowledges if its id was
+/// revoked, so that its next reads skip the pin. A no-op inside a lease
+/// (a read from an allocator's add), and where the light barrier is not
+/// a compiler fence (its fence would cost a reader's window what a pin
+/// costs).
+#[cold]
+pub(crate) fn read_lease() {
+    if !readers_exist() {
+        return;
+    }
+    #[cfg(test)]
+    if EXITING.try_with(std::cell::Cell::get).unwrap_or(true) {
+        return;
+    }
+    let _ = LEASE.try_with(|l| {
+        if let Ok(mut l) = l.try_borrow_mut() {
+            let lease = l.get_or_insert_with(|| register(true));
+            if owner() == 0 {
+                ack(lease);
+            }
+        }
+    });
 }
 
 /// Acknowledges every revocation so far and owns again: from here on the
@@ -609,9 +709,21 @@ pub(crate) fn acknowledged(n: u64) -> bool {
             // Every revocation counted so far retired its heads before it
             // was counted (Relaxed: the mutex orders it).
             let revoked = owners.revoked.load(Ordering::Relaxed);
-            for r in held.holders.values_mut() {
+            for (&id, r) in &mut held.holders {
                 // Acquire: pairs with the Release store in `ack`.
                 if r.acked.load(Ordering::Acquire) >= n || r.quiet >= n {
+                    continue;
+                }
+                if id > READER_BASE {
+                    // Outside every read window since the revocation's
+                    // heavy barrier (module docs, "Readers"). Acquire:
+                    // pairs with the Release store in `Reading`'s drop.
+                    // SAFETY: as in `revoke`: registered, so alive.
+                    if unsafe { &*r.cell.0 }.busy.load(Ordering::Acquire) == 0 {
+                        r.quiet = revoked;
+                    } else {
+                        awake = true;
+                    }
                     continue;
                 }
                 if !sleepers {
@@ -638,6 +750,13 @@ pub(crate) fn acknowledged(n: u64) -> bool {
 
 /// How many times [`acknowledged`] looks again at a holder seen awake.
 const AWAKE_ROUNDS: u32 = 4;
+
+/// Whether threads that only read register as readers in this process
+/// (module docs, "Readers"): under loom always, on std where the light
+/// barrier is free.
+pub(crate) fn readers_exist() -> bool {
+    cfg!(shardcount_loom) || grace::light_is_free()
+}
 
 /// Whether merges read sleepers in this process (module docs): under
 /// loom always (the `busy` words model it), on std where `sleepers.rs` can.
@@ -678,7 +797,7 @@ pub(crate) fn exit_now() {
 /// The id the calling thread's lease holds (0 without one), whether or
 /// not a merge's revocation has it reading 0 from [`owner`] right now: for
 /// tests that ask which row a thread owns while merges run alongside.
-#[cfg(all(test, not(shardcount_loom)))]
+#[cfg(test)]
 pub(crate) fn held() -> usize {
     LEASE
         .try_with(|l| l.borrow().as_ref().map_or(0, |l| l.id))
