@@ -350,14 +350,24 @@ impl Counter {
     #[must_use]
     #[inline]
     pub fn sum(&self) -> u64 {
-        // A thread that holds an id (an adder's or a reader's) reads
-        // inline, unpinned, inside a read window (`thread::owner`); others
-        // (and retiring tables) take the call.
+        // No table: the base is everything (a table grown later holds only
+        // adds that did not happen-before this read), and no window is
+        // needed, as no table is read.
+        if self.table.load().is_tag() {
+            return self.base.load(Ordering::Relaxed);
+        }
+        self.sum_sharded()
+    }
+
+    /// [`sum`](Self::sum) once the counter had a table: a thread that
+    /// holds an id (an adder's or a reader's) reads inline, unpinned,
+    /// inside a read window (`thread::owner`); others (and retiring
+    /// tables) take the call.
+    #[inline(always)]
+    fn sum_sharded(&self) -> u64 {
         if let Some(window) = owner::Reading::enter() {
             let head = self.table.load();
             let total = if head.is_tag() {
-                // No table: the base is everything (a table grown later
-                // holds only adds that did not happen-before this read).
                 Some(self.base.load(Ordering::Relaxed))
             } else {
                 self.table.held_rows(head).map(|rows| self.total_of(rows))
