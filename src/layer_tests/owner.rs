@@ -132,8 +132,9 @@ mod busy_threads_own_the_shards {
 
 /// Where readers exist (Linux's `membarrier`), a thread that only reads
 /// takes a reader's id at its first pinned read (beyond every row: no
-/// adder's), reads unpinned after it, and trades it for an adder's at
-/// its first add; the count stays exact throughout.
+/// adder's), keeps it across reads, and trades it for an adder's at its
+/// first add; the count stays exact throughout. (Whether its id is
+/// revoked right now depends on other tests' merges: not asserted.)
 #[test]
 fn a_reader_takes_an_id_beyond_every_row_and_trades_it_when_it_adds() {
     if !owner::readers_exist() {
@@ -150,7 +151,6 @@ fn a_reader_takes_an_id_beyond_every_row_and_trades_it_when_it_adds() {
             "no reader's id: {}",
             owner::held()
         );
-        assert!(owner::holds(), "a reader reads as a holder");
         assert_eq!(c.sum(), 3);
         c.inc();
         assert!(
