@@ -19,8 +19,9 @@
 //! at its exit), written only by that thread: the section's depth in the
 //! low bits and, above them, an epoch that the outermost `pin` moves on
 //! (wrapping: a repeated epoch only makes a grace period wait longer). A
-//! destructor-free thread-local (`FAST`) points at it, so a pin costs a
-//! bare TLS load, a test and the word's load and store.
+//! destructor-free thread-local (`FAST`) points at it where the light
+//! barrier is free, so a pin there costs a bare TLS load, a test and the
+//! word's load and store.
 //! Entering stores the new value (`Release`: a grace period that sees a
 //! later section's mark must also learn that the earlier section ended),
 //! then issues a *light* barrier; leaving stores the lower depth
@@ -66,7 +67,7 @@
 //! first light barrier (registering its word, or [`prepare_barrier`]).
 
 use crate::primitive::hint::spin_loop;
-use crate::primitive::sync::atomic::{fence, AtomicUsize, Ordering};
+use crate::primitive::sync::atomic::{compiler_fence, fence, AtomicUsize, Ordering};
 use crate::primitive::sync::{lock, Arc, Mutex};
 use crossbeam_utils::CachePadded;
 use std::cell::{Cell, OnceCell};
@@ -143,7 +144,11 @@ impl Mine {
             (w, words)
         });
         let w: *const AtomicUsize = &***w;
-        let _ = FAST.try_with(|f| f.set(w));
+        // Only where the light barrier is a compiler fence: `pin`'s fast
+        // path issues no other (elsewhere every pin comes here and fences).
+        if barrier::is_heavy() {
+            let _ = FAST.try_with(|f| f.set(w));
+        }
         w
     }
 }
@@ -162,8 +167,9 @@ crate::primitive::const_thread_local! {
     static MINE: Mine = Mine { reg: OnceCell::new() };
 }
 
-// This thread's registered word (null before the first pin and after
-// `MINE`'s drop), which only this thread writes. No destructor: a pin
+// This thread's registered word (null before the first pin, after
+// `MINE`'s drop, and where the light barrier is a fence), which only this
+// thread writes. No destructor: a pin
 // reads it with a bare TLS load, as the owned add reads `OWNER`.
 #[cfg(not(shardcount_loom))]
 std::thread_local! {
@@ -210,7 +216,10 @@ pub(crate) fn pin() -> Pin {
     }
     // SAFETY: `FAST` names this thread's registered word, which its
     // `MINE` keeps alive until the drop that empties `FAST` first.
-    unsafe { mark(w) }
+    let pin = unsafe { mark(w) };
+    // The light barrier: `FAST` is set only where it is this (`Mine`).
+    compiler_fence(Ordering::SeqCst);
+    pin
 }
 
 /// `pin` before the thread's first (which registers its word) and after
@@ -219,8 +228,12 @@ pub(crate) fn pin() -> Pin {
 #[inline(never)]
 fn pin_slow() -> Pin {
     match MINE.try_with(Mine::word) {
-        // SAFETY: the word `MINE` holds, alive while it is.
-        Ok(w) => unsafe { mark(w) },
+        Ok(w) => {
+            // SAFETY: the word `MINE` holds, alive while it is.
+            let pin = unsafe { mark(w) };
+            barrier::light();
+            pin
+        }
         Err(_) => striped(),
     }
 }
@@ -243,10 +256,9 @@ unsafe fn mark(w: *const AtomicUsize) -> Pin {
     // Release: pairs with `wait`'s Acquire loads, which may see this mark
     // (a new epoch) instead of the unpin before it, and must still learn
     // that the section before ended (a plain store would not carry the
-    // unpin's Release); the barrier below orders the store before the
-    // head loads.
+    // unpin's Release); the caller's light barrier orders the store
+    // before the head loads.
     word.store(v, Ordering::Release);
-    barrier::light();
     Pin {
         word: w,
         striped: false,
