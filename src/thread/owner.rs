@@ -549,7 +549,12 @@ pub(crate) fn lease() -> usize {
     }
     LEASE
         .try_with(|l| {
-            let mut l = l.borrow_mut();
+            // A failed borrow is a registration on this thread (its
+            // allocation, counted by a global allocator that adds to a
+            // sharded counter): that add goes on without an id, pinned.
+            let Ok(mut l) = l.try_borrow_mut() else {
+                return 0;
+            };
             if l.as_ref().is_some_and(|l| l.id > READER_BASE) {
                 // A reader that adds: it trades its id for an adder's
                 // (the drop gives it back; its row was no table's).
