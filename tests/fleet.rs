@@ -700,6 +700,31 @@ fn set_raw(server: &Server, key: &str, cmd: &[&str]) {
     let _: () = c.query(&mut server.conn()).unwrap();
 }
 
+/// Waits until the server's AOF buffer is written to the kernel
+/// (`aof_buffer_length:0` in `INFO persistence`).
+fn aof_written(server: &Server) {
+    let start = Instant::now();
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("persistence")
+            .query(&mut server.conn())
+            .unwrap();
+        let buffered = info
+            .lines()
+            .find_map(|l| l.strip_prefix("aof_buffer_length:"))
+            .map(|v| v.trim().parse::<u64>().unwrap());
+        assert!(
+            buffered.is_some(),
+            "no aof_buffer_length: is AOF on?\n{info}"
+        );
+        if buffered == Some(0) {
+            return;
+        }
+        assert!(start.elapsed() < PATIENCE, "the AOF buffer never drained");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn connections(server: &Server) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("stats")
@@ -952,6 +977,11 @@ fn restart_between_init_and_sales(fsync: &'static str) {
     let s = FleetStock::new(&server.url(), PREFIX, NAME, config(10)).unwrap();
     assert!(s.init(100).unwrap());
     s.try_sub(1).unwrap(); // leases 10: the connection is open
+                           // With `everysec`, Redis may reply before it writes its AOF buffer
+                           // out (it postpones the write while a background fsync runs, up to
+                           // 2 s): wait until the buffer is written, so that the kill loses
+                           // nothing the kernel holds (failed once under disk load).
+    aof_written(&server);
     server.kill();
     std::thread::sleep(Duration::from_millis(100));
     server.start();
