@@ -44,7 +44,7 @@
 //! `RUSTFLAGS="-C llvm-args=-align-loops=64"` and compare.
 
 use crossbeam_utils::CachePadded;
-use shardcount::{Counter, CounterSet, Histogram, Label, LabelledCounter};
+use shardcount::{Counter, CounterSet, Histogram, Label, LabelledCounter, RoughCounter};
 use shardcount_harness::measure::{
     bench_main, escape, opaque, run_threads, Figure, Ratio, Session,
 };
@@ -413,6 +413,7 @@ fn histogram(n: u64) -> Duration {
 const LIMIT: &str = "tl-limit (Cell add)";
 const PLAIN_LIMIT: &str = "tl-limit (volatile, no check)";
 const POINTER_LIMIT: &str = "tl-limit (through a pointer)";
+const ROUGH: &str = "RoughCounter";
 const ROW_POINTER: &str = "per-thread row, found once";
 const HIST_POINTER: &str = "per-thread buckets, found once";
 
@@ -434,12 +435,16 @@ fn paired_report() {
         time_adds_fresh::<Counter>(THREADS, n)
     })
     .compare("Counter, grows on contention", PLAIN_LIMIT)
-    .compare("Counter, grows on contention", POINTER_LIMIT);
+    .compare("Counter, grows on contention", POINTER_LIMIT)
+    // Issue 45: the rough mode at least as fast as the owned add.
+    .vs(ROUGH, |n| time_adds_fresh::<RoughCounter>(THREADS, n))
+    .compare(ROUGH, POINTER_LIMIT);
     // split:begin
     let f = f
         .vs("Counter after split(2)", |n| split_counter(THREADS, n))
         .compare("Counter after split(2)", PLAIN_LIMIT)
-        .compare("Counter after split(2)", POINTER_LIMIT);
+        .compare("Counter after split(2)", POINTER_LIMIT)
+        .compare(ROUGH, "Counter after split(2)");
     // split:end
     s.run(f);
 
@@ -488,10 +493,13 @@ fn paired_report() {
             time_adds(&l, 1, n)
         })
         .vs(PLAIN_LIMIT, |n| plain_limit(1, n))
-        .vs(POINTER_LIMIT, |n| pointer_limit(1, n));
+        .vs(POINTER_LIMIT, |n| pointer_limit(1, n))
+        .vs(ROUGH, |n| time_adds_fresh::<RoughCounter>(1, n))
+        .compare(POINTER_LIMIT, ROUGH);
     // split:begin
     let f = f
         .vs("Counter after split(2)", |n| split_counter(1, n))
+        .compare("Counter after split(2)", ROUGH)
         .compare(LIMIT, "Counter after split(2)")
         .compare(PLAIN_LIMIT, "Counter after split(2)")
         .compare(POINTER_LIMIT, "Counter after split(2)");
