@@ -331,15 +331,16 @@ impl Counter {
     /// updates (see [the type docs](Counter#consistency-of-reads)). For
     /// add-only use, successive calls by one thread never decrease.
     ///
-    /// Cost: one load per shard, up to about twice the shard cap. A thread
-    /// that adds to sharded counters reads them with two plain stores more
-    /// (marks that a merge looks for). On Linux so does a thread that only
-    /// reads (an exporter's): its first read of a sharded counter pins
-    /// (a heavier mark) and registers it as a *reader* (an id beyond every
-    /// shard, which owns none and takes none from adding threads). A
-    /// reader holds a merge back only while it is inside a read, or until
-    /// its next read if it reads without pause. Elsewhere every read by a
-    /// thread that never added pins.
+    /// Cost: one load per shard, up to about twice the shard cap (a counter
+    /// never split: one load). A thread that adds to sharded counters
+    /// reads them with two plain stores more (marks around the read). On
+    /// Linux so does a thread that only reads (an exporter's): its first
+    /// read of a sharded counter pins (a heavier mark) and registers it as
+    /// a *reader* (an id beyond every shard, which owns none and takes
+    /// none from adding threads), and a merge looks at a reader's marks:
+    /// a reader holds a merge back only while it is inside a read, or
+    /// until its next read if it reads without pause. Elsewhere every read
+    /// by a thread that never added pins.
     ///
     /// ```
     /// let c = shardcount::Counter::new();
