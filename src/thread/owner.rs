@@ -68,7 +68,11 @@
 //!   window marks the word too (cheaper than telling the two apart), but
 //!   merges do not read it: a holder acknowledges or is seen asleep, as
 //!   for its adds. Readers exist only where the light barrier is a
-//!   compiler fence (`membarrier`); elsewhere a reading thread pins.
+//!   compiler fence (`membarrier`); elsewhere a reading thread pins. Not
+//!   covered: a signal handler that reads a sharded counter while it
+//!   interrupts a read of its thread (the inner window's end unmarks the
+//!   outer one; debug builds assert against it), as adds from a handler
+//!   that blocks inside a window are not ("Sleepers").
 //!
 //! Ids are process-wide, not per table: a thread holds its id from its
 //! first add to any sharded table until it exits (or quiesces), so threads that added to
