@@ -700,24 +700,26 @@ fn set_raw(server: &Server, key: &str, cmd: &[&str]) {
     let _: () = c.query(&mut server.conn()).unwrap();
 }
 
+/// `field`'s value in the server's `INFO section`, if it has one.
+fn info_field(server: &Server, section: &str, field: &str) -> Option<String> {
+    let info: String = redis::cmd("INFO")
+        .arg(section)
+        .query(&mut server.conn())
+        .unwrap();
+    let prefix = format!("{field}:");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map(|v| v.trim().to_owned())
+}
+
 /// Waits until the server's AOF buffer is written to the kernel
 /// (`aof_buffer_length:0` in `INFO persistence`).
 fn aof_written(server: &Server) {
     let start = Instant::now();
     loop {
-        let info: String = redis::cmd("INFO")
-            .arg("persistence")
-            .query(&mut server.conn())
-            .unwrap();
-        let buffered = info
-            .lines()
-            .find_map(|l| l.strip_prefix("aof_buffer_length:"))
-            .map(|v| v.trim().parse::<u64>().unwrap());
-        assert!(
-            buffered.is_some(),
-            "no aof_buffer_length: is AOF on?\n{info}"
-        );
-        if buffered == Some(0) {
+        let buffered = info_field(server, "persistence", "aof_buffer_length")
+            .expect("no aof_buffer_length: is AOF on?");
+        if buffered.parse::<u64>().unwrap() == 0 {
             return;
         }
         assert!(start.elapsed() < PATIENCE, "the AOF buffer never drained");
@@ -726,14 +728,8 @@ fn aof_written(server: &Server) {
 }
 
 fn connections(server: &Server) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .query(&mut server.conn())
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("total_connections_received:"))
+    info_field(server, "stats", "total_connections_received")
         .unwrap()
-        .trim()
         .parse()
         .unwrap()
 }
@@ -1023,16 +1019,7 @@ fn a_restart_between_init_and_sales_fails_no_sale_fsync_everysec() {
 #[test]
 fn a_resent_take_is_accepted_only_once_waitaof_confirms_it() {
     let server = Server::started("no");
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query(&mut server.conn())
-        .unwrap();
-    let v = info
-        .lines()
-        .find_map(|l| l.strip_prefix("redis_version:"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let v = info_field(&server, "server", "redis_version").unwrap();
     let mut p = v.split('.').map(|x| x.parse::<u32>().unwrap());
     if (p.next().unwrap(), p.next().unwrap()) < (7, 2) {
         println!("S2 WAITAOF: skipped on redis {v}");
