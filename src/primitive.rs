@@ -20,6 +20,12 @@ pub(crate) mod sync {
         #[cfg(shardcount_loom)]
         pub use std::sync::atomic::compiler_fence;
         pub use std::sync::atomic::Ordering;
+        /// A word only its owning thread reads and writes, handed to the
+        /// next owner through a lock the models do see: std's atomic under
+        /// loom too, so the models do not branch on the owner's own
+        /// bookkeeping (each loom atomic operation is a point where another
+        /// thread may run).
+        pub type UnsharedU64 = std::sync::atomic::AtomicU64;
         #[cfg(not(shardcount_loom))]
         pub use std::sync::atomic::{
             compiler_fence, fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64,

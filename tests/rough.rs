@@ -11,8 +11,9 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// How often a thread checks the clock, as `RoughCounter` documents (every
-/// 512 counts today): private in the crate, mirrored here for its tests.
+/// The fewest counts between a thread's checks, where its span starts and
+/// stays with `Duration::ZERO` (512, as `RoughCounter` documents): private
+/// in the crate, mirrored here for its tests.
 const CHECK_EVERY: u64 = 512;
 
 fn assert_send_sync<T: Send + Sync>() {}
@@ -110,11 +111,11 @@ fn interleaved_counters_on_one_thread() {
     }
 }
 
-/// The hot path compares the total with the window's upper end only, so
-/// an add that wraps the slot's total past 2^64 must still reach the
-/// check: near 2^64 every add is due (`hi` 0), and an add of more than 512
-/// always is. Without either, the unfolded delta here would reach 3 or 20
-/// batches with no fold.
+/// The hot path tests only the carry of the slot's biased word, so an add
+/// that wraps the slot's total past 2^64 must still reach the check: the
+/// carry is of the biased word (whatever the total), and an add beyond the
+/// headroom always carries. Were the test on the total, the unfolded delta
+/// here would reach 3 or 20 batches with no fold.
 #[test]
 fn adds_that_wrap_a_slot_total_are_still_checked() {
     const BATCH: u64 = 100;

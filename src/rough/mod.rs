@@ -4,6 +4,7 @@
 //!
 //! * `slot.rs`: the slots, the tally and the fold protocol (the proofs of the
 //!   read guarantees are there);
+//! * `clock.rs`: the clock the interval rule reads at checks;
 //! * `folder.rs`: the background [`Folder`](crate::Folder);
 //! * `rough_counter.rs`: the API, and the add path over `thread::slots`.
 //!
@@ -13,6 +14,7 @@
 //! `Acquire`). Every other ordering here is a role of `slot.rs`'s protocol
 //! (the tally, owner-only bookkeeping, the `dropped` hint), stated there.
 
+mod clock;
 #[cfg(not(shardcount_loom))]
 pub(crate) mod folder;
 mod rough_counter;

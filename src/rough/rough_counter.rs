@@ -30,9 +30,16 @@ use std::time::Duration;
 /// * **interval:** at a check, `interval` has passed since the slot's last
 ///   timed fold ([`with_interval`](Self::with_interval), default
 ///   [`DEFAULT_INTERVAL`](Self::DEFAULT_INTERVAL)). The clock is not read on
-///   every add: a thread checks it when its count has moved
-///   512 counts (or half of `batch`, if smaller) since its
-///   last check. **A thread that adds rarely, or stops adding, is not folded
+///   every add: a thread checks when its count has moved by its *span*
+///   since its last check (or half of `batch`, if smaller). The span starts
+///   at 512 counts, doubles while the thread's checks come less than a
+///   quarter of `interval` apart, up to 32,768, and halves while they come
+///   more than an `interval` apart, so a thread adding steadily checks one
+///   to four times per interval (its timed folds come one to two intervals
+///   apart), and a fast one pays for a check once per tens of thousands of
+///   adds. On Linux the clock is
+///   `CLOCK_MONOTONIC_COARSE`: one scheduler tick of resolution (1 to
+///   10 ms). **A thread that adds rarely, or stops adding, is not folded
 ///   by the interval rule**; its counts reach the tally when it exits, calls
 ///   [`flush`](Self::flush), someone calls [`flush_all`](Self::flush_all),
 ///   or a background [`Folder`](crate::Folder) runs;
@@ -126,10 +133,17 @@ impl RoughCounter {
     /// The default `batch`: a thread folds once its unfolded delta reaches
     /// this many counts.
     ///
+    /// Large, because a fold writes the one line every thread folds into:
+    /// at 1,024, two threads adding as fast as they can spent a third of
+    /// their time on it (`docs/benchmarks.md`). A thread that adds steadily
+    /// is folded by the interval rule long before; the batch bounds what an
+    /// idle thread leaves unfolded, and what
+    /// [`approx`](Self::approx) can miss.
+    ///
     /// ```
-    /// assert_eq!(shardcount::RoughCounter::DEFAULT_BATCH, 1024);
+    /// assert_eq!(shardcount::RoughCounter::DEFAULT_BATCH, 65_536);
     /// ```
-    pub const DEFAULT_BATCH: u64 = 1024;
+    pub const DEFAULT_BATCH: u64 = 65_536;
 
     /// The default `interval`: 100 ms.
     ///
@@ -247,10 +261,10 @@ impl RoughCounter {
 
     /// Adds `n`, wrapping at 2<sup>64</sup>.
     ///
-    /// Costs a subtraction from a countdown and an add to the total, both
-    /// in the thread's own slot, with no locked instruction and no clock
-    /// unless a check is due (at most 1,023 counts apart, 512 while only
-    /// adding). The slot of the counter the thread used last is cached;
+    /// Costs one add to a word of the thread's own slot, with no locked
+    /// instruction and no clock unless a check is due (every 512 to 32,768
+    /// counts while only adding: see the type docs): the add's carry says
+    /// when. The slot of the counter the thread used last is cached;
     /// any other is found in O(1) by the thread's index, however many
     /// counters the thread uses. A `sub`, or an add larger than what is
     /// left before the next check, takes an out-of-line call (still no
@@ -272,22 +286,24 @@ impl RoughCounter {
             // block (and so the slot) alive, and clears the cache before it
             // lets go of it.
             let slot = unsafe { &*slot.cast::<Slot>() };
-            if !slot.try_bump_owned(n) {
-                self.add_checked_cold(slot, n);
-            }
+            slot.add_owned(n, || self.check_cold(slot));
             return;
         }
         self.add_uncached::<true>(n);
     }
 
-    /// `add_checked` from the cached path, which has no `&Core` at hand.
+    /// A due add on the cached path, already made: check if it left the
+    /// window (else the headroom is set again).
     #[cold]
     #[inline(never)]
-    fn add_checked_cold(&self, slot: &Slot, n: u64) {
-        // SAFETY: the slot is cached, so the counter has its shared block
-        // (our own reference keeps it alive while we are borrowed).
-        let shared = unsafe { &*self.shared_or_init() };
-        self.add_checked(shared, slot, n);
+    fn check_cold(&self, slot: &Slot) {
+        if slot.window_passed() {
+            // SAFETY: the slot is cached, so the counter has its shared
+            // block (our own reference keeps it alive while we are
+            // borrowed).
+            let shared = unsafe { &*self.shared_or_init() };
+            self.check(shared, slot);
+        }
     }
 
     /// A cache miss: the thread's slot through the table, O(1) in the
@@ -295,7 +311,7 @@ impl RoughCounter {
     /// thread rotating over many counters comes through here on every add,
     /// so it reads no more than the bucket and the slot's first line: an
     /// add that is not due proves the slot taken over (only the owner's
-    /// check arms a window; a free slot's `left` is 0, so every add is due).
+    /// check arms a window; a free slot's headroom is 1, so every add is due).
     ///
     /// Generic only so that it is compiled in the caller's crate, still out
     /// of line: there its thread-local reads are plain `fs:` loads, where a
@@ -349,7 +365,7 @@ impl RoughCounter {
             }
             // The first check: a new generation (for folds still claiming
             // from the previous owner's time) and a window.
-            shared.check(slot, self.batch, || false);
+            shared.check(slot, self.batch, None);
         }
         if slot.bump(n) {
             self.check(shared, slot);
@@ -358,18 +374,7 @@ impl RoughCounter {
 
     /// The owner's slow check: fold by batch or interval, then rearm.
     fn check(&self, shared: &Core, slot: &Slot) {
-        shared.check(slot, self.batch, || {
-            if self.interval == u64::MAX {
-                return false;
-            }
-            let now = shared.now();
-            let last = slot.last_fold.load(Ordering::Relaxed);
-            let due = now.saturating_sub(last) >= self.interval;
-            if due {
-                slot.last_fold.store(now, Ordering::Relaxed);
-            }
-            due
-        });
+        shared.check(slot, self.batch, Some(self.interval));
     }
 
     /// Takes `slot` (at the calling thread's index) over. Needs our own

@@ -17,7 +17,8 @@
 //!   it uses.
 //! * `orphan: Slot`: a slot no thread owns, for adds made after the calling
 //!   thread's slot table was destroyed (from another thread-local's
-//!   destructor). Each such add is a `fetch_add` of its `total`, a bump of
+//!   destructor). Each such add is a `fetch_add` of its `biased` (its `bias`
+//!   stays 0, so that is its total), a bump of
 //!   its `armed` (below) and a fold, at once.
 //! * `dropped: AtomicBool`: set when the counter is dropped, a hint for
 //!   exit registries and folders to let go early: `Relaxed` both ways, as
@@ -26,14 +27,28 @@
 //!
 //! Each `Slot` holds:
 //!
-//! * `total: AtomicU64`: the cumulative sum of every add ever made through the
-//!   slot. Only the owning thread writes it, with a `Relaxed` load + store (no
-//!   locked instruction), and reads it back `Relaxed` ([`Slot::own_total`]);
-//!   folds read it `Relaxed` after their `Acquire` loads below, sums by
-//!   coherence alone. It is never reset: when a thread exits, its slot
-//!   is folded and freed, and the next thread to take the same thread index
-//!   continues the same total. So `sum()` is simply the sum of every slot's `total`; it
-//!   never reads the tally and folding cannot make it count anything twice.
+//! * the slot's **total**: the cumulative sum of every add ever made
+//!   through the slot, kept as `biased` minus `bias` (wrapping).
+//!   `biased: AtomicU64` is the hot word: only the owning thread writes
+//!   it, with one unlocked add to memory (a `Relaxed` load + store: no
+//!   locked instruction), and the owner sets `bias` so that the add
+//!   carries out of 64 bits exactly when it reaches the window's upper
+//!   end (see "Finding the slot"). The owner rewrites `bias` and `biased`
+//!   together only at a check (`set_headroom`), as a sequence lock: it
+//!   stores the total in `stable` (`Release`), makes `seq` odd
+//!   (`Release`), issues a `Release` fence, stores the pair, and makes
+//!   `seq` even (`Release`). A reader (`Slot::total`) loads `seq`
+//!   (`Acquire`), the pair, issues an `Acquire` fence and loads `seq`
+//!   again: if it was even and did not move, the pair agrees; otherwise it
+//!   reads `stable` (`Acquire`), the total all through the rewrite, as the
+//!   owner does not add meanwhile. So a read never waits for the owner,
+//!   returns a total the slot had during the call, and never goes back
+//!   for one reader (a `stable` read from a later rewrite acquires
+//!   everything stored before it). The total is never reset: when a thread
+//!   exits, its slot is folded and freed, and the next thread to take the
+//!   same thread index continues the same total. So `sum()` is simply the
+//!   sum of every slot's total; it never reads the tally and folding
+//!   cannot make it count anything twice.
 //! * `folded: AtomicU64`: the part of `total` already added to the tally.
 //!   Any thread may fold any slot: it loads `armed` and `folded` (both
 //!   `Acquire`), then `total`, claims the range by a compare-exchange of
@@ -66,10 +81,11 @@
 //!   `false` with `Release` when it exits. The next holder of the
 //!   index happens-after that exit (the index pool is a mutex), so it sees
 //!   the last `total` its predecessor wrote.
-//! * owner-only bookkeeping (`lo`, `width`, `last_fold`), `Relaxed`, and
-//!   `left` and `hi`, plain cells for the hot path's test: only the thread
-//!   holding the slot's index touches them, and the index pool's mutex
-//!   hands them over with the index.
+//! * owner-only bookkeeping (`lo`, `width`, `last_fold`, `last_check`,
+//!   `span`, and copies of `bias` and `seq` for the owner's own reads),
+//!   `Relaxed` `UnsharedU64`s: only the thread holding the slot's index
+//!   touches them, and the index pool's mutex hands them over with the
+//!   index.
 //!
 //! # Why `approx() ≤ sum()` for add-only use
 //!
@@ -126,50 +142,74 @@
 //!
 //! The hot path compares the counter's shared block with the thread's
 //! last-used cache (`thread::slots`) and, on a hit, adds to the cached
-//! slot: a subtraction from `left` (in memory, the borrow tested) and an
-//! add to `total`. `arm` sets `hi` to the window's upper end (`t0 + w`),
-//! and `left` to `hi - total - 1`, so an add of at most `left` stays
-//! inside the window; a sub (an add of 2^64 - n) is always due, and the slow path
-//! tests the window both ways (`lo`, `width`). Where `t0 + w` is within
-//! `CHECK_EVERY` of 2^64, `hi` is 0 (every add due) until a check further
-//! from it, so the hot compare never misses a wrap.
+//! slot's `biased`: one add to memory, its carry the whole test. `arm`
+//! sets the headroom to `w`, the distance to the window's upper end
+//! (`biased = 2^64 - w`), so an add of less than the headroom stays inside
+//! the window and one that reaches it carries; a sub (an add of 2^64 - n)
+//! carries too, and the slow path tests the window both ways (`lo`,
+//! `width`), setting the headroom again if the total is still inside. The
+//! carrying add has been made: the owner checks before its next add, so
+//! readers never see a carried word without the check that follows. The
+//! total's own wrap needs no care: the carry is of `biased`, not of the
+//! total.
 //!
 //! On a miss (another counter was used last), it loads the thread's
 //! position (a `const` thread-local without a destructor), the position's
 //! bucket in `slots` (`Acquire`) and the slot, adds, and caches the slot
-//! if the add was not due. A slot the thread has not taken over yet has
-//! `hi` and `left` 0 and an empty window (`width` 0), so the first add runs the slow
-//! check, which takes it over: marks it in use, starts a generation, arms
-//! a window and asks the thread's exit registry for a [`ThreadExit`] call,
-//! which folds and frees the slot when the thread exits. An add that is
-//! not due therefore proves the slot taken over by the calling thread.
-use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+//! if the add was not due. That add tests before it adds (`try_bump`), so
+//! a due add changes nothing there. A slot the thread has not taken over
+//! yet has a headroom of 1 and an empty window (`width` 0), so the first
+//! add runs the slow check, which takes it over: marks it in use, adds,
+//! starts a generation, arms a window and asks the thread's exit registry
+//! for a [`ThreadExit`] call, which folds and frees the slot when the
+//! thread exits. An add that is not due therefore proves the slot taken
+//! over by the calling thread.
+//!
+//! # How often a thread checks
+//!
+//! Every `span` counts, from `MIN_SPAN` to `MAX_SPAN` (and at most half a
+//! batch): `pace` doubles it while checks come less than a quarter of the
+//! interval apart and halves it while they come more than an interval
+//! apart, so a fast thread pays a check (a locked instruction and the
+//! clock) once per tens of thousands of adds, and a slow one still reads
+//! the clock every `MIN_SPAN` counts. With no interval (`Duration::MAX`),
+//! the span is `MAX_SPAN` and the clock is never read.
+use crate::primitive::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering, UnsharedU64};
 use crate::primitive::sync::Arc;
 use crate::thread::slots::{SlotTable, ThreadExit};
 use crossbeam_utils::CachePadded;
-use std::cell::UnsafeCell;
-use std::time::Instant;
 
-/// A thread reads the clock for the interval rule when its count on a
-/// counter has moved this many counts (or half of `batch`, if smaller) since its
-/// last check: for `inc`, once every 512 adds. A tuning constant, not
-/// API: `RoughCounter`'s docs give the behaviour.
-const CHECK_EVERY: u64 = 512;
+/// The fewest counts between a thread's checks of one counter (or half of
+/// `batch`, if smaller): where the span starts, and where a thread that
+/// adds slowly keeps it. A tuning constant, not API: `RoughCounter`'s docs
+/// give the behaviour.
+pub(super) const MIN_SPAN: u64 = 512;
+
+/// The most counts between checks (or half of `batch`, if smaller), for a
+/// thread that adds fast: a check costs tens of nanoseconds (a locked
+/// instruction, the clock), a share of each add that this makes small.
+pub(super) const MAX_SPAN: u64 = 1 << 15;
 
 /// One per-thread slot, padded to its own cache lines.
 pub(super) struct Slot {
-    /// Cumulative adds through this slot; written only by its owner.
-    total: AtomicU64,
-    /// Owner-only, the hot path's whole test: an add of `n` is due for the
-    /// slow check unless `n <= left`, which is `hi - total - 1` (0 from
-    /// `hi` on, and when `hi` is 0). A plain cell beside `total`, so the test is one compare with a
-    /// memory operand and the update one subtraction in memory (an atomic
-    /// would be loaded into a register first).
-    left: UnsafeCell<u64>,
-    /// Owner-only: an add that brings `total` to `hi` or above is due
-    /// (`hi` = `lo + width`, or 0, "always due": see `arm`). Read only to
-    /// set `left` again after the slow path moved `total` or `hi`.
-    hi: UnsafeCell<u64>,
+    /// The hot word: the slot's total plus `bias` (wrapping), which the
+    /// owner sets so that `biased` carries out of 64 bits exactly when an
+    /// add reaches the window's upper end. The owner's add is one
+    /// read-modify-write of this word, and its carry is the whole test.
+    biased: AtomicU64,
+    /// `biased - total`: written only by the owner's `set_headroom`, between
+    /// the odd and even values of `seq`.
+    bias: AtomicU64,
+    /// Even while `bias` and `biased` agree; odd while the owner rewrites
+    /// them. Readers that see it move use `stable`.
+    seq: AtomicU64,
+    /// Owner-only copies of `bias` and `seq`, for the owner's own reads.
+    own_bias: UnsharedU64,
+    own_seq: UnsharedU64,
+    /// The total as of the owner's last `set_headroom`, stored before `seq`
+    /// goes odd: the total all through the rewrite, as the owner does not
+    /// add meanwhile.
+    stable: AtomicU64,
     /// The prefix of `total` already moved into the tally.
     folded: AtomicU64,
     /// The slot's generation: bumped when its owner checks, takes or gives
@@ -180,15 +220,21 @@ pub(super) struct Slot {
     /// `total - lo >= width` (wrapping), i.e. once the total has moved `w`
     /// away from where the last check left it, with `width = 2w - 1`; the
     /// hot path tests the upper end only (`hi`).
-    lo: AtomicU64,
+    lo: UnsharedU64,
     /// Owner-only: see `lo`.
-    width: AtomicU64,
+    width: UnsharedU64,
     /// The part of `folded` whose claims have reached the tally: each claim
     /// adds its amount here after its tally add, so `tallied == folded` once no
     /// claim is in flight.
     tallied: AtomicU64,
     /// Owner-only: nanoseconds after `Core::epoch` of the last timed fold.
-    pub(super) last_fold: AtomicU64,
+    last_fold: UnsharedU64,
+    /// Owner-only: nanoseconds after `Core::epoch` of the last check that
+    /// read the clock.
+    last_check: UnsharedU64,
+    /// Owner-only: counts between checks, from `MIN_SPAN` to `MAX_SPAN`,
+    /// set by `pace`.
+    span: UnsharedU64,
     /// Whether a thread owns this slot.
     in_use: AtomicBool,
 }
@@ -196,15 +242,22 @@ pub(super) struct Slot {
 impl Slot {
     fn new(in_use: bool) -> Self {
         Slot {
-            total: AtomicU64::new(0),
-            left: UnsafeCell::new(0),
-            hi: UnsafeCell::new(0),
+            // A total of 0 and a headroom of 1: every add is due, so the
+            // first one takes the slot over (see `try_bump`).
+            biased: AtomicU64::new(u64::MAX),
+            bias: AtomicU64::new(u64::MAX),
+            seq: AtomicU64::new(0),
+            own_bias: UnsharedU64::new(u64::MAX),
+            own_seq: UnsharedU64::new(0),
+            stable: AtomicU64::new(0),
             folded: AtomicU64::new(0),
             armed: AtomicU64::new(0),
-            lo: AtomicU64::new(0),
-            width: AtomicU64::new(0),
+            lo: UnsharedU64::new(0),
+            width: UnsharedU64::new(0),
             tallied: AtomicU64::new(0),
-            last_fold: AtomicU64::new(0),
+            last_fold: UnsharedU64::new(0),
+            last_check: UnsharedU64::new(0),
+            span: UnsharedU64::new(MIN_SPAN),
             in_use: AtomicBool::new(in_use),
         }
     }
@@ -212,88 +265,166 @@ impl Slot {
     /// The owner's add, unless a slow check is due: then it changes
     /// nothing and returns `false`, and the caller takes the slow path
     /// (which may first have to take the slot over: a slot not taken over
-    /// has an empty window and `left` 0, so every add to it is due, and an
-    /// add of 0 is due here too, so that an add that is not due proves the
-    /// slot taken over).
+    /// has a headroom of 1, so every add to it is due, and an add of 0 is
+    /// due here too, so that an add that is not due proves the slot taken
+    /// over).
     ///
-    /// `n <= left` is exactly "stays below `hi`": `total + n < hi`, with
-    /// no wrap, as `arm` keeps `hi` clear of it. A sub (an add of 2^64 - n)
-    /// is always due; `bump` on the slow path tests the window both ways.
+    /// An add of `n` is due when `n` reaches the headroom, `-biased`: when
+    /// it would carry. A sub (an add of 2^64 - n) is due unless the
+    /// headroom is beyond 2^64 - n, which `arm` never makes it;
+    /// `window_passed` tests the window both ways.
     #[inline]
     pub(super) fn try_bump(&self, n: u64) -> bool {
-        // SAFETY: `left` is owner-only (see `Slot`'s `Sync`): the caller is
-        // the thread holding the slot's index.
-        let left = unsafe { *self.left.get() };
-        if n == 0 || n > left {
+        // Relaxed: the only writer reading its own last store.
+        let b = self.biased.load(Ordering::Relaxed);
+        if n == 0 || n >= b.wrapping_neg() {
             return false;
         }
-        // SAFETY: as above.
-        unsafe { *self.left.get() = left - n };
-        self.add_total(n);
+        // Relaxed: readers order their loads of this word by `seq` (see
+        // `total`); the hot path never moves `seq`.
+        self.biased.store(b.wrapping_add(n), Ordering::Relaxed);
         true
     }
 
     /// [`try_bump`](Self::try_bump) on a slot the calling thread has taken
-    /// over (its cached slot), in fewer instructions: the subtraction
-    /// from `left` is made in memory before the test, and undone out of
-    /// line when the add is due. An add of 0 is never due here (it changes
-    /// nothing).
-    #[inline]
-    pub(super) fn try_bump_owned(&self, n: u64) -> bool {
-        let left = self.left.get();
-        // SAFETY: `left` is owner-only (see `Slot`'s `Sync`): the caller is
-        // the thread holding the slot's index.
-        let (rest, due) = unsafe { *left }.overflowing_sub(n);
-        // SAFETY: as above.
-        unsafe { *left = rest };
-        if due {
-            self.unbump(n);
-            return false;
-        }
-        self.add_total(n);
-        true
-    }
-
-    /// The owner's add to `total`, inside the window.
+    /// over (its cached slot), in one read-modify-write: the add is made
+    /// whether or not it is due, and its carry says which. If it was due,
+    /// calls `due` (which must run [`window_passed`](Self::window_passed),
+    /// and the check, before the thread's next add to the slot). An add of
+    /// 0 is never due here (it changes nothing).
     #[inline(always)]
-    fn add_total(&self, n: u64) {
-        let t = self.own_total();
-        self.total.store(t.wrapping_add(n), Ordering::Relaxed);
+    pub(super) fn add_owned(&self, n: u64, due: impl FnOnce()) {
+        // One `add` to memory and a jump on no carry past `due`: LLVM does
+        // not fold an atomic load and store into an add to memory when the
+        // flags are used, and its three instructions, or a jump on carry
+        // to `due` (laid out with a jump back), ran the loop up to half as
+        // fast again as the owned `Counter` add (`docs/benchmarks.md`).
+        #[cfg(all(target_arch = "x86_64", not(miri), not(shardcount_loom)))]
+        {
+            // SAFETY: the pointer is `biased`'s, valid and 8-aligned for
+            // the borrow. An unlocked `add` to memory is a load and a store
+            // of the word, each single-copy atomic on x86-64 for an aligned
+            // quadword: the Relaxed load and store of the portable path
+            // below, with the owner the word's only writer. No stack, and
+            // no other memory touched.
+            unsafe {
+                std::arch::asm!(
+                    "add qword ptr [{p}], {n}",
+                    "jnc {done}",
+                    p = in(reg) self.biased.as_ptr(),
+                    n = in(reg) n,
+                    done = label { return; },
+                    options(nostack),
+                );
+            }
+            due();
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri), not(shardcount_loom))))]
+        {
+            // Relaxed, both: as in `try_bump`.
+            let (b, carry) = self.biased.load(Ordering::Relaxed).overflowing_add(n);
+            self.biased.store(b, Ordering::Relaxed);
+            if carry {
+                due();
+            }
+        }
     }
 
-    /// Owner only: `total` as the calling thread last stored it (or its
-    /// predecessor, handed over with the index).
+    /// Owner only: the slot's total (the owner's own last store, or its
+    /// predecessor's, handed over with the index).
     #[inline(always)]
     fn own_total(&self) -> u64 {
-        // Relaxed: the only writer reading its own last store.
-        self.total.load(Ordering::Relaxed)
+        // Relaxed, both: only the owner writes them.
+        let b = self.biased.load(Ordering::Relaxed);
+        b.wrapping_sub(self.own_bias.load(Ordering::Relaxed))
     }
 
-    /// Undoes `try_bump_owned`'s subtraction from `left` for a due add. Out of
-    /// line, reading `left` afresh: the hot path keeps no copy of it.
-    #[cold]
-    #[inline(never)]
-    fn unbump(&self, n: u64) {
-        // SAFETY: owner-only, as in `try_bump`.
-        unsafe { *self.left.get() = (*self.left.get()).wrapping_add(n) };
+    /// The slot's total, from any thread: a real value the total had at
+    /// some instant during the call, no older than what the calling thread
+    /// has already seen of the slot. Wait-free: no loop, whatever the owner
+    /// does.
+    pub(super) fn total(&self) -> u64 {
+        // Acquire: pairs with `set_headroom`'s Release stores of `seq`: an
+        // even value read here makes the `bias` and `biased` stored before
+        // it visible, and an odd one the `stable` stored before it.
+        let s = self.seq.load(Ordering::Acquire);
+        if s & 1 == 0 {
+            // Relaxed, both: bounded by the Acquire above and, against
+            // newer stores, by the fence and the second load of `seq`.
+            let bias = self.bias.load(Ordering::Relaxed);
+            let b = self.biased.load(Ordering::Relaxed);
+            // Acquire fence: if either load read a store made after
+            // `set_headroom`'s Release fence, the odd `seq` stored before
+            // that fence is visible to the load below.
+            fence(Ordering::Acquire);
+            // Acquire: as the first load, for `stable` below.
+            if self.seq.load(Ordering::Acquire) == s {
+                return b.wrapping_sub(bias);
+            }
+        }
+        // The owner is rewriting `bias` and `biased`, or did since `s`: it
+        // stored the total it had then in `stable` first, and it adds
+        // nothing while `seq` is odd. The Acquire loads of `seq` make the
+        // `stable` stored before the value they read visible. Acquire: a
+        // newer `stable` is a later total, and reading it makes every
+        // store before it visible, so no later read here goes back.
+        self.stable.load(Ordering::Acquire)
+    }
+
+    /// Owner only, after a due add (already made): whether the total has
+    /// left the window, so a check is due. If not (a sub that stayed
+    /// inside it), sets the headroom to the window's upper end again.
+    pub(super) fn window_passed(&self) -> bool {
+        let t = self.own_total();
+        let off = t.wrapping_sub(self.lo.load(Ordering::Relaxed));
+        let width = self.width.load(Ordering::Relaxed);
+        if off >= width {
+            return true;
+        }
+        self.set_headroom(width - off);
+        false
     }
 
     /// The owner's add on the slow path. Returns whether a check is due.
+    /// Only an add that carries (reaches the headroom) looks at the window,
+    /// so an add right after the check that takes the slot over leaves the
+    /// headroom as that check set it.
     pub(super) fn bump(&self, n: u64) -> bool {
-        let t = self.own_total().wrapping_add(n);
-        self.total.store(t, Ordering::Relaxed);
-        self.set_left(t);
-        t.wrapping_sub(self.lo.load(Ordering::Relaxed)) >= self.width.load(Ordering::Relaxed)
+        let (b, carry) = self.biased.load(Ordering::Relaxed).overflowing_add(n);
+        // Relaxed: as in `try_bump`.
+        self.biased.store(b, Ordering::Relaxed);
+        carry && self.window_passed()
     }
 
-    /// Owner only: `left` for a total of `t` (`hi - t - 1`, or 0 from `hi`
-    /// on).
-    fn set_left(&self, t: u64) {
-        // SAFETY: owner-only, as in `try_bump`.
-        unsafe {
-            let hi = *self.hi.get();
-            *self.left.get() = hi.saturating_sub(t).saturating_sub(1);
-        }
+    /// Owner only: sets `bias` and `biased` so that an add carries exactly
+    /// when it brings the total `h` (at least 1) or more above what it is
+    /// now. Rare (at a check, at most every `MIN_SPAN` counts), so it
+    /// may take a few stores to keep readers exact.
+    pub(super) fn set_headroom(&self, h: u64) {
+        debug_assert!(h >= 1, "a headroom of 0 would never carry");
+        let t = self.own_total();
+        let b = h.wrapping_neg();
+        // Relaxed: owner-only.
+        let s = self.own_seq.load(Ordering::Relaxed);
+        self.own_seq.store(s.wrapping_add(2), Ordering::Relaxed);
+        // Release: a reader whose Acquire load reads this value sees every
+        // store made before it, so its later reads of the slot return this
+        // total or a newer one (the exact path could otherwise return a
+        // total older than a `stable` it read from the future).
+        self.stable.store(t, Ordering::Release);
+        // Release: a reader whose Acquire load reads this odd value sees
+        // `stable` above.
+        self.seq.store(s.wrapping_add(1), Ordering::Release);
+        // Release fence: a reader whose loads of `bias` or `biased` read a
+        // store below (or a later hot-path add), followed by its Acquire
+        // fence, sees the odd `seq` above and falls back to `stable`.
+        fence(Ordering::Release);
+        // Relaxed, both: ordered by the fence above and the store below.
+        self.bias.store(b.wrapping_sub(t), Ordering::Relaxed);
+        self.own_bias.store(b.wrapping_sub(t), Ordering::Relaxed);
+        self.biased.store(b, Ordering::Relaxed);
+        // Release: pairs with readers' Acquire loads, as the odd store.
+        self.seq.store(s.wrapping_add(2), Ordering::Release);
     }
 
     /// Owner only: starts a new generation and returns the unfolded distance
@@ -323,7 +454,7 @@ impl Slot {
     }
 
     /// Owner only: sets the window so the next slow check comes after at most
-    /// `CHECK_EVERY` counts, and before the unfolded distance `u` (from
+    /// `span` counts, and before the unfolded distance `u` (from
     /// `begin_generation`, 0 after a fold) can reach `batch`.
     ///
     /// The window is also at most half a batch wide: a fold by another
@@ -334,26 +465,40 @@ impl Slot {
     /// `Core::fold`.)
     fn arm(&self, u: u64, batch: u64) {
         debug_assert!(u < batch, "the check folds at a distance of a batch");
-        let w = (batch - u).min(batch.div_ceil(2)).min(CHECK_EVERY);
+        let span = self.span.load(Ordering::Relaxed);
+        let w = (batch - u).min(batch.div_ceil(2)).min(span);
         let t = self.own_total();
         self.lo.store(t.wrapping_sub(w - 1), Ordering::Relaxed);
         self.width.store(2 * w - 1, Ordering::Relaxed);
-        // The window's upper end, if an add of up to CHECK_EVERY from
-        // inside the window cannot wrap past it; else 0, and every add is
-        // due until a check far enough from 2^64 (at most a window's worth
-        // of adds, once per wrap of the total).
-        let hi = t
-            .checked_add(w)
-            .filter(|&h| h <= u64::MAX - CHECK_EVERY)
-            .unwrap_or(0);
-        self.set_hi(hi);
+        // The window's upper end, `t + w`: the carry needs no care for
+        // the total's own wrap.
+        self.set_headroom(w);
     }
 
-    /// Owner only: sets the hot path's bound (0: every add is due).
-    pub(super) fn set_hi(&self, hi: u64) {
-        // SAFETY: owner-only, as in `try_bump`.
-        unsafe { *self.hi.get() = hi };
-        self.set_left(self.own_total());
+    /// Owner only, at a check that read the clock (`now`): whether a timed
+    /// fold is due, and the span to the next check. The span doubles while
+    /// checks come less than a quarter of `interval` apart and halves while
+    /// they come more than one apart, so a thread that adds steadily checks
+    /// one to four times per interval (a timed fold comes one to two
+    /// intervals after the last), at any rate up to `MAX_SPAN` counts per
+    /// check.
+    fn pace(&self, now: u64, interval: u64) -> bool {
+        let gap = now.saturating_sub(self.last_check.load(Ordering::Relaxed));
+        self.last_check.store(now, Ordering::Relaxed);
+        let span = self.span.load(Ordering::Relaxed);
+        let span = if gap < interval / 4 {
+            (span * 2).min(MAX_SPAN)
+        } else if gap > interval {
+            (span / 2).max(MIN_SPAN)
+        } else {
+            span
+        };
+        self.span.store(span, Ordering::Relaxed);
+        let due = now.saturating_sub(self.last_fold.load(Ordering::Relaxed)) >= interval;
+        if due {
+            self.last_fold.store(now, Ordering::Relaxed);
+        }
+        due
     }
 }
 
@@ -367,16 +512,9 @@ pub(super) struct Core {
     /// Set when the counter is dropped, so exit registries and folders let
     /// go early.
     pub(super) dropped: AtomicBool,
-    /// Origin of the owner-only `last_fold` timestamps.
-    epoch: Instant,
+    /// Origin of the owner-only `last_fold` timestamps, on `clock::nanos`.
+    epoch: u64,
 }
-
-// SAFETY: every field but `left` and `hi` is an atomic. Those two are read and written only
-// by the thread holding the slot's index (its owner, or the thread about to
-// take it over); the next holder of an index happens-after the previous one
-// gave it back (the index pool is a mutex), and a slot's initial state is
-// published with its bucket (Release/Acquire).
-unsafe impl Sync for Slot {}
 
 impl Default for Slot {
     fn default() -> Self {
@@ -387,9 +525,13 @@ impl Default for Slot {
 impl Core {
     pub(super) fn new(initial: u64) -> Self {
         let orphan = Slot::new(true);
-        // Relaxed, all three: not shared yet; the AcqRel exchange in
-        // `RoughCounter::install` publishes them.
-        orphan.total.store(initial, Ordering::Relaxed);
+        // Relaxed, all: not shared yet; the AcqRel exchange in
+        // `RoughCounter::install` publishes them. The orphan's bias stays 0
+        // (every thread adds to it with a locked add, and it is never armed),
+        // so `biased` is its total.
+        orphan.biased.store(initial, Ordering::Relaxed);
+        orphan.bias.store(0, Ordering::Relaxed);
+        orphan.own_bias.store(0, Ordering::Relaxed);
         orphan.folded.store(initial, Ordering::Relaxed);
         // The initial claim is in the tally already: none in flight, or
         // `fold_and_wait` would wait for it for ever.
@@ -399,12 +541,12 @@ impl Core {
             slots: SlotTable::new(),
             orphan: CachePadded::new(orphan),
             dropped: AtomicBool::new(false),
-            epoch: Instant::now(),
+            epoch: super::clock::nanos(),
         }
     }
 
     pub(super) fn now(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        super::clock::nanos().wrapping_sub(self.epoch)
     }
 
     /// Moves `slot`'s unfolded delta into the tally. Any thread may call it,
@@ -425,9 +567,10 @@ impl Core {
         // total read below is no older than the one that fold claimed.
         let mut f = slot.folded.load(Ordering::Acquire);
         loop {
-            // Relaxed: coherence after the Acquire above bounds its age; the
-            // Release on the tally publishes this read to `approx` readers.
-            let t = slot.total.load(Ordering::Relaxed);
+            // No older than the Acquire above allows (see `Slot::total`);
+            // the Release on the tally publishes this read to `approx`
+            // readers.
+            let t = self.total_of(slot);
             if t == f {
                 return;
             }
@@ -463,6 +606,19 @@ impl Core {
                 }
                 Err(now) => f = now,
             }
+        }
+    }
+
+    /// `slot`'s total. The orphan is never rewritten (its `bias` stays 0),
+    /// so its `biased` is its total, one load (a third of `Slot::total`'s
+    /// atomic operations, which the loom models pay for on every read).
+    fn total_of(&self, slot: &Slot) -> u64 {
+        if std::ptr::eq(slot, &*self.orphan) {
+            // Relaxed: every write is an RMW; coherence bounds its age, as
+            // the Acquire loads before each call do.
+            slot.biased.load(Ordering::Relaxed)
+        } else {
+            slot.total()
         }
     }
 
@@ -517,9 +673,9 @@ impl Core {
 
     pub(super) fn sum(&self) -> u64 {
         let mut total = 0u64;
-        // Relaxed loads of `total`: coherence alone makes each include every
-        // add that happened-before this call (see the module docs).
-        self.for_each_slot(|s| total = total.wrapping_add(s.total.load(Ordering::Relaxed)));
+        // Each slot's total includes every add that happened-before this
+        // call (see the module docs and `Slot::total`).
+        self.for_each_slot(|s| total = total.wrapping_add(self.total_of(s)));
         total
     }
 
@@ -540,6 +696,8 @@ impl Core {
         }
         slot.in_use.store(true, Ordering::Relaxed);
         slot.last_fold.store(now, Ordering::Relaxed);
+        slot.last_check.store(now, Ordering::Relaxed);
+        slot.span.store(MIN_SPAN, Ordering::Relaxed);
         true
     }
 
@@ -551,7 +709,7 @@ impl Core {
         self.fold_and_wait(slot);
         // An empty window: the next holder's first add takes the slot over.
         slot.width.store(0, Ordering::Relaxed);
-        slot.set_hi(0);
+        slot.set_headroom(1);
         // Release: pairs with `live_slots`'s Acquire, so a slot read as free
         // has its exit fold visible.
         slot.in_use.store(false, Ordering::Release);
@@ -563,7 +721,7 @@ impl Core {
     pub(super) fn add_orphan(&self, n: u64) {
         // Relaxed: one RMW; `fold` reads it back in program order, and the
         // Release bump below publishes it to other folds.
-        self.orphan.total.fetch_add(n, Ordering::Relaxed);
+        self.orphan.biased.fetch_add(n, Ordering::Relaxed);
         // Release: pairs with the Acquire loads of `armed` in `fold`, as an
         // owner's bump does; an RMW since every thread may bump the
         // orphan's generation.
@@ -575,12 +733,23 @@ impl Core {
     }
 
     /// Owner only: the slow check of `slot`. Starts a new generation, folds
-    /// if the unfolded distance reached `batch` or `timed()` says a timed
-    /// fold is due (not called if the batch rule folds), and arms the window
-    /// for the next check.
-    pub(super) fn check(&self, slot: &Slot, batch: u64, timed: impl FnOnce() -> bool) {
+    /// if the unfolded distance reached `batch` or `interval` (nanoseconds;
+    /// `u64::MAX`, never) has passed since the slot's last timed fold, sets
+    /// the span (`Slot::pace`), and arms the window for the next check.
+    /// `interval` is `None` at the check that takes the slot over: no clock,
+    /// no timed fold.
+    pub(super) fn check(&self, slot: &Slot, batch: u64, interval: Option<u64>) {
         let mut u = slot.begin_generation();
-        if u >= batch || timed() {
+        let timed = match interval {
+            None => false,
+            Some(u64::MAX) => {
+                // Never timed: no clock, and the widest span.
+                slot.span.store(MAX_SPAN, Ordering::Relaxed);
+                false
+            }
+            Some(interval) => slot.pace(self.now(), interval),
+        };
+        if u >= batch || timed {
             self.fold(slot);
             u = 0;
         }
