@@ -202,9 +202,8 @@ impl Counter {
     /// ```
     #[inline(always)]
     pub fn add(&self, n: u64) {
-        self.table.route(
-            // SAFETY: a row has at least one word.
-            |row| store_add(unsafe { row.word(0) }, n),
+        self.table.route_add_first(
+            n,
             #[inline(always)]
             |route| match route {
                 Route::Base(head) => self.add_base(head, n),

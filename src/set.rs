@@ -64,7 +64,7 @@
 
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::shard::{
-    lines_for, merge_all, shared_add, store_add, word, Line, Part, Route, ShardTable, LINE_WORDS,
+    lines_for, merge_all, shared_add, word, Line, Part, Route, ShardTable, LINE_WORDS,
 };
 use crate::thread::MAX_SHARDS;
 use std::fmt;
@@ -388,19 +388,20 @@ impl CounterSet {
     #[inline(always)]
     pub(crate) unsafe fn add_unchecked(&self, i: usize, n: u64) {
         debug_assert!(i < self.len);
-        self.table.route(
-            // SAFETY: every row has room for `len + 1` words, and `i < len`.
-            |row| store_add(unsafe { row.word(i) }, n),
-            // SAFETY: the caller's promise, passed on.
-            #[inline(always)]
-            |route| unsafe {
-                match route {
+        // SAFETY: every row has room for `len + 1` words, and `i < len`.
+        unsafe {
+            self.table.route_add(
+                i,
+                n,
+                // SAFETY: the caller's promise, passed on.
+                #[inline(always)]
+                |route| match route {
                     Route::Base(head) => self.add_base(head, i, n),
                     Route::Beyond => self.add_beyond(i, n),
                     Route::NoId => self.add_unowned(i, n),
-                }
-            },
-        );
+                },
+            );
+        }
     }
 
     /// Subtracts `n` from counter `i`, wrapping below zero.

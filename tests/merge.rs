@@ -211,6 +211,52 @@ fn a_sleeping_owner_holds_a_merge_only_where_sleepers_are_not_read() {
     });
 }
 
+/// An owner that keeps running without adding (busy with other work)
+/// neither acknowledges nor sleeps. Where merges need no quiesce (x86_64
+/// Linux) a merge nudges it (a signal whose handler answers for it) and
+/// completes while it computes; elsewhere, and with
+/// `SHARDCOUNT_QUIESCE_ONLY` set, the merge stays pending until it adds
+/// again. Exact either way; the test runs itself again in the fallback.
+#[test]
+fn a_computing_owner_holds_a_merge_only_where_nudges_are_not_sent() {
+    if !fallback::in_fallback() {
+        fallback::run_in_fallback("a_computing_owner_holds_a_merge_only_where_nudges_are_not_sent");
+    }
+    let c = Counter::with_max_shards(2);
+    c.split(2);
+    let (owns, stop) = (AtomicBool::new(false), AtomicBool::new(false));
+    std::thread::scope(|s| {
+        let (c, owns, stop) = (&c, &owns, &stop);
+        let t = s.spawn(move || {
+            c.add(10); // owns a row now
+            owns.store(true, Ordering::Release);
+            let mut x = 1u64;
+            while !stop.load(Ordering::Acquire) {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            c.add(1);
+            x
+        });
+        while !owns.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        if shardcount::merges_need_quiesce() {
+            assert!(!c.merge(), "merged while a running owner may still store");
+            assert_eq!((c.shards(), c.sum()), (2, 10));
+        } else {
+            assert!(
+                merged_soon(|| c.merge()),
+                "pending a minute while its only owner computes"
+            );
+            assert_eq!((c.shards(), c.sum()), (0, 10));
+        }
+        stop.store(true, Ordering::Release);
+        t.join().unwrap();
+    });
+    assert!(merged_soon(|| c.merge()), "pending after the owner exited");
+    assert_eq!((c.shards(), c.sum()), (0, 11));
+}
+
 /// Threads that only read (exporters') sum in a loop while another adds
 /// and this one splits and merges: every sum is within what was added and
 /// never goes back, though after their first sum they read unpinned (as

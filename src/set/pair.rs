@@ -3,7 +3,7 @@
 //! the contention sample on the first counter only.
 
 use super::CounterSet;
-use crate::shard::{flat_word_at, shared_add, store_add, Route};
+use crate::shard::{flat_word_at, shared_add, Route};
 use crate::thread::sampler;
 
 impl CounterSet {
@@ -17,32 +17,29 @@ impl CounterSet {
     #[inline(always)]
     pub(crate) unsafe fn add_pair_unchecked(&self, i: usize, n: u64, j: usize, m: u64) {
         debug_assert!(i < self.len && j < self.len);
-        self.table.route(
-            |row| {
-                // SAFETY: every row has room for `len + 1` words; `i` and
-                // `j` are below `len` (the caller's promise).
-                let (at, and) = unsafe { (row.word(i), row.word(j)) };
-                store_add(and, m);
-                store_add(at, n);
-            },
-            #[inline(always)]
-            |route| match route {
-                Route::Base(head) => {
-                    let row = self.base_first();
-                    // SAFETY: as above.
-                    let (at, and) = unsafe { (flat_word_at(row, i), flat_word_at(row, j)) };
-                    shared_add(and, m);
-                    let prev = shared_add(at, n);
-                    if sampler::sampled(prev, n) {
-                        self.check_base_add(head, at, prev, n, i);
+        // SAFETY: every row has room for `len + 1` words; `i` and `j` are
+        // below `len` (the caller's promise), which the other ways' calls
+        // (in the closure) pass on.
+        unsafe {
+            self.table.route_add_pair(
+                (i, n),
+                (j, m),
+                #[inline(always)]
+                |route| match route {
+                    Route::Base(head) => {
+                        let row = self.base_first();
+                        let (at, and) = (flat_word_at(row, i), flat_word_at(row, j));
+                        shared_add(and, m);
+                        let prev = shared_add(at, n);
+                        if sampler::sampled(prev, n) {
+                            self.check_base_add(head, at, prev, n, i);
+                        }
                     }
-                }
-                // SAFETY: the caller's promise, passed on.
-                Route::Beyond => unsafe { self.add_pair_beyond(i, n, j, m) },
-                // SAFETY: as above.
-                Route::NoId => unsafe { self.add_pair_unowned(i, n, j, m) },
-            },
-        );
+                    Route::Beyond => self.add_pair_beyond(i, n, j, m),
+                    Route::NoId => self.add_pair_unowned(i, n, j, m),
+                },
+            );
+        }
     }
 
     /// The pair add of a thread whose id is beyond the table it loaded:

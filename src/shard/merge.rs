@@ -22,7 +22,8 @@
 //!      (`owner::quiesce`: its next add takes that path too, and leaves
 //!      the idle state under the owners' mutex), or, on x86_64 Linux, was
 //!      seen asleep in the kernel after the revocation (a parked pool
-//!      thread is), so outside every window (`owner`, "Sleepers"). Owners' hot adds are
+//!      thread is), so outside every window (`owner`, "Sleepers"), or
+//!      answered a nudge there (`owner`, "Nudges"). Owners' hot adds are
 //!      not pinned; an acknowledgement is their promise that every add they
 //!      began with a head loaded before the revocation is done (program
 //!      order, published by the `Release` store of the acknowledgement)

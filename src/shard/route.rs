@@ -16,16 +16,20 @@
 //! "Sleepers"): no system call, no lock, no allocation between the head's
 //! load and the store, so a thread seen asleep is outside it and a merge
 //! need not wait for it. Every other way leaves the window before its
-//! closure runs, and one that reads the table again pins first.
+//! closure runs, and one that reads the table again pins first. On x86_64
+//! Linux the row cache's hit is a restartable block of its own
+//! (`thread::window`), tried first by [`ShardTable::route_add`]; the miss
+//! opens a marked window only for a head that names a table.
 //!
 //! Orderings: counts publish nothing, so every add is `Relaxed`. Readers
 //! need only each word's coherence; what makes a table safe to read is the
 //! head's `Acquire` load ([`ShardTable::load`]) and the merge protocol
 //! (`merge.rs`), never the adds.
 
+use super::owned::store_add;
 use super::table::{Head, Row, ShardTable, Table};
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
-use crate::thread::{owner, MAX_SHARDS};
+use crate::thread::{owner, window, MAX_SHARDS};
 use std::marker::PhantomData;
 
 /// Where an add goes when it is not to the thread's own row: see
@@ -55,6 +59,90 @@ pub(crate) enum Leased<'a> {
 }
 
 impl ShardTable {
+    /// Adds `n` to word `i` of the calling thread's own row when its row
+    /// cache names the table (the hit: a restartable window where there is
+    /// one, `thread::window`), or routes the add ([`route`](Self::route)),
+    /// passing what is not its own row's to `elsewhere`.
+    ///
+    /// # Safety
+    ///
+    /// Word `i` is inside a row (every row has the same words).
+    #[inline(always)]
+    pub(crate) unsafe fn route_add(&self, i: usize, n: u64, elsewhere: impl FnOnce(Route)) {
+        #[cfg(all(
+            target_os = "linux",
+            target_arch = "x86_64",
+            not(miri),
+            not(shardcount_loom)
+        ))]
+        // SAFETY: the head and this thread's row cache, live words; a hit
+        // names this thread's row in the table the head holds, and word
+        // `i` is in it (the caller's promise).
+        if unsafe { window::add(self.head.as_ptr().cast(), owner::way(), i, n) } {
+            return;
+        }
+        self.route(
+            // SAFETY: the caller's promise.
+            |row| store_add(unsafe { row.word(i) }, n),
+            elsewhere,
+        );
+    }
+
+    /// [`route_add`](Self::route_add) for word 0 (a `Counter`'s, whose
+    /// rows have one word).
+    #[inline(always)]
+    pub(crate) fn route_add_first(&self, n: u64, elsewhere: impl FnOnce(Route)) {
+        #[cfg(all(
+            target_os = "linux",
+            target_arch = "x86_64",
+            not(miri),
+            not(shardcount_loom)
+        ))]
+        // SAFETY: as in `route_add`; every row has a word 0.
+        if unsafe { window::add_first(self.head.as_ptr().cast(), owner::way(), n) } {
+            return;
+        }
+        self.route(
+            // SAFETY: every row has a word 0.
+            |row| store_add(unsafe { row.word(0) }, n),
+            elsewhere,
+        );
+    }
+
+    /// [`route_add`](Self::route_add) for two words of one row: `m` to
+    /// word `j`, then `n` to word `i`.
+    ///
+    /// # Safety
+    ///
+    /// Words `i` and `j` are inside a row.
+    #[inline(always)]
+    pub(crate) unsafe fn route_add_pair(
+        &self,
+        (i, n): (usize, u64),
+        (j, m): (usize, u64),
+        elsewhere: impl FnOnce(Route),
+    ) {
+        #[cfg(all(
+            target_os = "linux",
+            target_arch = "x86_64",
+            not(miri),
+            not(shardcount_loom)
+        ))]
+        // SAFETY: as in `route_add`, for both words.
+        if unsafe { window::add_pair(self.head.as_ptr().cast(), owner::way(), i, n, j, m) } {
+            return;
+        }
+        self.route(
+            |row| {
+                // SAFETY: the caller's promise.
+                let (at, and) = unsafe { (row.word(i), row.word(j)) };
+                store_add(and, m);
+                store_add(at, n);
+            },
+            elsewhere,
+        );
+    }
+
     /// Routes the calling thread's add: `owned` with its own row on a row
     /// cache hit (an add's whole row-finding, one compare and one load) or
     /// when it finds its row past a miss, `elsewhere` with the base while
@@ -69,32 +157,43 @@ impl ShardTable {
     ///
     /// `owned` runs inside the window (module docs): it adds to the row
     /// and nothing else (no allocation, no lock, no other add).
+    ///
+    /// Where the hit is restartable, `route_add` tried it first: this is
+    /// the miss. It skips the cache, and opens the window only for a head
+    /// that names a table, loading the head again inside it (a nudge may
+    /// have answered for this thread before the mark, `thread::nudge`).
     #[inline(always)]
-    pub(crate) fn route<R>(
-        &self,
-        owned: impl FnOnce(Row<'_>) -> R,
-        elsewhere: impl FnOnce(Route) -> R,
-    ) -> R {
-        owner::enter();
-        let head = self.load();
-        if let Some(row) = self.cached(head) {
-            let r = owned(row);
-            owner::leave();
-            r
-        } else if !head.is_table() {
-            owner::leave();
-            elsewhere(Route::Base(head))
+    fn route<R>(&self, owned: impl FnOnce(Row<'_>) -> R, elsewhere: impl FnOnce(Route) -> R) -> R {
+        let head = if window::RESTARTABLE {
+            let head = self.load();
+            if !head.is_table() {
+                return elsewhere(Route::Base(head));
+            }
+            owner::enter();
+            self.load()
         } else {
-            match self.route_by_id(head) {
-                Ok(row) => {
-                    let r = owned(row);
-                    owner::leave();
-                    r
-                }
-                Err(route) => {
-                    owner::leave();
-                    elsewhere(route)
-                }
+            owner::enter();
+            let head = self.load();
+            if let Some(row) = self.cached(head) {
+                let r = owned(row);
+                owner::leave();
+                return r;
+            }
+            head
+        };
+        if !head.is_table() {
+            owner::leave();
+            return elsewhere(Route::Base(head));
+        }
+        match self.route_by_id(head) {
+            Ok(row) => {
+                let r = owned(row);
+                owner::leave();
+                r
+            }
+            Err(route) => {
+                owner::leave();
+                elsewhere(route)
             }
         }
     }

@@ -13,12 +13,14 @@ mod buckets;
 pub(crate) mod grace;
 mod index;
 mod max_shards;
+mod nudge;
 pub(crate) mod owner;
 mod pool;
 mod probe;
 pub(crate) mod sampler;
 pub(crate) mod sleepers;
 pub(crate) mod slots;
+pub(crate) mod window;
 
 pub(crate) use index::{index, slot_position};
 pub(crate) use max_shards::{default_max_shards, MAX_SHARDS};

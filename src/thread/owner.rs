@@ -68,11 +68,17 @@
 //!   window marks the word too (cheaper than telling the two apart), but
 //!   merges do not read it: a holder acknowledges or is seen asleep, as
 //!   for its adds. Readers exist only where the light barrier is a
-//!   compiler fence (`membarrier`); elsewhere a reading thread pins. Not
-//!   covered: a signal handler that reads a sharded counter while it
-//!   interrupts a read of its thread (the inner window's end unmarks the
-//!   outer one; debug builds assert against it), as adds from a handler
-//!   that blocks inside a window are not ("Sleepers").
+//!   compiler fence (`membarrier`); elsewhere a reading thread pins. The
+//!   mark is a count (a load and a store, this thread its only writer): a
+//!   signal handler that reads while it interrupts a read of its thread
+//!   ends its own window before the outer one's end.
+//! * **Nudges** (x86_64 Linux, `nudge.rs`, `window.rs`): a holder that
+//!   runs without adding is sent a signal whose handler answers for it
+//!   (`answer`). There the owned add's hit is a restartable block of
+//!   assembly (the handler moves a thread stopped inside it back to its
+//!   start), and the windows past a miss (`enter`, `leave`) count in
+//!   `busy`, as read windows do: the handler answers only outside all of
+//!   them.
 //!
 //! Ids are process-wide, not per table: a thread holds its id from its
 //! first add to any sharded table until it exits (or quiesces), so threads that added to
@@ -82,7 +88,7 @@
 
 use super::grace;
 use super::pool::Pool;
-use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering, UnsharedU64};
 use crate::primitive::sync::{lock, Arc, Mutex};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -148,18 +154,33 @@ loom::thread_local! {
 ///   happens-before any table later allocated at the same address, which
 ///   happens-before any add that loads that table's head: such an add
 ///   finds 0 (or a later fill of its own), never the dropped entry.
+#[repr(C)]
 pub(crate) struct Own {
     row: AtomicUsize,
-    /// 1 while this thread, a reader, is inside a read window (module
-    /// docs, "Readers"); under loom also inside every window: the model
-    /// of "not asleep" ("Sleepers").
+    /// How many read windows (module docs, "Readers") and, where the hit
+    /// is restartable, add windows past a miss this thread is inside (more
+    /// than one only in a signal handler that interrupted one); under loom
+    /// 1 inside every window: the model of "not asleep" ("Sleepers").
     busy: AtomicUsize,
+    /// `repr(C)`, its head first and its row's line next: the restartable
+    /// hit reads them at those offsets (`window.rs`).
     last: Way,
     /// The table of this thread's last miss (see above).
     missed: AtomicUsize,
+    /// The revocation a merge's nudge asks about, and the last one a nudge
+    /// answered (`nudge.rs`).
+    #[cfg_attr(shardcount_loom, allow(dead_code))]
+    ask: UnsharedU64,
+    #[cfg_attr(shardcount_loom, allow(dead_code))]
+    answer: UnsharedU64,
+    /// The thread's signal mask when it registered: a nudge answers only
+    /// code that runs with it (`nudge.rs`).
+    #[cfg_attr(shardcount_loom, allow(dead_code))]
+    mask: UnsharedU64,
 }
 
 /// The row cache's entry: a table's address and this thread's row there.
+#[repr(C)]
 struct Way {
     head: AtomicUsize,
     at: AtomicPtr<()>,
@@ -173,6 +194,9 @@ impl Own {
                 busy: AtomicUsize::new(0),
                 last: Way::new(),
                 missed: AtomicUsize::new(0),
+                ask: UnsharedU64::new(0),
+                answer: UnsharedU64::new(0),
+                mask: UnsharedU64::new(0),
             }
         }
     }
@@ -316,7 +340,11 @@ fn register(reader: bool) -> Lease {
     } else {
         held.pool.take()
     };
-    let cell = with_owner(|o| CellPtr(std::ptr::from_ref(o)));
+    let cell = with_owner(|o| {
+        // Relaxed: read on this thread only, by its nudge handler.
+        o.mask.store(super::nudge::mask(), Ordering::Relaxed);
+        CellPtr(std::ptr::from_ref(o))
+    });
     if let Some(cell) = cell {
         held.holders.insert(
             id,
@@ -358,6 +386,18 @@ pub(crate) fn row() -> usize {
 /// under loom, the mark that models "not asleep".
 #[inline(always)]
 pub(crate) fn enter() {
+    #[cfg(not(shardcount_loom))]
+    if super::window::RESTARTABLE {
+        with_owner(|o| {
+            // Relaxed, a load and a store: only this thread writes it, and
+            // a signal handler's windows end before it returns. Then a
+            // compiler fence: the nudge's handler runs on this thread, so
+            // program order is the only order it needs.
+            let b = o.busy.load(Ordering::Relaxed);
+            o.busy.store(b + 1, Ordering::Relaxed);
+        });
+        crate::primitive::sync::atomic::compiler_fence(Ordering::SeqCst);
+    }
     #[cfg(shardcount_loom)]
     {
         with_owner(|o| {
@@ -376,10 +416,50 @@ pub(crate) fn enter() {
 /// table it loaded in it.
 #[inline(always)]
 pub(crate) fn leave() {
+    #[cfg(not(shardcount_loom))]
+    if super::window::RESTARTABLE {
+        crate::primitive::sync::atomic::compiler_fence(Ordering::SeqCst);
+        // Relaxed: as in `enter`.
+        with_owner(|o| {
+            let b = o.busy.load(Ordering::Relaxed);
+            o.busy.store(b - 1, Ordering::Relaxed);
+        });
+    }
     // Release: the model's stand-in for the kernel's ordering of a
     // thread's stores before its sleeping state (`sleepers.rs`).
     #[cfg(shardcount_loom)]
     with_owner(|o| o.busy.store(0, Ordering::Release));
+}
+
+/// The calling thread's row cache entry, for the restartable hit
+/// (`window.rs`): its head, then its row's first line.
+#[cfg(not(shardcount_loom))]
+#[inline(always)]
+pub(crate) fn way() -> *const usize {
+    // A const thread-local without a destructor: always there.
+    OWNER.with(|o| std::ptr::from_ref(&o.last).cast())
+}
+
+/// In a nudge's handler (`nudge.rs`), on the nudged thread, stopped
+/// outside every hit (or moved back to a hit's start): answers the
+/// revocation asked about, unless the thread is inside a marked window or
+/// runs with a mask other than its own (another signal's handler).
+#[cfg(not(shardcount_loom))]
+pub(crate) fn nudged(mask: u64) {
+    let Some(o) = with_owner(std::ptr::from_ref) else {
+        return;
+    };
+    // SAFETY: this thread's `OWNER`, alive as long as the thread.
+    let o = unsafe { &*o };
+    // Relaxed: this thread's own words, and `ask`, stored before the
+    // signal was sent (the kernel orders the send before the handler).
+    if o.busy.load(Ordering::Relaxed) != 0 || o.mask.load(Ordering::Relaxed) != mask {
+        return;
+    }
+    // Release: every window this thread ran before happens-before the
+    // merge that reads the answer (Acquire, `acknowledged`).
+    o.answer
+        .store(o.ask.load(Ordering::Relaxed), Ordering::Release);
 }
 
 /// A read window (module docs, "Readers"), closed when dropped (also in a
@@ -409,15 +489,12 @@ impl Reading {
         enter();
         #[cfg(not(shardcount_loom))]
         {
-            debug_assert_eq!(
-                o.busy.load(Ordering::Relaxed),
-                0,
-                "a read window inside one"
-            );
             // Relaxed, then the light barrier, a compiler fence where
             // readers exist (`read_lease`): it orders the mark before the
-            // head's load (module docs, "Readers").
-            o.busy.store(1, Ordering::Relaxed);
+            // head's load (module docs, "Readers"). A count, as `enter`'s:
+            // a signal handler's window ends before the one it interrupted.
+            let b = o.busy.load(Ordering::Relaxed);
+            o.busy.store(b + 1, Ordering::Relaxed);
             crate::primitive::sync::atomic::compiler_fence(Ordering::SeqCst);
         }
         Some(Reading { busy: &o.busy })
@@ -430,8 +507,12 @@ impl Drop for Reading {
         // SAFETY: this thread's `OWNER` cell's word (see `enter`).
         let busy = unsafe { &*self.busy };
         // Release: the window's reads of a table happen-before a merge
-        // that reads this 0 (`acknowledged`, Acquire).
+        // that reads this 0 (`acknowledged`, Acquire). Under loom the
+        // mark is 1 (`enter`).
+        #[cfg(shardcount_loom)]
         busy.store(0, Ordering::Release);
+        #[cfg(not(shardcount_loom))]
+        busy.store(busy.load(Ordering::Relaxed) - 1, Ordering::Release);
     }
 }
 
@@ -707,9 +788,14 @@ pub(crate) fn revoke() -> u64 {
 /// A holder seen awake is looked at again a few times (a pool thread
 /// about to park); seen asleep once, it is done with every revocation so
 /// far. If one is still awake, the answer is "not yet".
+#[cfg_attr(shardcount_loom, allow(unused_variables, unused_assignments))]
 pub(crate) fn acknowledged(n: u64) -> bool {
     let owners = Arc::clone(&OWNERS);
     let sleepers = sleepers_seen();
+    let mut nudges = sleepers && super::nudge::available();
+    let mut nudged = false;
+    #[cfg(not(shardcount_loom))]
+    let began = std::time::Instant::now();
     let mut round = 0;
     loop {
         let mut awake = false;
@@ -738,17 +824,35 @@ pub(crate) fn acknowledged(n: u64) -> bool {
                 if !sleepers {
                     return false;
                 }
+                if let Some(a) = answered(r, n) {
+                    r.quiet = a;
+                    continue;
+                }
                 if asleep(r) {
                     r.quiet = revoked;
-                } else {
-                    awake = true;
+                    continue;
+                }
+                awake = true;
+                if nudges {
+                    // Running, or preempted: a nudge answers for it
+                    // (`nudge.rs`), now or when it next runs.
+                    nudge(r, revoked);
+                    nudged = true;
                 }
             }
         }
         if !awake {
             return true;
         }
+        // Once per call: a holder the first nudge found inside a window
+        // is out of it within a few instructions.
+        nudges = false;
         round += 1;
+        #[cfg(not(shardcount_loom))]
+        if nudged && began.elapsed() < NUDGE_WAIT {
+            std::thread::yield_now();
+            continue;
+        }
         if cfg!(shardcount_loom) || round > AWAKE_ROUNDS {
             return false;
         }
@@ -759,6 +863,34 @@ pub(crate) fn acknowledged(n: u64) -> bool {
 
 /// How many times [`acknowledged`] looks again at a holder seen awake.
 const AWAKE_ROUNDS: u32 = 4;
+
+/// How long [`acknowledged`] waits for the answers to its nudges: one
+/// delivery to a running thread takes microseconds; a preempted one
+/// answers when it next runs, and a later merge call sees it.
+#[cfg(not(shardcount_loom))]
+const NUDGE_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// The last revocation a nudge answered for `r`, if it is `n` or later.
+fn answered(r: &Registered, n: u64) -> Option<u64> {
+    // SAFETY: as in `revoke`: registered, so its cell is alive.
+    let o = unsafe { &*r.cell.0 };
+    // Acquire: pairs with the Release store in `nudged`. (A nudge's answer
+    // covers every revocation before its ask, and each ask is the count
+    // of revocations when it was sent: `nudge`.)
+    let a = o.answer.load(Ordering::Acquire);
+    (a >= n).then_some(a)
+}
+
+/// Asks `r`, through a nudge, to answer revocation `revoked` (every
+/// revocation so far: the heads they retired were replaced before).
+fn nudge(r: &Registered, revoked: u64) {
+    // SAFETY: as in `revoke`: registered, so its cell is alive.
+    let o = unsafe { &*r.cell.0 };
+    // Relaxed: the signal's delivery orders it before the handler.
+    o.ask.store(revoked, Ordering::Relaxed);
+    #[cfg(not(shardcount_loom))]
+    let _ = super::nudge::send(r.tid);
+}
 
 /// Whether threads that only read register as readers in this process
 /// (module docs, "Readers"): under loom always, on std where the light
