@@ -42,6 +42,7 @@
     not(shardcount_loom)
 ))]
 mod imp {
+    use super::super::window::{self, At};
     /// The value a nudge carries, telling it from other `SIGURG`s.
     const TAG: usize = 0x5348_4152_4443_4e54; // "SHARDCNT"
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -59,6 +60,10 @@ mod imp {
         value: usize,
         _rest: [u64; 12],
     }
+
+    /// Hits the handler moved back to their start (tests).
+    #[cfg(test)]
+    pub(crate) static RESTARTS: AtomicUsize = AtomicUsize::new(0);
 
     /// The action installed before ours: its handler and flags.
     static BEFORE: AtomicUsize = AtomicUsize::new(0);
@@ -144,10 +149,14 @@ mod imp {
             // the handler may change: it is restored at the return.
             let uc = unsafe { &mut *ctx.cast::<libc::ucontext_t>() };
             let pc = &mut uc.uc_mcontext.gregs[libc::REG_RIP as usize];
-            match super::super::window::at(*pc as usize) {
-                super::super::window::At::Restart(start) => *pc = start as i64,
-                super::super::window::At::Inside => return,
-                super::super::window::At::Outside => {}
+            match window::at(*pc as usize) {
+                At::Restart(start) => {
+                    #[cfg(test)]
+                    RESTARTS.fetch_add(1, Ordering::Relaxed);
+                    *pc = start as i64;
+                }
+                At::Inside => return,
+                At::Outside => {}
             }
             // SAFETY: the first 64 signals of the interrupted mask: Linux's
             // own sigset is one word, glibc's begins with it.
@@ -223,4 +232,58 @@ pub(crate) fn send(_: i32) -> bool {
 )))]
 pub(crate) fn mask() -> u64 {
     0
+}
+
+#[cfg(all(
+    test,
+    target_os = "linux",
+    target_arch = "x86_64",
+    not(miri),
+    not(shardcount_loom)
+))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+    /// A thread adding to its own row in a tight loop is nudged until 100
+    /// nudges stopped it inside a hit (most of its loop is the hit) and
+    /// moved it back to the hit's start; no count is lost or doubled.
+    /// Restarting at the end of a hit, or anywhere but its start, would
+    /// double or skip adds.
+    #[test]
+    fn nudges_during_owned_adds_restart_hits_and_keep_every_count() {
+        if !available() {
+            return;
+        }
+        let c = crate::Counter::new();
+        c.split(2);
+        let (tid, stop) = (AtomicI32::new(0), AtomicBool::new(false));
+        let before = imp::RESTARTS.load(Ordering::Relaxed);
+        let restarts = || imp::RESTARTS.load(Ordering::Relaxed) - before;
+        let added = std::thread::scope(|s| {
+            let (c, tid, stop) = (&c, &tid, &stop);
+            let adder = s.spawn(move || {
+                // Four adds lease and fill the row cache: hits from then on.
+                (0..4).for_each(|_| c.add(1));
+                tid.store(crate::thread::sleepers::tid(), Ordering::Release);
+                let mut added = 4u64;
+                while !stop.load(Ordering::Relaxed) {
+                    (0..1000).for_each(|_| c.add(1));
+                    added += 1000;
+                }
+                added
+            });
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while restarts() < 100 && std::time::Instant::now() < deadline {
+                let t = tid.load(Ordering::Acquire);
+                if t != 0 {
+                    send(t);
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+            adder.join().unwrap()
+        });
+        assert_eq!(c.sum(), added, "a nudge lost or doubled an add");
+        assert!(restarts() >= 100, "a minute and no 100 nudges inside a hit");
+    }
 }
