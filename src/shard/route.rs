@@ -4,7 +4,7 @@
 //! counters) all add through [`ShardTable::route`], then write the word it
 //! names with one of two adds:
 //!
-//! * [`store_add`](super::owned::store_add) on a row the thread owns: a
+//! * [`store_add`] on a row the thread owns: a
 //!   load and a store, its only writer (`owned.rs`);
 //! * [`shared_add`] on every other word (the base, a shared row): a
 //!   read-modify-write, sampled for contention by the caller.

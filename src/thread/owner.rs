@@ -431,14 +431,21 @@ pub(crate) fn leave() {
     with_owner(|o| o.busy.store(0, Ordering::Release));
 }
 
-/// The calling thread's row cache entry, for the restartable hit
-/// (`window.rs`): its head, then its row's first line.
+/// The calling thread's owner cell, for the restartable hit
+/// (`window.rs`), which reads its row cache entry at [`WAY_AT`]: the
+/// cell's address rather than the entry's, so that the add's other paths
+/// (which reach the cell) keep one register for both.
 #[cfg(not(shardcount_loom))]
 #[inline(always)]
 pub(crate) fn way() -> *const usize {
     // A const thread-local without a destructor: always there.
-    OWNER.with(|o| std::ptr::from_ref(&o.last).cast())
+    OWNER.with(|o| std::ptr::from_ref(o).cast())
 }
+
+/// Where the row cache entry lies in an owner cell: its head, then its
+/// row's first line (`Own` and `Way` are `repr(C)`).
+#[cfg(not(shardcount_loom))]
+pub(crate) const WAY_AT: usize = std::mem::offset_of!(Own, last);
 
 /// In a nudge's handler (`nudge.rs`), on the nudged thread, stopped
 /// outside every hit (or moved back to a hit's start): answers the

@@ -120,9 +120,9 @@ mod imp {
             std::arch::asm!(
                 "2:",
                 "mov {h}, qword ptr [{head}]",
-                "cmp {h}, qword ptr [{way}]",
+                "cmp {h}, qword ptr [{way} + {at}]",
                 "jne {miss}",
-                "mov {h}, qword ptr [{way} + 8]",
+                "mov {h}, qword ptr [{way} + {at} + 8]",
                 "3:",
                 $($add,)+
                 "4:",
@@ -132,6 +132,7 @@ mod imp {
                 ".popsection",
                 $($operand)*
                 h = out(reg) _,
+                at = const super::super::owner::WAY_AT,
                 miss = label { return false; },
                 options(nostack),
             )
@@ -143,8 +144,9 @@ mod imp {
     ///
     /// # Safety
     ///
-    /// `head` and `way` point to live words (`way` at the row cache: its
-    /// head, then its row's first line), and when the head matches, word
+    /// `head` and `way` point to live words (`way` at an owner cell, whose
+    /// row cache entry, its head then its row's first line, lies at
+    /// `owner::WAY_AT`), and when the head matches, word
     /// `i` of that row is the calling thread's to write (`owner::Own`).
     #[inline(always)]
     pub(crate) unsafe fn add(head: *const usize, way: *const usize, i: usize, n: u64) -> bool {
@@ -234,14 +236,22 @@ mod tests {
     fn every_hit_restarts_from_its_start_until_its_add_has_run() {
         let word = std::sync::atomic::AtomicU64::new(0);
         let head = 0x1000usize;
-        let way = [head, word.as_ptr().addr()];
+        // An owner cell's words, its row cache entry at `WAY_AT`.
+        let entry = crate::thread::owner::WAY_AT / 8;
+        let cell = |head: usize, row: usize| {
+            let mut c = [0usize; 16];
+            c[entry] = head;
+            c[entry + 1] = row;
+            c
+        };
+        let way = cell(head, word.as_ptr().addr());
         // SAFETY: live words; the test's thread is the word's only writer.
         assert!(unsafe { add(&head, way.as_ptr(), 0, 5) });
-        let other = [0x2000usize, word.as_ptr().addr()];
+        let other = cell(0x2000, word.as_ptr().addr());
         // SAFETY: as above; a miss adds nothing.
         assert!(!unsafe { add(&head, other.as_ptr(), 0, 5) });
         let pair = [0u64; 2];
-        let way2 = [head, pair.as_ptr().addr()];
+        let way2 = cell(head, pair.as_ptr().addr());
         // SAFETY: as above, two words of `pair`.
         assert!(unsafe { add_pair(&head, way2.as_ptr(), 0, 3, 1, 4) });
         assert_eq!((word.into_inner(), pair), (5, [3, 4]));
