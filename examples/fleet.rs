@@ -865,7 +865,7 @@ mod stock_on_cluster {
             match stock.try_sub(1) {
                 Ok(()) => {
                     sold += 1;
-                    if let Some(pace) = pace.filter(|_| sold % PACED == 0) {
+                    if let Some(pace) = pace.filter(|_| sold.is_multiple_of(PACED)) {
                         next += pace;
                         let now = Instant::now();
                         if next > now {

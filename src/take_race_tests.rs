@@ -32,7 +32,7 @@ fn race(add: impl Fn(u64, u64) + Sync, take: impl Fn() -> u64, grow: impl Fn()) 
         while !done.load(Ordering::Relaxed) {
             taken += take();
             rounds += 1;
-            if rounds % 64 == 0 {
+            if rounds.is_multiple_of(64) {
                 grow();
             }
         }

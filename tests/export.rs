@@ -48,7 +48,7 @@ impl Sink for Flaky {
         // Calls 1, 1 + nth, 1 + 2 nth, ...: the first reply is always lost,
         // so a retry (and a duplicate) happens however few calls the
         // exporter makes before its final flush.
-        if self.nth != u64::MAX && (call - 1) % self.nth == 0 {
+        if self.nth != u64::MAX && (call - 1).is_multiple_of(self.nth) {
             return Err(SinkError::new("reply lost"));
         }
         Ok(out)

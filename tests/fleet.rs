@@ -77,7 +77,7 @@ fn child() {
                             Ok(()) => {
                                 sold += 1;
                                 record.write_at(&sold.to_le_bytes(), 8 * t).unwrap();
-                                if pace > 0 && sold % pace == 0 {
+                                if pace > 0 && sold.is_multiple_of(pace) {
                                     std::thread::sleep(Duration::from_millis(1));
                                 }
                             }

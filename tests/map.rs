@@ -447,7 +447,7 @@ fn racing_first_adds_of_the_last_key_never_overflow() {
                     let mut spins = 0u32;
                     while a.load(Ordering::SeqCst) < 2 {
                         spins += 1;
-                        if spins % 64 == 0 {
+                        if spins.is_multiple_of(64) {
                             std::thread::yield_now();
                         }
                         std::hint::spin_loop();

@@ -54,7 +54,7 @@ fn cycles(
                 merged += 1;
             }
             round += 1;
-            if round % 8 == 0 {
+            if round.is_multiple_of(8) {
                 taken += take();
                 last = 0;
             }
@@ -366,5 +366,8 @@ fn a_merger_merges_a_counter_once_its_load_stops() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let total = c.sum();
-    assert!(total >= 2000 && total % 1000 == 0, "a count lost: {total}");
+    assert!(
+        total >= 2000 && total.is_multiple_of(1000),
+        "a count lost: {total}"
+    );
 }

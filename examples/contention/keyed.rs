@@ -38,7 +38,7 @@ const TOP: usize = 10;
 
 // A worker stops only between batches, so its count of draws replayed is
 // whole batches and `Workload::reference` sees whole laps plus a prefix.
-const _: () = assert!(DRAWS % BATCH as usize == 0);
+const _: () = assert!(DRAWS.is_multiple_of(BATCH as usize));
 
 /// One way of counting views by key.
 struct Subject {

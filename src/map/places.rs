@@ -33,7 +33,7 @@ impl Places {
         } else {
             let s = self.high;
             self.high += 1;
-            if s % CHUNK == 0 {
+            if s.is_multiple_of(CHUNK) {
                 self.keys.push(0);
             }
             s
