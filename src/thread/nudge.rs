@@ -7,33 +7,49 @@
 //! * The merge stores the revocation it waits for into the holder's
 //!   `ask` word (`owner::Own`), then sends the holder's thread a `SIGURG`
 //!   with `rt_tgsigqueueinfo`, tagged as ours (`SI_QUEUE`, this process's
-//!   pid, `TAG` as its value). The kernel runs the handler on that
-//!   thread at its next return to user space: at once if it runs, when it
-//!   is next scheduled if it is preempted.
+//!   pid, `TAG` in `si_errno`) and carrying the holder's owner cell as its
+//!   value: the handler reaches the cell without a thread-local (whose
+//!   first use in a loaded library may allocate). The kernel runs the
+//!   handler on that thread at its next return to user space: at once if
+//!   it runs, when it is next scheduled if it is preempted.
 //! * The handler looks at where the thread stopped (`window::at`). Inside
 //!   an owned add's hit whose add has not run, it moves the program
 //!   counter back to the hit's start: the thread loads the head again when
 //!   it resumes, and sees the retirement. Then, if the thread is inside no
 //!   marked window either (`owner::enter`, a read window: its `busy`
-//!   count is 0), it answers: it stores `ask` into `answer` (`Release`;
-//!   the merge loads it `Acquire`). Every window the thread ran before is
-//!   done (program order), and every one after loads the head afresh.
+//!   count is 0) nor between a pair add's adds, it answers: it stores
+//!   `ask` into `answer` (`Release`; the merge loads it `Acquire`). Every
+//!   window the thread ran before is done (program order), and every one
+//!   after loads the head afresh. Answered or not, it stores `ask` into
+//!   `heard`: the merge sends a heard, unanswered nudge again, a few
+//!   times, and waits (2 ms at most) only for nudges not yet heard.
 //! * It answers only if the interrupted code's signal mask is the one the
 //!   thread registered with. A handler of another signal runs with its
 //!   own signal blocked: if it interrupted an add and then added itself,
 //!   the nudge would see the inner add's end, not the outer add's
-//!   position. (A handler installed with `SA_NODEFER` and an empty mask is
-//!   not told apart; the README says so.)
+//!   position. A thread that registers while it blocks a signal that has
+//!   a handler (it may be in that handler) is never answered for. Not told
+//!   apart: a handler installed with `SA_NODEFER` whose mask blocks nothing
+//!   new. A thread whose mask changed since is not answered for either
+//!   (its merges wait, as without nudges).
 //! * Any other `SIGURG` goes to the action installed before ours (or is
-//!   ignored, `SIGURG`'s default). If a later `sigaction` replaced ours,
-//!   merges stop nudging ([`available`] checks before each round) and wait
-//!   for acknowledgements, as elsewhere.
+//!   ignored, `SIGURG`'s default), with our flags (`SA_RESTART`; the
+//!   alternate stack if it used one). If a later `sigaction` replaced
+//!   ours, merges stop nudging ([`available`] checks before each round)
+//!   and wait for acknowledgements, as elsewhere.
+//! * The table of hits is the linking object's own (`window.rs`): where
+//!   this crate's code is not in the main program (a Rust `dylib`, whose
+//!   inlined hits would be in the program's table), no nudge is sent.
 //!
-//! A nudge may interrupt a system call the holder is in: `SA_RESTART`
-//! restarts most; those that never restart (`nanosleep`, `epoll_wait`,
-//! ...) return `EINTR`, as with any signal, which std and tokio retry.
-//! x86-64 Linux only (where the hit is restartable, `window.rs`); not with
-//! `SHARDCOUNT_QUIESCE_ONLY` set, as `sleepers.rs`.
+//! `SIGURG` is a standard signal: one pending nudge and the process's own
+//! `SIGURG` (out-of-band data) merge into one delivery, which the handler
+//! passes on only if it is the other's. A process that relies on `SIGURG`
+//! sets `SHARDCOUNT_QUIESCE_ONLY`. A nudge may interrupt a system call the
+//! holder is in: `SA_RESTART` restarts most; those that never restart
+//! (`nanosleep`, `epoll_wait`, ...) return `EINTR`, as with any signal,
+//! which std and tokio retry. x86-64 Linux only (where the hit is
+//! restartable, `window.rs`); not with `SHARDCOUNT_QUIESCE_ONLY` set, as
+//! `sleepers.rs`.
 
 #[cfg(all(
     target_os = "linux",
@@ -42,11 +58,14 @@
     not(shardcount_loom)
 ))]
 mod imp {
+    use super::super::owner::Own;
     use super::super::window::{self, At};
-    /// The value a nudge carries, telling it from other `SIGURG`s.
-    const TAG: usize = 0x5348_4152_4443_4e54; // "SHARDCNT"
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::OnceLock;
+
+    /// What a nudge carries in `si_errno`, telling it from other
+    /// `SIGURG`s ("SHCN"); its value is the nudged thread's owner cell.
+    const TAG: i32 = 0x5348_434e;
 
     /// The `siginfo_t` of a queued signal, as x86-64 Linux lays it out.
     #[repr(C)]
@@ -76,7 +95,7 @@ mod imp {
     }
 
     fn install() -> bool {
-        if std::env::var_os("SHARDCOUNT_QUIESCE_ONLY").is_some() {
+        if std::env::var_os("SHARDCOUNT_QUIESCE_ONLY").is_some() || !in_main_program() {
             return false;
         }
         // SAFETY: sigaction with a zeroed, then filled, action; reads the
@@ -91,10 +110,43 @@ mod imp {
             BEFORE.store(old.sa_sigaction, Ordering::Release);
             let mut new: libc::sigaction = std::mem::zeroed();
             new.sa_sigaction = handler as *const () as usize;
-            new.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+            // The alternate stack only if the action before ours used it:
+            // it runs from ours, on whatever stack ours runs on.
+            new.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | (old.sa_flags & libc::SA_ONSTACK);
             libc::sigemptyset(&mut new.sa_mask);
             libc::sigaction(libc::SIGURG, &new, std::ptr::null_mut()) == 0
         }
+    }
+
+    /// Whether this crate's code lies in the main program rather than in
+    /// a shared object. The table of hits is the linking object's own:
+    /// built into a Rust `dylib`, the hits inlined into the program that
+    /// uses it would be missing from it, so such a process never nudges.
+    fn in_main_program() -> bool {
+        /// The first object `dl_iterate_phdr` reports is the program.
+        unsafe extern "C" fn first(
+            info: *mut libc::dl_phdr_info,
+            _: libc::size_t,
+            data: *mut libc::c_void,
+        ) -> libc::c_int {
+            // SAFETY: the loader passes a valid entry, and `data` is the
+            // `bool` below.
+            let (info, found) = unsafe { (&*info, &mut *data.cast::<bool>()) };
+            let here = (handler as *const ()).addr();
+            // SAFETY: `dlpi_phnum` headers at `dlpi_phdr`.
+            let headers =
+                unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
+            *found = headers.iter().any(|h| {
+                let start = (info.dlpi_addr as usize).wrapping_add(h.p_vaddr as usize);
+                h.p_type == libc::PT_LOAD && (start..start + h.p_memsz as usize).contains(&here)
+            });
+            1 // the program only
+        }
+        let mut found = false;
+        // SAFETY: a callback that reads what the loader passes, and stops
+        // after the first object.
+        unsafe { libc::dl_iterate_phdr(Some(first), std::ptr::from_mut(&mut found).cast()) };
+        found
     }
 
     /// Whether the action for `SIGURG` is still ours.
@@ -107,8 +159,9 @@ mod imp {
         }
     }
 
-    /// Nudges thread `tid` of this process; whether the signal was sent.
-    pub(crate) fn send(tid: i32) -> bool {
+    /// Nudges thread `tid` of this process, whose owner cell is `cell`;
+    /// whether the signal was sent.
+    pub(crate) fn send(tid: i32, cell: *const Own) -> bool {
         if tid <= 0 {
             return false;
         }
@@ -116,12 +169,12 @@ mod imp {
         let (pid, uid) = unsafe { (libc::getpid(), libc::getuid()) };
         let info = Queued {
             signo: libc::SIGURG,
-            errno: 0,
+            errno: TAG,
             code: libc::SI_QUEUE,
             _pad: 0,
             pid,
             uid,
-            value: TAG,
+            value: cell.expose_provenance(),
             _rest: [0; 12],
         };
         // SAFETY: a full-size siginfo for a signal to a thread of this
@@ -138,30 +191,33 @@ mod imp {
     }
 
     /// The handler: a nudge is answered (module docs), anything else
-    /// passed on.
+    /// passed on. It reaches the thread's owner cell through the signal's
+    /// value, not a thread-local (whose first access in a loaded library
+    /// may allocate).
     extern "C" fn handler(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
         // SAFETY: the kernel passes a full siginfo for an SA_SIGINFO
-        // handler; ours are queued ones, laid out as `Queued`.
+        // handler; queued ones are laid out as `Queued`.
         let q = unsafe { &*info.cast::<Queued>() };
         // SAFETY: getpid cannot fail, and is async-signal-safe.
-        if q.code == libc::SI_QUEUE && q.value == TAG && q.pid == unsafe { libc::getpid() } {
+        if q.code == libc::SI_QUEUE && q.errno == TAG && q.pid == unsafe { libc::getpid() } {
             // SAFETY: the kernel passes the interrupted context, which
             // the handler may change: it is restored at the return.
             let uc = unsafe { &mut *ctx.cast::<libc::ucontext_t>() };
             let pc = &mut uc.uc_mcontext.gregs[libc::REG_RIP as usize];
-            match window::at(*pc as usize) {
-                At::Restart(start) => {
-                    #[cfg(test)]
-                    RESTARTS.fetch_add(1, Ordering::Relaxed);
-                    *pc = start as i64;
-                }
-                At::Inside => return,
-                At::Outside => {}
+            let stopped = window::at(*pc as usize);
+            if let At::Restart(start) = stopped {
+                #[cfg(test)]
+                RESTARTS.fetch_add(1, Ordering::Relaxed);
+                *pc = start as i64;
             }
             // SAFETY: the first 64 signals of the interrupted mask: Linux's
             // own sigset is one word, glibc's begins with it.
             let mask = unsafe { *std::ptr::from_ref(&uc.uc_sigmask).cast::<u64>() };
-            super::super::owner::nudged(mask);
+            // SAFETY: a merge sent it with this thread's registered owner
+            // cell, under the owners' mutex: the thread was registered, so
+            // alive, and the signal, sent to it alone, dies with it.
+            let cell = unsafe { &*std::ptr::with_exposed_provenance::<Own>(q.value) };
+            cell.nudged(stopped != At::Inside, mask);
             return;
         }
         let before = BEFORE.load(Ordering::Acquire);
@@ -181,15 +237,35 @@ mod imp {
         }
     }
 
-    /// The calling thread's signal mask, its first 64 signals.
+    /// What the calling thread's nudges compare the interrupted mask with:
+    /// its signal mask (the first 64 signals), or [`NEVER`] if a signal it
+    /// blocks has a handler (it may be inside that handler now, which may
+    /// have interrupted an add).
     pub(crate) fn mask() -> u64 {
         // SAFETY: reads the mask into a zeroed set; changes nothing.
-        unsafe {
+        let mask = unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut set);
             *std::ptr::from_ref(&set).cast::<u64>()
+        };
+        let handled = (1..=64).filter(|s| mask & (1 << (s - 1)) != 0).any(|s| {
+            // SAFETY: reads signal `s`'s action into a zeroed one.
+            unsafe {
+                let mut now: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(s, std::ptr::null(), &mut now) == 0
+                    && now.sa_sigaction != libc::SIG_DFL
+                    && now.sa_sigaction != libc::SIG_IGN
+            }
+        });
+        if handled {
+            NEVER
+        } else {
+            mask
         }
     }
+
+    /// A mask no interrupted code runs with: `SIGKILL` cannot be blocked.
+    pub(crate) const NEVER: u64 = 1 << (libc::SIGKILL - 1);
 }
 
 #[cfg(all(
@@ -219,7 +295,7 @@ pub(crate) fn available() -> bool {
     not(miri),
     not(shardcount_loom)
 )))]
-pub(crate) fn send(_: i32) -> bool {
+pub(crate) fn send(_: i32, _: *const super::owner::Own) -> bool {
     false
 }
 
@@ -243,7 +319,7 @@ pub(crate) fn mask() -> u64 {
 ))]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
     /// A thread adding to its own row in a tight loop is nudged until 100
     /// nudges stopped it inside a hit (most of its loop is the hit) and
@@ -258,13 +334,18 @@ mod tests {
         let c = crate::Counter::new();
         c.split(2);
         let (tid, stop) = (AtomicI32::new(0), AtomicBool::new(false));
+        let cell = AtomicUsize::new(0);
         let before = imp::RESTARTS.load(Ordering::Relaxed);
         let restarts = || imp::RESTARTS.load(Ordering::Relaxed) - before;
         let added = std::thread::scope(|s| {
-            let (c, tid, stop) = (&c, &tid, &stop);
+            let (c, tid, stop, cell) = (&c, &tid, &stop, &cell);
             let adder = s.spawn(move || {
                 // Four adds lease and fill the row cache: hits from then on.
                 (0..4).for_each(|_| c.add(1));
+                cell.store(
+                    crate::thread::owner::way().expose_provenance(),
+                    Ordering::Relaxed,
+                );
                 tid.store(crate::thread::sleepers::tid(), Ordering::Release);
                 let mut added = 4u64;
                 while !stop.load(Ordering::Relaxed) {
@@ -277,7 +358,8 @@ mod tests {
             while restarts() < 100 && std::time::Instant::now() < deadline {
                 let t = tid.load(Ordering::Acquire);
                 if t != 0 {
-                    send(t);
+                    let own = std::ptr::with_exposed_provenance(cell.load(Ordering::Relaxed));
+                    send(t, own);
                 }
             }
             stop.store(true, Ordering::Relaxed);

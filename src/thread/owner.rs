@@ -173,6 +173,9 @@ pub(crate) struct Own {
     ask: UnsharedU64,
     #[cfg_attr(shardcount_loom, allow(dead_code))]
     answer: UnsharedU64,
+    /// The last revocation a nudge was heard about, answered or not.
+    #[cfg_attr(shardcount_loom, allow(dead_code))]
+    heard: UnsharedU64,
     /// The thread's signal mask when it registered: a nudge answers only
     /// code that runs with it (`nudge.rs`).
     #[cfg_attr(shardcount_loom, allow(dead_code))]
@@ -196,6 +199,7 @@ impl Own {
                 missed: AtomicUsize::new(0),
                 ask: UnsharedU64::new(0),
                 answer: UnsharedU64::new(0),
+                heard: UnsharedU64::new(0),
                 mask: UnsharedU64::new(0),
             }
         }
@@ -447,26 +451,28 @@ pub(crate) fn way() -> *const usize {
 #[cfg(not(shardcount_loom))]
 pub(crate) const WAY_AT: usize = std::mem::offset_of!(Own, last);
 
-/// In a nudge's handler (`nudge.rs`), on the nudged thread, stopped
-/// outside every hit (or moved back to a hit's start): answers the
-/// revocation asked about, unless the thread is inside a marked window or
-/// runs with a mask other than its own (another signal's handler).
-#[cfg(not(shardcount_loom))]
-pub(crate) fn nudged(mask: u64) {
-    let Some(o) = with_owner(std::ptr::from_ref) else {
-        return;
-    };
-    // SAFETY: this thread's `OWNER`, alive as long as the thread.
-    let o = unsafe { &*o };
-    // Relaxed: this thread's own words, and `ask`, stored before the
-    // signal was sent (the kernel orders the send before the handler).
-    if o.busy.load(Ordering::Relaxed) != 0 || o.mask.load(Ordering::Relaxed) != mask {
-        return;
+impl Own {
+    /// In a nudge's handler (`nudge.rs`), on this cell's thread: notes
+    /// that the nudge was heard, and answers the revocation asked about if
+    /// the thread stopped `outside` every hit (or was moved back to a
+    /// hit's start), inside no marked window, and runs with its own mask
+    /// (not inside another signal's handler).
+    #[cfg(not(shardcount_loom))]
+    pub(crate) fn nudged(&self, outside: bool, mask: u64) {
+        // Relaxed: this thread's own words, and `ask`, stored before the
+        // signal was sent (the kernel orders the send before the handler).
+        let ask = self.ask.load(Ordering::Relaxed);
+        if outside
+            && self.busy.load(Ordering::Relaxed) == 0
+            && self.mask.load(Ordering::Relaxed) == mask
+        {
+            // Release: every window this thread ran before happens-before
+            // the merge that reads the answer (Acquire, `acknowledged`).
+            self.answer.store(ask, Ordering::Release);
+        }
+        // Release: after the answer, so a merge that sees this sees it.
+        self.heard.store(ask, Ordering::Release);
     }
-    // Release: every window this thread ran before happens-before the
-    // merge that reads the answer (Acquire, `acknowledged`).
-    o.answer
-        .store(o.ask.load(Ordering::Relaxed), Ordering::Release);
 }
 
 /// A read window (module docs, "Readers"), closed when dropped (also in a
@@ -799,13 +805,14 @@ pub(crate) fn revoke() -> u64 {
 pub(crate) fn acknowledged(n: u64) -> bool {
     let owners = Arc::clone(&OWNERS);
     let sleepers = sleepers_seen();
-    let mut nudges = sleepers && super::nudge::available();
-    let mut nudged = false;
+    let nudges = sleepers && super::nudge::available();
     #[cfg(not(shardcount_loom))]
     let began = std::time::Instant::now();
     let mut round = 0;
     loop {
         let mut awake = false;
+        // A nudge not heard yet, or sent again.
+        let mut waiting = false;
         {
             let mut held = lock(&owners.held);
             // Every revocation counted so far retired its heads before it
@@ -842,21 +849,31 @@ pub(crate) fn acknowledged(n: u64) -> bool {
                 awake = true;
                 if nudges {
                     // Running, or preempted: a nudge answers for it
-                    // (`nudge.rs`), now or when it next runs.
-                    nudge(r, revoked);
-                    nudged = true;
+                    // (`nudge.rs`), now or when it next runs. One heard
+                    // but not answered (it stopped inside a window) is
+                    // sent again a few times: the window ends within
+                    // moments, unless it is a long read.
+                    // SAFETY: as in `revoke`: registered, so alive.
+                    let o = unsafe { &*r.cell.0 };
+                    // Relaxed: only merges, under the mutex, store it.
+                    let asked = o.ask.load(Ordering::Relaxed);
+                    // Acquire: pairs with the Release store in `nudged`.
+                    let heard = o.heard.load(Ordering::Acquire) >= asked;
+                    if round == 0 || (heard && round <= RESENDS) {
+                        nudge(r, revoked);
+                        waiting = true;
+                    } else if !heard {
+                        waiting = true;
+                    }
                 }
             }
         }
         if !awake {
             return true;
         }
-        // Once per call: a holder the first nudge found inside a window
-        // is out of it within a few instructions.
-        nudges = false;
         round += 1;
         #[cfg(not(shardcount_loom))]
-        if nudged && began.elapsed() < NUDGE_WAIT {
+        if waiting && began.elapsed() < NUDGE_WAIT {
             std::thread::yield_now();
             continue;
         }
@@ -871,9 +888,13 @@ pub(crate) fn acknowledged(n: u64) -> bool {
 /// How many times [`acknowledged`] looks again at a holder seen awake.
 const AWAKE_ROUNDS: u32 = 4;
 
-/// How long [`acknowledged`] waits for the answers to its nudges: one
-/// delivery to a running thread takes microseconds; a preempted one
-/// answers when it next runs, and a later merge call sees it.
+/// How many times [`acknowledged`] nudges again a holder that heard a
+/// nudge and did not answer.
+const RESENDS: u32 = 3;
+
+/// How long [`acknowledged`] waits, at most, for its nudges to be heard:
+/// one delivery to a running thread takes microseconds; a preempted one
+/// is heard when it next runs, and a later merge call sees its answer.
 #[cfg(not(shardcount_loom))]
 const NUDGE_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 
@@ -896,7 +917,7 @@ fn nudge(r: &Registered, revoked: u64) {
     // Relaxed: the signal's delivery orders it before the handler.
     o.ask.store(revoked, Ordering::Relaxed);
     #[cfg(not(shardcount_loom))]
-    let _ = super::nudge::send(r.tid);
+    let _ = super::nudge::send(r.tid, r.cell.0);
 }
 
 /// Whether threads that only read register as readers in this process
