@@ -75,7 +75,7 @@ impl ShardTable {
             not(miri),
             not(shardcount_loom)
         ))]
-        // SAFETY: the head and this thread's row cache, live words; a hit
+        // SAFETY: the head and this thread's owner cell, live; a hit
         // names this thread's row in the table the head holds, and word
         // `i` is in it (the caller's promise).
         if unsafe { window::add(self.head.as_ptr().cast(), owner::way(), i, n) } {
