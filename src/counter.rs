@@ -367,10 +367,13 @@ impl Counter {
     fn sum_sharded(&self) -> u64 {
         if let Some(window) = owner::Reading::enter() {
             let head = self.table.load();
-            let total = if head.is_tag() {
+            // A plain table first: one test of the head's low bits.
+            let total = if let Some(rows) = self.table.held_rows(head) {
+                Some(self.total_of(rows))
+            } else if head.is_tag() {
                 Some(self.base.load(Ordering::Relaxed))
             } else {
-                self.table.held_rows(head).map(|rows| self.total_of(rows))
+                None
             };
             drop(window);
             if let Some(total) = total {

@@ -41,6 +41,14 @@
 //! `drain` swaps every word `Relaxed`, as nobody writes the table any more
 //! and readers order themselves by the head (`merge.rs`).
 //!
+//! * **Which areas exist** (`Table::areas`): a bit per lazy area, set
+//!   (`Release`) after the area is published and before the setter writes
+//!   to it (the first take's baselines; a thread's first add to a shared
+//!   row). A read loads it (`Acquire`) and, while neither bit is set,
+//!   walks the owned rows alone: a take or a shared add that
+//!   happened-before the read set its bit first, so the read sees it and
+//!   walks every area as above.
+//!
 //! Memory: a table of `R` rows has its `R` owned rows; the shared rows
 //! come with the first add of a thread without one (`R` more), the
 //! baselines with the first take (`R` more). All are freed with the table.
@@ -115,10 +123,27 @@ impl TakeRow<'_> {
     }
 }
 
+/// `Table::areas`: the baselines exist.
+pub(super) const TAKEN: usize = 1;
+/// `Table::areas`: the shared rows exist.
+pub(super) const SHARED: usize = 2;
+
 impl Table {
     /// Lines of one area (owned rows, shared rows or baselines).
     fn area_len(&self) -> usize {
         self.lines.len()
+    }
+
+    /// Notes in `areas` that the area `bit` names exists, before the
+    /// caller writes to it: a read that loads `areas` after that write
+    /// (ordered after it some way) sees the bit, by coherence if this
+    /// thread found it already set, else through the `Release`.
+    #[inline]
+    fn note_area(&self, bit: usize) {
+        // Relaxed: see above; the store is rare (once per area).
+        if self.areas.load(Ordering::Relaxed) & bit == 0 {
+            self.areas.fetch_or(bit, Ordering::Release);
+        }
     }
 
     /// The shared row for a thread's probe, allocating the shared rows
@@ -130,6 +155,7 @@ impl Table {
             Some(a) => a,
             None => self.shared.get_or_make(len)?,
         };
+        self.note_area(SHARED);
         let start = (probe as usize & self.mask) * self.row_lines;
         area.get(start..start + self.row_lines)
     }
@@ -194,29 +220,35 @@ impl Table {
     #[inline(always)]
     fn sum_rows(&self, i: usize) -> u64 {
         let len = self.area_len();
-        let step = self.row_lines;
+        let (step, bytes) = (self.row_bytes, self.area_bytes);
         let pass = |area: *const Line, order: Ordering| {
             let mut total = 0u64;
             let mut at = area;
-            // SAFETY: every area is `len` lines (`ShardTable::grow`):
-            // one past its end.
-            let end = unsafe { area.add(len) };
+            // SAFETY: every area is `len` lines, `bytes` bytes
+            // (`ShardTable::grow`): one past its end.
+            let end = unsafe { area.byte_add(bytes) };
             // A table has rows (`grow`): no test before the first.
-            debug_assert!(len >= step && step > 0);
+            debug_assert!(bytes >= step && step > 0);
             loop {
-                // SAFETY: `len` is a multiple of `step`, so `at` starts a
+                // SAFETY: `bytes` is a multiple of `step`, so `at` starts a
                 // row of the area, alive with the table; `i` is inside a
                 // row (the callers' assertion).
                 let w = unsafe { flat_word_at(at, i) };
                 total = total.wrapping_add(w.load(order));
-                // SAFETY: at most one past the end, as `len` is a multiple
-                // of `step`.
-                at = unsafe { at.add(step) };
+                // SAFETY: at most one past the end, as `bytes` is a
+                // multiple of `step`.
+                at = unsafe { at.byte_add(step) };
                 if at >= end {
                     return total;
                 }
             }
         };
+        // Acquire: pairs with `note_area`'s Release, so the areas it names
+        // are seen (published before it). Neither: the owned rows alone.
+        let areas = self.areas.load(Ordering::Acquire);
+        if areas == 0 {
+            return pass(self.lines.as_ptr(), Ordering::Relaxed);
+        }
         // The baselines first, Acquire: each pairs with the Release store
         // in `TakeRow::take`, so every owned word loaded after it is at
         // least the value that baseline was taken from.
@@ -269,6 +301,9 @@ impl Table {
         let _held: MutexGuard<'_, ()> = lock(&self.take_lock);
         let len = self.area_len();
         let taken = self.taken.get_or_make(len);
+        if taken.is_some() {
+            self.note_area(TAKEN);
+        }
         for (r, lines) in self.lines.chunks_exact(self.row_lines).enumerate() {
             let taken = taken.map(|t| &t[r * self.row_lines..(r + 1) * self.row_lines]);
             f(&TakeRow {

@@ -3,7 +3,7 @@
 //! `shard` module docs).
 
 use super::lines::{flat_word_at, try_zeroed_lines, Lazy, Line};
-use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::primitive::sync::Mutex;
 use crate::thread::{grace, owner};
 use crossbeam_utils::CachePadded;
@@ -64,6 +64,11 @@ pub(crate) struct Table {
     pub(super) lines: Box<[Line]>,
     /// Lines per row.
     pub(super) row_lines: usize,
+    /// Bytes per row, and per area (`lines`, and the shared rows and the
+    /// baselines alike): a read's walk steps in bytes, with no shift per
+    /// table (`owned.rs`).
+    pub(super) row_bytes: usize,
+    pub(super) area_bytes: usize,
     /// Rows - 1.
     pub(super) mask: usize,
     /// The table this one replaced, or a tag when this is the first.
@@ -77,6 +82,11 @@ pub(crate) struct Table {
     pub(super) shared: Lazy,
     /// The owned rows' take baselines (`owned.rs`).
     pub(super) taken: Lazy,
+    /// Which of the two areas above exist, as reads see them: bit
+    /// [`TAKEN`] and bit [`SHARED`], each set after its area is published
+    /// and before anything is written to it (`owned.rs`), so that a read
+    /// of a table with neither tests one word.
+    pub(super) areas: AtomicUsize,
     /// Held by a take while it visits this table's rows (`owned.rs`), and
     /// by a merge while it folds them.
     pub(super) take_lock: Mutex<()>,
@@ -321,6 +331,9 @@ impl ShardTable {
             return current;
         };
         let new = Box::into_raw(Box::new(Table {
+            areas: AtomicUsize::new(0),
+            row_bytes: row_lines * std::mem::size_of::<Line>(),
+            area_bytes: std::mem::size_of_val::<[Line]>(&lines),
             lines,
             row_lines,
             mask: new_len - 1,
