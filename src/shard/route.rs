@@ -164,35 +164,35 @@ impl ShardTable {
     /// have answered for this thread before the mark, `thread::nudge`).
     #[inline(always)]
     fn route<R>(&self, owned: impl FnOnce(Row<'_>) -> R, elsewhere: impl FnOnce(Route) -> R) -> R {
-        let head = if window::RESTARTABLE {
+        let (head, mark) = if window::RESTARTABLE {
             let head = self.load();
             if !head.is_table() {
                 return elsewhere(Route::Base(head));
             }
-            owner::enter();
-            self.load()
+            let mark = owner::enter();
+            (self.load(), mark)
         } else {
-            owner::enter();
+            let mark = owner::enter();
             let head = self.load();
             if let Some(row) = self.cached(head) {
                 let r = owned(row);
-                owner::leave();
+                owner::leave(mark);
                 return r;
             }
-            head
+            (head, mark)
         };
         if !head.is_table() {
-            owner::leave();
+            owner::leave(mark);
             return elsewhere(Route::Base(head));
         }
         match self.route_by_id(head) {
             Ok(row) => {
                 let r = owned(row);
-                owner::leave();
+                owner::leave(mark);
                 r
             }
             Err(route) => {
-                owner::leave();
+                owner::leave(mark);
                 elsewhere(route)
             }
         }
@@ -240,10 +240,10 @@ impl ShardTable {
         elsewhere: impl FnOnce(Route) -> R,
     ) -> R {
         debug_assert_ne!(id, 0);
-        owner::enter();
+        let mark = owner::enter();
         let head = self.load();
         let Some(t) = self.table(head) else {
-            owner::leave();
+            owner::leave(mark);
             return elsewhere(Route::Base(head));
         };
         match t.first_line_of(id - 1) {
@@ -252,11 +252,11 @@ impl ShardTable {
                     first,
                     table: PhantomData,
                 });
-                owner::leave();
+                owner::leave(mark);
                 r
             }
             None => {
-                owner::leave();
+                owner::leave(mark);
                 elsewhere(Route::Beyond)
             }
         }

@@ -68,17 +68,18 @@
 //!   window marks the word too (cheaper than telling the two apart), but
 //!   merges do not read it: a holder acknowledges or is seen asleep, as
 //!   for its adds. Readers exist only where the light barrier is a
-//!   compiler fence (`membarrier`); elsewhere a reading thread pins. The
-//!   mark is a count (a load and a store, this thread its only writer): a
-//!   signal handler that reads while it interrupts a read of its thread
-//!   ends its own window before the outer one's end.
+//!   compiler fence (`membarrier`); elsewhere a reading thread pins. Not
+//!   covered: a signal handler that reads a sharded counter while it
+//!   interrupts a read of its thread (the inner window's end unmarks the
+//!   outer one), as adds from a handler that blocks inside a window are
+//!   not ("Sleepers").
 //! * **Nudges** (x86_64 Linux, `nudge.rs`, `window.rs`): a holder that
 //!   runs without adding is sent a signal whose handler answers for it
 //!   (`answer`). There the owned add's hit is a restartable block of
 //!   assembly (the handler moves a thread stopped inside it back to its
-//!   start), and the windows past a miss (`enter`, `leave`) count in
-//!   `busy`, as read windows do: the handler answers only outside all of
-//!   them.
+//!   start), and the windows past a miss (`enter`, `leave`) mark
+//!   `adding` (only the outermost: `mark`), as read windows mark `busy`:
+//!   the handler answers only with both clear.
 //!
 //! Ids are process-wide, not per table: a thread holds its id from its
 //! first add to any sharded table until it exits (or quiesces), so threads that added to
@@ -157,11 +158,14 @@ loom::thread_local! {
 #[repr(C)]
 pub(crate) struct Own {
     row: AtomicUsize,
-    /// How many read windows (module docs, "Readers") and, where the hit
-    /// is restartable, add windows past a miss this thread is inside (more
-    /// than one only in a signal handler that interrupted one); under loom
-    /// 1 inside every window: the model of "not asleep" ("Sleepers").
+    /// 1 while this thread is inside a read window (module docs,
+    /// "Readers"); under loom also inside every window: the model of "not
+    /// asleep" ("Sleepers").
     busy: AtomicUsize,
+    /// Where the hit is restartable: 1 while this thread is inside an add
+    /// window past a miss (set by the outermost, `mark`).
+    #[cfg_attr(shardcount_loom, allow(dead_code))]
+    adding: AtomicUsize,
     /// `repr(C)`, its head first and its row's line next: the restartable
     /// hit reads them at those offsets (`window.rs`).
     last: Way,
@@ -195,6 +199,7 @@ impl Own {
             Own {
                 row: AtomicUsize::new(NONE),
                 busy: AtomicUsize::new(0),
+                adding: AtomicUsize::new(0),
                 last: Way::new(),
                 missed: AtomicUsize::new(0),
                 ask: UnsharedU64::new(0),
@@ -389,18 +394,14 @@ pub(crate) fn row() -> usize {
 /// whose table the caller may use unpinned, as a holder. Nothing on std;
 /// under loom, the mark that models "not asleep".
 #[inline(always)]
-pub(crate) fn enter() {
+pub(crate) fn enter() -> Mark {
     #[cfg(not(shardcount_loom))]
     if super::window::RESTARTABLE {
-        with_owner(|o| {
-            // Relaxed, a load and a store: only this thread writes it, and
-            // a signal handler's windows end before it returns. Then a
-            // compiler fence: the nudge's handler runs on this thread, so
-            // program order is the only order it needs.
-            let b = o.busy.load(Ordering::Relaxed);
-            o.busy.store(b + 1, Ordering::Relaxed);
-        });
+        let outer = with_owner(|o| mark(&o.adding)).unwrap_or(false);
+        // The nudge's handler runs on this thread: program order is the
+        // only order it needs.
         crate::primitive::sync::atomic::compiler_fence(Ordering::SeqCst);
+        return Mark(outer);
     }
     #[cfg(shardcount_loom)]
     {
@@ -414,25 +415,50 @@ pub(crate) fn enter() {
         });
         crate::primitive::sync::atomic::fence(Ordering::SeqCst);
     }
+    Mark(true)
 }
 
 /// Closes the window [`enter`] opened, once the caller is done with every
 /// table it loaded in it.
 #[inline(always)]
-pub(crate) fn leave() {
+pub(crate) fn leave(mark: Mark) {
     #[cfg(not(shardcount_loom))]
-    if super::window::RESTARTABLE {
+    if super::window::RESTARTABLE && mark.0 {
         crate::primitive::sync::atomic::compiler_fence(Ordering::SeqCst);
-        // Relaxed: as in `enter`.
-        with_owner(|o| {
-            let b = o.busy.load(Ordering::Relaxed);
-            o.busy.store(b - 1, Ordering::Relaxed);
-        });
+        with_owner(|o| o.adding.store(0, Ordering::Relaxed));
     }
     // Release: the model's stand-in for the kernel's ordering of a
     // thread's stores before its sleeping state (`sleepers.rs`).
     #[cfg(shardcount_loom)]
-    with_owner(|o| o.busy.store(0, Ordering::Release));
+    {
+        let _ = mark;
+        with_owner(|o| o.busy.store(0, Ordering::Release));
+    }
+}
+
+/// Whether a window set its thread's mark (the outermost one) and so
+/// clears it when it ends.
+#[derive(Clone, Copy)]
+#[must_use]
+pub(crate) struct Mark(#[cfg_attr(shardcount_loom, allow(dead_code))] bool);
+
+/// Sets `word`, a window mark, if no window holds it: whether this one
+/// does now. A window a signal handler opens inside another finds it set
+/// and leaves it to the outer one. The stores are constants (1, then 0)
+/// and the load only steers a branch: no chain through the word from one
+/// window to the next (a load and a store of a count chained each mark to
+/// the last: ten cycles a window here).
+#[cfg_attr(shardcount_loom, allow(dead_code))]
+#[inline(always)]
+fn mark(word: &AtomicUsize) -> bool {
+    // Relaxed: only this thread writes it and only its nudge handler reads
+    // it (`nudge.rs`).
+    if word.load(Ordering::Relaxed) == 0 {
+        word.store(1, Ordering::Relaxed);
+        true
+    } else {
+        false
+    }
 }
 
 /// The calling thread's owner cell, for the restartable hit
@@ -464,6 +490,7 @@ impl Own {
         let ask = self.ask.load(Ordering::Relaxed);
         if outside
             && self.busy.load(Ordering::Relaxed) == 0
+            && self.adding.load(Ordering::Relaxed) == 0
             && self.mask.load(Ordering::Relaxed) == mask
         {
             // Release: every window this thread ran before happens-before
@@ -499,15 +526,13 @@ impl Reading {
             return None;
         }
         #[cfg(shardcount_loom)]
-        enter();
+        let _ = enter();
         #[cfg(not(shardcount_loom))]
         {
             // Relaxed, then the light barrier, a compiler fence where
             // readers exist (`read_lease`): it orders the mark before the
-            // head's load (module docs, "Readers"). A count, as `enter`'s:
-            // a signal handler's window ends before the one it interrupted.
-            let b = o.busy.load(Ordering::Relaxed);
-            o.busy.store(b + 1, Ordering::Relaxed);
+            // head's load (module docs, "Readers").
+            o.busy.store(1, Ordering::Relaxed);
             crate::primitive::sync::atomic::compiler_fence(Ordering::SeqCst);
         }
         Some(Reading { busy: &o.busy })
@@ -522,10 +547,7 @@ impl Drop for Reading {
         // Release: the window's reads of a table happen-before a merge
         // that reads this 0 (`acknowledged`, Acquire). Under loom the
         // mark is 1 (`enter`).
-        #[cfg(shardcount_loom)]
         busy.store(0, Ordering::Release);
-        #[cfg(not(shardcount_loom))]
-        busy.store(busy.load(Ordering::Relaxed) - 1, Ordering::Release);
     }
 }
 
