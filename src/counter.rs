@@ -348,7 +348,7 @@ impl Counter {
     /// assert_eq!(c.sum(), 5);
     /// ```
     #[must_use]
-    #[inline]
+    #[inline(always)]
     pub fn sum(&self) -> u64 {
         // No table: the base is everything (a table grown later holds only
         // adds that did not happen-before this read), and no window is
@@ -368,8 +368,9 @@ impl Counter {
         if let Some(window) = owner::Reading::enter() {
             let head = self.table.load();
             // A plain table first: one test of the head's low bits.
-            let total = if let Some(rows) = self.table.held_rows(head) {
-                Some(self.total_of(rows))
+            let rows = self.table.held_rows(head);
+            let total = if crate::shard::likely(rows.is_some()) {
+                rows.map(|rows| self.total_of(rows))
             } else if head.is_tag() {
                 Some(self.base.load(Ordering::Relaxed))
             } else {

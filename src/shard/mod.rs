@@ -115,3 +115,16 @@ pub(crate) use merge::{merge_all, Part, Rows};
 pub(crate) use owned::store_add;
 pub(crate) use route::{shared_add, Leased, Route};
 pub(crate) use table::{Head, ShardTable, Table};
+
+/// `b`, with the branch it steers laid out for `true` (the fall-through):
+/// a call to a cold function on the other side, which LLVM weighs.
+#[inline(always)]
+pub(crate) fn likely(b: bool) -> bool {
+    #[cold]
+    #[inline(always)]
+    fn unlikely() {}
+    if !b {
+        unlikely();
+    }
+    b
+}

@@ -62,10 +62,30 @@ use crate::primitive::sync::{lock, MutexGuard};
 /// no locked instruction.
 #[inline(always)]
 pub(crate) fn store_add(w: &AtomicU64, n: u64) {
-    // Relaxed: this thread is the word's only writer (module docs); readers
-    // need only coherence, and the owner pool's mutex orders a hand-off.
-    let v = w.load(Ordering::Relaxed);
-    w.store(v.wrapping_add(n), Ordering::Relaxed);
+    // One unlocked `add` to memory: a load and a store of the word, each
+    // single-copy atomic for an aligned quadword, as below, in one
+    // instruction, so that a signal handler adding to the same row while
+    // it interrupts this add adds on top of it, never underneath (the
+    // restartable hit's add is one instruction too, `thread::window`).
+    #[cfg(all(target_arch = "x86_64", not(miri), not(shardcount_loom)))]
+    // SAFETY: the word's address, valid and 8-aligned for the borrow; no
+    // stack, no other memory.
+    unsafe {
+        std::arch::asm!(
+            "add qword ptr [{p}], {n}",
+            p = in(reg) w.as_ptr(),
+            n = in(reg) n,
+            options(nostack),
+        );
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri), not(shardcount_loom))))]
+    {
+        // Relaxed: this thread is the word's only writer (module docs);
+        // readers need only coherence, and the owner pool's mutex orders a
+        // hand-off.
+        let v = w.load(Ordering::Relaxed);
+        w.store(v.wrapping_add(n), Ordering::Relaxed);
+    }
 }
 
 /// A row as a read sees it: its words, and for an owned row the baselines
@@ -227,17 +247,21 @@ impl Table {
             // SAFETY: every area is `len` lines, `bytes` bytes
             // (`ShardTable::grow`): one past its end.
             let end = unsafe { area.byte_add(bytes) };
-            // A table has rows (`grow`): no test before the first.
-            debug_assert!(bytes >= step && step > 0);
+            // A table has an even number of rows, 2 or more (`grow`): two
+            // rows a turn, no test before the first (a 2-row table, the
+            // common one, takes no branch back).
+            debug_assert!(bytes >= 2 * step && step > 0 && bytes % (2 * step) == 0);
             loop {
-                // SAFETY: `bytes` is a multiple of `step`, so `at` starts a
-                // row of the area, alive with the table; `i` is inside a
-                // row (the callers' assertion).
-                let w = unsafe { flat_word_at(at, i) };
-                total = total.wrapping_add(w.load(order));
+                // SAFETY: `bytes` is a multiple of `2 * step`, so `at` and
+                // the row after it start rows of the area, alive with the
+                // table; `i` is inside a row (the callers' assertion).
+                let (w, v) = unsafe { (flat_word_at(at, i), flat_word_at(at.byte_add(step), i)) };
+                total = total
+                    .wrapping_add(w.load(order))
+                    .wrapping_add(v.load(order));
                 // SAFETY: at most one past the end, as `bytes` is a
-                // multiple of `step`.
-                at = unsafe { at.byte_add(step) };
+                // multiple of `2 * step`.
+                at = unsafe { at.byte_add(2 * step) };
                 if at >= end {
                     return total;
                 }
@@ -246,7 +270,7 @@ impl Table {
         // Acquire: pairs with `note_area`'s Release, so the areas it names
         // are seen (published before it). Neither: the owned rows alone.
         let areas = self.areas.load(Ordering::Acquire);
-        if areas == 0 {
+        if super::likely(areas == 0) {
             return pass(self.lines.as_ptr(), Ordering::Relaxed);
         }
         // The baselines first, Acquire: each pairs with the Release store
