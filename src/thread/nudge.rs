@@ -319,7 +319,7 @@ pub(crate) fn mask() -> u64 {
 ))]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
     /// A thread adding to its own row in a tight loop is nudged until 100
     /// nudges stopped it inside a hit (most of its loop is the hit) and
@@ -370,5 +370,98 @@ mod tests {
         });
         assert_eq!(c.sum(), added, "a nudge lost or doubled an add");
         assert!(restarts() >= 100, "a minute and no 100 nudges inside a hit");
+    }
+
+    /// A `SIGUSR1` handler that adds to the counter its thread is adding
+    /// to, sent thousands of times to two adders, while nudges stop them
+    /// (inside the handler's adds too) and move hits back: every add is
+    /// counted once, the handler's included. An add to the owned row is
+    /// one instruction, so a handler that runs between an add's load of
+    /// the row and its add adds on top, not underneath.
+    #[test]
+    fn adds_from_a_signal_handler_amid_nudges_are_all_counted() {
+        static C: crate::Counter = crate::Counter::with_max_shards(256);
+        static HANDLED: AtomicUsize = AtomicUsize::new(0);
+        extern "C" fn on_usr1(_: i32) {
+            C.add(1);
+            HANDLED.fetch_add(1, Ordering::Relaxed);
+        }
+        if !available() {
+            return;
+        }
+        C.split(256);
+        // SAFETY: installs a handler for SIGUSR1, which nothing else in
+        // the test binary uses; SA_RESTART keeps the adders' calls going.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = on_usr1 as *const () as usize;
+            act.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut act.sa_mask);
+            assert_eq!(
+                libc::sigaction(libc::SIGUSR1, &act, std::ptr::null_mut()),
+                0
+            );
+        }
+        let (stop_adding, stop) = (AtomicBool::new(false), AtomicBool::new(false));
+        let counts = [const { AtomicU64::new(0) }; 2];
+        let (tids, cells) = (
+            [const { AtomicI32::new(0) }; 2],
+            [const { AtomicUsize::new(0) }; 2],
+        );
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for k in 0..2 {
+                let (stop_adding, stop, counts) = (&stop_adding, &stop, &counts);
+                let (tids, cells) = (&tids, &cells);
+                s.spawn(move || {
+                    (0..4).for_each(|_| C.add(1));
+                    let own = crate::thread::owner::way().expose_provenance();
+                    cells[k].store(own, Ordering::Relaxed);
+                    tids[k].store(crate::thread::sleepers::tid(), Ordering::Release);
+                    let mut added = 4;
+                    while !stop_adding.load(Ordering::Relaxed) {
+                        (0..1000).for_each(|_| C.add(1));
+                        added += 1000;
+                    }
+                    counts[k].store(added, Ordering::Release);
+                    // Alive until no signal can be sent to this thread id.
+                    while !stop.load(Ordering::Acquire) {
+                        std::thread::yield_now();
+                    }
+                });
+            }
+            let signaller = s.spawn(|| {
+                let mut k = 0;
+                while !done.load(Ordering::Acquire) {
+                    k ^= 1;
+                    let t = tids[k].load(Ordering::Acquire);
+                    if t == 0 {
+                        continue;
+                    }
+                    // SAFETY: getpid cannot fail; a signal to a live thread
+                    // of this process (the adders wait for `stop`).
+                    unsafe {
+                        libc::syscall(libc::SYS_tgkill, libc::getpid(), t, libc::SIGUSR1);
+                    }
+                    let own = std::ptr::with_exposed_provenance(cells[k].load(Ordering::Relaxed));
+                    send(t, own);
+                }
+            });
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while HANDLED.load(Ordering::Relaxed) < 2_000 && std::time::Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            stop_adding.store(true, Ordering::Relaxed);
+            while counts.iter().any(|c| c.load(Ordering::Acquire) == 0) {
+                std::thread::yield_now();
+            }
+            done.store(true, Ordering::Release);
+            signaller.join().unwrap();
+            stop.store(true, Ordering::Release);
+        });
+        let handled = HANDLED.load(Ordering::Relaxed) as u64;
+        let adds: u64 = counts.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        assert!(handled >= 2_000, "a minute and {handled} SIGUSR1s handled");
+        assert_eq!(C.sum(), adds + handled, "an add lost or doubled");
     }
 }
