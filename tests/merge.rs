@@ -257,6 +257,48 @@ fn a_computing_owner_holds_a_merge_only_where_nudges_are_not_sent() {
     assert_eq!((c.shards(), c.sum()), (0, 11));
 }
 
+/// Threads come and go (each adds, then exits: its id handed back,
+/// perhaps while a merge waits for it) while two threads split and merge
+/// the same counter at once: every add is counted, sums never go back,
+/// and once all have gone a merge completes.
+#[test]
+fn threads_coming_and_going_amid_merges_from_two_threads_lose_nothing() {
+    const WAVES: u64 = 100;
+    const SPAWN: u64 = 4;
+    const ADDS: u64 = 2_000;
+    let c = Counter::new();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (c, stop) = (&c, &stop);
+        for _ in 0..2 {
+            s.spawn(move || {
+                let mut last = 0;
+                while !stop.load(Ordering::Acquire) {
+                    c.split(2);
+                    let _ = c.merge();
+                    let now = c.sum();
+                    assert!(now >= last, "a sum went back: {last} then {now}");
+                    last = now;
+                }
+            });
+        }
+        for _ in 0..WAVES {
+            std::thread::scope(|w| {
+                for _ in 0..SPAWN {
+                    w.spawn(move || (0..ADDS).for_each(|_| c.add(1)));
+                }
+            });
+        }
+        stop.store(true, Ordering::Release);
+    });
+    assert_eq!(c.sum(), WAVES * SPAWN * ADDS);
+    assert!(
+        merged_soon(|| c.merge()),
+        "pending a minute after every adder exited"
+    );
+    assert_eq!((c.shards(), c.sum()), (0, WAVES * SPAWN * ADDS));
+}
+
 /// Threads that only read (exporters') sum in a loop while another adds
 /// and this one splits and merges: every sum is within what was added and
 /// never goes back, though after their first sum they read unpinned (as
