@@ -82,10 +82,10 @@ pub(crate) struct Table {
     pub(super) shared: Lazy,
     /// The owned rows' take baselines (`owned.rs`).
     pub(super) taken: Lazy,
-    /// Which of the two areas above exist, as reads see them: bit
-    /// [`TAKEN`] and bit [`SHARED`], each set after its area is published
-    /// and before anything is written to it (`owned.rs`), so that a read
-    /// of a table with neither tests one word.
+    /// Which of the two areas above exist, as reads see them: bits
+    /// `owned::TAKEN` and `owned::SHARED`, each set after its area is
+    /// published and before anything is written to it (`owned.rs`), so
+    /// that a read of a table with neither tests one word.
     pub(super) areas: AtomicUsize,
     /// Held by a take while it visits this table's rows (`owned.rs`), and
     /// by a merge while it folds them.
