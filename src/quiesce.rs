@@ -13,9 +13,9 @@
 ///   blocked on a lock, a channel or a socket) is outside every add,
 ///   since an add makes no system call. So pools need no hook: a merge
 ///   completes within moments of the burst. Adds pay nothing for this.
-///   A thread that runs without adding is sent one `SIGURG` per merge,
-///   whose handler answers for it (the README says what that asks of a
-///   process).
+///   A thread that runs without adding is sent a `SIGURG` by a merge (at
+///   most four), whose handler answers for it (the README says what that
+///   asks of a process).
 /// * **`true` elsewhere** (other systems and architectures, no `/proc`,
 ///   or the variable `SHARDCOUNT_QUIESCE_ONLY` set, which tests use to run
 ///   this path on Linux, and which a process that serves its own page
