@@ -5,7 +5,8 @@
 //!
 //! * **One writer per owned word.** Row `id - 1` of a table's `lines` is
 //!   written only by the thread holding owner id `id` (`thread::owner`),
-//!   with a `Relaxed` load and a `Relaxed` store ([`store_add`]). Nobody
+//!   with a `Relaxed` load and a `Relaxed` store ([`store_add`]; on
+//!   x86-64 one unlocked `add` to memory, which is both). Nobody
 //!   else writes those words: not a take, not a reset, not a thread beyond
 //!   the table, not a destructor at thread exit.
 //! * **Hand-off.** An id changes hands only through the owner pool's

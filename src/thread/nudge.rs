@@ -16,8 +16,9 @@
 //!   an owned add's hit whose add has not run, it moves the program
 //!   counter back to the hit's start: the thread loads the head again when
 //!   it resumes, and sees the retirement. Then, if the thread is inside no
-//!   marked window either (`owner::enter`, a read window: its `busy`
-//!   count is 0) nor between a pair add's adds, it answers: it stores
+//!   marked window either (an add window past a miss, `owner::enter`,
+//!   marks `adding`; a read window marks `busy`) nor between a pair add's
+//!   adds, it answers: it stores
 //!   `ask` into `answer` (`Release`; the merge loads it `Acquire`). Every
 //!   window the thread ran before is done (program order), and every one
 //!   after loads the head afresh. Answered or not, it stores `ask` into
