@@ -272,17 +272,19 @@ impl Slot {
     /// An add of `n` is due when `n` reaches the headroom, `-biased`: when
     /// it would carry. A sub (an add of 2^64 - n) is due unless the
     /// headroom is beyond 2^64 - n, which `arm` never makes it;
-    /// `window_passed` tests the window both ways.
+    /// `window_passed` tests the window both ways. (`biased` is 0 only
+    /// after its owner's add carried to exactly 0, so the carry test
+    /// proves ownership as the headroom test did.)
     #[inline]
     pub(super) fn try_bump(&self, n: u64) -> bool {
         // Relaxed: the only writer reading its own last store.
-        let b = self.biased.load(Ordering::Relaxed);
-        if n == 0 || n >= b.wrapping_neg() {
+        let (b, carry) = self.biased.load(Ordering::Relaxed).overflowing_add(n);
+        if carry || n == 0 {
             return false;
         }
         // Relaxed: readers order their loads of this word by `seq` (see
         // `total`); the hot path never moves `seq`.
-        self.biased.store(b.wrapping_add(n), Ordering::Relaxed);
+        self.biased.store(b, Ordering::Relaxed);
         true
     }
 
