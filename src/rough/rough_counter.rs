@@ -280,7 +280,10 @@ impl RoughCounter {
         // Relaxed: only compared with the thread's cached owner; a cached
         // slot was reached through Acquire loads on this thread's slower path.
         let p = self.shared.load(Ordering::Relaxed).cast_const();
-        if let Some(slot) = thread::slots::cached(p.cast()) {
+        let cached = thread::slots::cached(p.cast());
+        // The hit laid out as the fall-through: else LLVM may put it out of
+        // the loop, and each add takes two jumps.
+        if let Some(slot) = cached.filter(|_| crate::shard::likely(cached.is_some())) {
             // SAFETY: the cache names a slot of this counter taken over by
             // this thread, whose exit registry keeps the counter's shared
             // block (and so the slot) alive, and clears the cache before it
