@@ -41,7 +41,7 @@ fn sequential_spec() {
     C.flush();
     assert_eq!((C.sum(), C.sum_i64()), (0, 0));
     assert_sync(&C);
-    assert_eq!(LocalCounter::<()>::DEFAULT_BATCH, 8192);
+    assert_eq!(LocalCounter::<()>::DEFAULT_BATCH, 65_536);
 }
 
 #[test]
