@@ -239,6 +239,20 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
             }
             c.sum()
         }
+        "labels2-owned" => {
+            // `labels-inc2`'s walk on an owned row (split first).
+            let all: [Request; 32] =
+                std::array::from_fn(|i| Request::from_index(i).expect("32 values"));
+            let all = escape(&all);
+            let c: LabelledCounter<Request> = LabelledCounter::new();
+            assert_eq!(c.split(2), 2);
+            let c = escape(&c);
+            for i in 0..n {
+                c.inc(all[(i & 31) as usize]);
+                opaque();
+            }
+            c.sum()
+        }
         "hist-owned" => {
             // `hist-record`'s values on an owned row (split first).
             let h = Histogram::new();
@@ -455,7 +469,7 @@ fn reads_and_takes(subject: &str, n: u64, add_keys: &[&str]) -> u64 {
         }
         other => panic!(
             "unknown subject {other:?}: {}, atomic-load, counter-sum, rough-approx, \
-             cas-take, stock-take, ft-sum, counter-sum-pinned, counter-owned, counter-owned-2, counter-owned-3, hist8-owned, labels-owned, hist-owned, set-owned, counter-sum-split, rough-1024, \
+             cas-take, stock-take, ft-sum, counter-sum-pinned, counter-owned, counter-owned-2, counter-owned-3, hist8-owned, labels-owned, labels2-owned, hist-owned, set-owned, counter-sum-split, rough-1024, \
              set-inc, labels-inc, ft-labels-inc, labels-inc2, set-inc2, handle-inc, map-inc, map-inc-url, \
              dashmap-url, max-record, hist-record, hist-record8, hist-labels-record",
             add_keys.join(", ")

@@ -82,12 +82,46 @@ impl CounterSet {
     /// `i < len()`.
     #[inline(always)]
     pub(super) unsafe fn add_base(&self, head: Head, i: usize, n: u64) {
+        let row = self.base.first();
+        if row.is_null() {
+            // Out of line and not back: were the call to make the row on
+            // the path to the add, `head` would live across a call, and
+            // LLVM would spill it to the stack on every add, a store the
+            // locked add then waits for (`docs/benchmarks.md`).
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.add_base_unmade(head, i, n) };
+        }
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.add_base_made(head, row, i, n) }
+    }
+
+    /// [`add_base`](Self::add_base) on the made row (`row` its first
+    /// line).
+    ///
+    /// # Safety
+    ///
+    /// `i < len()`.
+    #[inline(always)]
+    unsafe fn add_base_made(&self, head: Head, row: *const Line, i: usize, n: u64) {
         // SAFETY: the base row has room for `len + 1` words; `i < len`.
-        let at = unsafe { flat_word_at(self.base_first(), i) };
+        let at = unsafe { flat_word_at(row, i) };
         let prev = shared_add(at, n);
         if sampler::sampled(prev, n) {
             self.check_base_add(head, at, prev, n, i);
         }
+    }
+
+    /// [`add_base`](Self::add_base) when the base row is not made yet
+    /// (a set's first add): makes it, then adds.
+    ///
+    /// # Safety
+    ///
+    /// `i < len()`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn add_base_unmade(&self, head: Head, i: usize, n: u64) {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.add_base_made(head, self.base_first(), i, n) }
     }
 
     /// `check` for a sampled add to the base row, out of line: the add's

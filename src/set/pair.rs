@@ -3,7 +3,7 @@
 //! the contention sample on the first counter only.
 
 use super::CounterSet;
-use crate::shard::{flat_word_at, shared_add, Route};
+use crate::shard::{flat_word_at, shared_add, Head, Line, Route};
 use crate::thread::sampler;
 
 impl CounterSet {
@@ -27,19 +27,49 @@ impl CounterSet {
                 #[inline(always)]
                 |route| match route {
                     Route::Base(head) => {
-                        let row = self.base_first();
-                        let (at, and) = (flat_word_at(row, i), flat_word_at(row, j));
-                        shared_add(and, m);
-                        let prev = shared_add(at, n);
-                        if sampler::sampled(prev, n) {
-                            self.check_base_add(head, at, prev, n, i);
+                        let row = self.base.first();
+                        if row.is_null() {
+                            // Out of line and not back, as in `add_base`.
+                            return self.add_pair_base_unmade(head, (i, n), (j, m));
                         }
+                        self.add_pair_base(head, row, (i, n), (j, m));
                     }
                     Route::Beyond => self.add_pair_beyond(i, n, j, m),
                     Route::NoId => self.add_pair_unowned(i, n, j, m),
                 },
             );
         }
+    }
+
+    /// The pair add on the base row, made (`row` its first line).
+    ///
+    /// # Safety
+    ///
+    /// `i < len()` and `j < len()`.
+    #[inline(always)]
+    unsafe fn add_pair_base(&self, head: Head, row: *const Line, (i, n): (usize, u64), (j, m): (usize, u64)) {
+        // SAFETY: the base row has room for `len + 1` words; `i` and `j`
+        // are below `len`.
+        let (at, and) = unsafe { (flat_word_at(row, i), flat_word_at(row, j)) };
+        shared_add(and, m);
+        let prev = shared_add(at, n);
+        if sampler::sampled(prev, n) {
+            self.check_base_add(head, at, prev, n, i);
+        }
+    }
+
+    /// The pair add on the base row before it is made (the set's first
+    /// add): makes it, then adds.
+    ///
+    /// # Safety
+    ///
+    /// `i < len()` and `j < len()`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn add_pair_base_unmade(&self, head: Head, i: (usize, u64), j: (usize, u64)) {
+        let row = self.base_first();
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.add_pair_base(head, row, i, j) }
     }
 
     /// The pair add of a thread whose id is beyond the table it loaded:
