@@ -47,7 +47,13 @@ impl CounterSet {
     ///
     /// `i < len()` and `j < len()`.
     #[inline(always)]
-    unsafe fn add_pair_base(&self, head: Head, row: *const Line, (i, n): (usize, u64), (j, m): (usize, u64)) {
+    unsafe fn add_pair_base(
+        &self,
+        head: Head,
+        row: *const Line,
+        (i, n): (usize, u64),
+        (j, m): (usize, u64),
+    ) {
         // SAFETY: the base row has room for `len + 1` words; `i` and `j`
         // are below `len`.
         let (at, and) = unsafe { (flat_word_at(row, i), flat_word_at(row, j)) };

@@ -69,17 +69,13 @@ impl ShardTable {
     /// Word `i` is inside a row (every row has the same words).
     #[inline(always)]
     pub(crate) unsafe fn route_add(&self, i: usize, n: u64, elsewhere: impl FnOnce(Route)) {
-        #[cfg(all(
-            target_os = "linux",
-            target_arch = "x86_64",
-            not(miri),
-            not(shardcount_loom)
-        ))]
-        // SAFETY: the head and this thread's owner cell, live; a hit
-        // names this thread's row in the table the head holds, and word
-        // `i` is in it (the caller's promise).
-        if unsafe { window::add(self.head.as_ptr().cast(), owner::way(), i, n) } {
-            return;
+        window::restartable! { stmt:
+            // SAFETY: the head and this thread's owner cell, live; a hit
+            // names this thread's row in the table the head holds, and word
+            // `i` is in it (the caller's promise).
+            if unsafe { window::add(self.head.as_ptr().cast(), owner::way(), i, n) } {
+                return;
+            }
         }
         self.route(
             // SAFETY: the caller's promise.
@@ -92,15 +88,11 @@ impl ShardTable {
     /// rows have one word).
     #[inline(always)]
     pub(crate) fn route_add_first(&self, n: u64, elsewhere: impl FnOnce(Route)) {
-        #[cfg(all(
-            target_os = "linux",
-            target_arch = "x86_64",
-            not(miri),
-            not(shardcount_loom)
-        ))]
-        // SAFETY: as in `route_add`; every row has a word 0.
-        if unsafe { window::add_first(self.head.as_ptr().cast(), owner::way(), n) } {
-            return;
+        window::restartable! { stmt:
+            // SAFETY: as in `route_add`; every row has a word 0.
+            if unsafe { window::add_first(self.head.as_ptr().cast(), owner::way(), n) } {
+                return;
+            }
         }
         self.route(
             // SAFETY: every row has a word 0.
@@ -122,15 +114,11 @@ impl ShardTable {
         (j, m): (usize, u64),
         elsewhere: impl FnOnce(Route),
     ) {
-        #[cfg(all(
-            target_os = "linux",
-            target_arch = "x86_64",
-            not(miri),
-            not(shardcount_loom)
-        ))]
-        // SAFETY: as in `route_add`, for both words.
-        if unsafe { window::add_pair(self.head.as_ptr().cast(), owner::way(), i, n, j, m) } {
-            return;
+        window::restartable! { stmt:
+            // SAFETY: as in `route_add`, for both words.
+            if unsafe { window::add_pair(self.head.as_ptr().cast(), owner::way(), i, n, j, m) } {
+                return;
+            }
         }
         self.route(
             |row| {
