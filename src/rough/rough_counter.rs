@@ -2,7 +2,7 @@
 //! (the protocol is in the `rough` module docs and in `slot.rs`).
 
 use super::slot::{Core, Slot};
-use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::primitive::sync::Arc;
 use crate::thread;
 use std::fmt;
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// A `u64` counter whose adds cost about a thread-local add: each thread
 /// counts in its own slot, and the slots are folded into one global tally now
-/// and then. [`approx`](Self::approx) reads the tally (one load, lags a
+/// and then. [`approx`](Self::approx) reads the tally (two loads, lags a
 /// little); [`sum`](Self::sum) reads every slot (exact).
 ///
 /// Use it for very hot counters that are read rarely or roughly, such as
@@ -76,7 +76,9 @@ use std::time::Duration;
 ///   atomic snapshot while others add. Cost: one load per slot; slots
 ///   follow the peak number of threads alive at once in the process
 ///   (thread indexes are process-wide, dense and reused).
-/// * [`approx`](Self::approx) is one load of the tally. For add-only use it
+/// * [`approx`](Self::approx) is two loads: the tally, and the counter's
+///   word for adds made inside its own allocations (a global allocator
+///   that counts with it). For add-only use it
 ///   never exceeds a `sum` that the same thread calls after it. At an
 ///   instant when no thread is inside an add to the counter and no fold of
 ///   it is in progress (a batch or interval fold, `flush`, `flush_all`, a
@@ -124,6 +126,10 @@ use std::time::Duration;
 pub struct RoughCounter {
     /// Null until first use, then an `Arc<Core>` from `Arc::into_raw`.
     shared: AtomicPtr<Core>,
+    /// Adds made inside one of this thread's own slow paths (from a global
+    /// allocator that counts with this counter: the path allocated), which
+    /// must not allocate again (`thread::reentry`). Part of both reads.
+    reentered: AtomicU64,
     batch: u64,
     /// Nanoseconds; `u64::MAX` means never.
     interval: u64,
@@ -168,6 +174,7 @@ impl RoughCounter {
         pub const fn new() -> Self {
             RoughCounter {
                 shared: AtomicPtr::new(ptr::null_mut()),
+                reentered: AtomicU64::new(0),
                 batch: Self::DEFAULT_BATCH,
                 interval: Self::DEFAULT_INTERVAL.as_nanos() as u64,
             }
@@ -344,6 +351,10 @@ impl RoughCounter {
     #[cold]
     #[inline(never)]
     fn add_due(&self, shared: &Core, slot: &Slot, n: u64) {
+        // Taking the slot over allocates (the thread's exit registry).
+        let Some(_inside) = thread::reentry::enter() else {
+            return self.add_reentered(n);
+        };
         self.add_checked(shared, slot, n);
         if Core::owns(slot) {
             thread::slots::cache(
@@ -399,6 +410,10 @@ impl RoughCounter {
     #[cold]
     #[inline(never)]
     fn add_slow(&self, n: u64) {
+        // The block, the thread's index and its slot's bucket allocate.
+        let Some(_inside) = thread::reentry::enter() else {
+            return self.add_reentered(n);
+        };
         let p = self.shared_or_init();
         // SAFETY: our own reference keeps `p` alive while we are borrowed.
         let shared = unsafe { &*p };
@@ -414,6 +429,14 @@ impl RoughCounter {
             // table: count it where it cannot be lost.
             None => shared.add_orphan(n),
         }
+    }
+
+    /// An add from inside one of this thread's own slow paths: one locked
+    /// add to a word of the counter itself, which needs no allocation.
+    #[cold]
+    fn add_reentered(&self, n: u64) {
+        // Relaxed: a count; reads load it with the rest (see `sum`).
+        self.reentered.fetch_add(n, Ordering::Relaxed);
     }
 
     /// The shared block, if the counter has been used.
@@ -475,10 +498,14 @@ impl RoughCounter {
     /// ```
     #[must_use]
     pub fn sum(&self) -> u64 {
-        self.shared().map_or(0, Core::sum)
+        // Relaxed: an add that happened-before the call is seen by
+        // coherence; the word is no part of any fold.
+        let reentered = self.reentered.load(Ordering::Relaxed);
+        self.shared().map_or(0, Core::sum).wrapping_add(reentered)
     }
 
-    /// The folded total: one load of the tally.
+    /// The folded total: a load of the tally, and of the counter's word for
+    /// adds made inside its own allocations.
     ///
     /// Approximate: for add-only use it never exceeds a [`sum`](Self::sum)
     /// the same thread calls after it. At an instant when no thread is inside
@@ -507,7 +534,9 @@ impl RoughCounter {
     pub fn approx(&self) -> u64 {
         // Acquire: pairs with the Release tally add in `Core::fold`, so a
         // later `sum` reads at least the totals this value came from.
-        self.shared().map_or(0, |s| s.tally.load(Ordering::Acquire))
+        let tally = self.shared().map_or(0, |s| s.tally.load(Ordering::Acquire));
+        // Relaxed: as in `sum`.
+        tally.wrapping_add(self.reentered.load(Ordering::Relaxed))
     }
 
     /// Folds the calling thread's unfolded delta into the tally.

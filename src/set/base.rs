@@ -13,12 +13,17 @@
 //! row, which never touches the base. Here the adds that test the pointer
 //! are adds to the base (an uncontended set's), which load it anyway.
 
-use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
+use crate::primitive::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use crate::shard::{try_zeroed_lines, Line};
 
 pub(super) struct BaseRow {
     ptr: AtomicPtr<Line>,
     lines: usize,
+    /// Whether the row came from the system allocator, which then frees
+    /// it: made from inside this thread's own allocation (a global
+    /// allocator that counts with this set, `thread::reentry`), where the
+    /// global allocator would be entered again.
+    system: AtomicBool,
 }
 
 impl BaseRow {
@@ -28,6 +33,7 @@ impl BaseRow {
             BaseRow {
                 ptr: AtomicPtr::new(std::ptr::null_mut()),
                 lines,
+                system: AtomicBool::new(false),
             }
         }
     }
@@ -75,22 +81,66 @@ impl BaseRow {
         if let Some(row) = self.get() {
             return Some(row);
         }
-        let mine = Box::into_raw(try_zeroed_lines(self.lines)?).cast::<Line>();
+        let inside = crate::thread::reentry::enter();
+        let system = inside.is_none();
+        let mine = if system {
+            system_lines(self.lines)?
+        } else {
+            Box::into_raw(try_zeroed_lines(self.lines)?).cast::<Line>()
+        };
         // AcqRel: Release publishes the zeroed row; Acquire, on failure,
         // sees the winner's.
-        if let Err(theirs) = self.ptr.compare_exchange(
+        match self.ptr.compare_exchange(
             std::ptr::null_mut(),
             mine,
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
-            // SAFETY: `mine` came from `Box::into_raw` above, of `lines`
-            // lines, and was never published.
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(mine, self.lines)) });
-            debug_assert!(!theirs.is_null());
+            // Relaxed: read only in `drop`, which `&mut self` orders after.
+            Ok(_) => self.system.store(system, Ordering::Relaxed),
+            // SAFETY: `mine` was made above by the allocator `system`
+            // names, of `lines` lines, and never published.
+            Err(_) => unsafe { free_lines(mine, self.lines, system) },
         }
         self.get()
     }
+}
+
+/// `n` zeroed lines from the system allocator (not the global one).
+#[cfg(not(shardcount_loom))]
+fn system_lines(n: usize) -> Option<*mut Line> {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    let layout = Layout::array::<Line>(n).ok()?;
+    // SAFETY: `n >= 1` lines of 128 bytes: a non-zero size. All-zero
+    // bytes are valid `Line`s (as in `try_zeroed_lines`).
+    let p = unsafe { System.alloc_zeroed(layout) }.cast::<Line>();
+    (!p.is_null()).then_some(p)
+}
+
+/// Loom's models run no global allocator that counts.
+#[cfg(shardcount_loom)]
+fn system_lines(n: usize) -> Option<*mut Line> {
+    Some(Box::into_raw(try_zeroed_lines(n)?).cast::<Line>())
+}
+
+/// Frees `n` lines at `p`.
+///
+/// # Safety
+///
+/// `p` came from [`system_lines`] if `system`, else from a
+/// `Box<[Line]>` of `n` lines, and no one uses it after.
+unsafe fn free_lines(p: *mut Line, n: usize, system: bool) {
+    #[cfg(not(shardcount_loom))]
+    if system {
+        use std::alloc::{GlobalAlloc, Layout, System};
+        // SAFETY: the caller's promise: `System` made it with this layout
+        // (`system_lines` computed it from the same `n`).
+        unsafe { System.dealloc(p.cast(), Layout::array::<Line>(n).expect("made with it")) };
+        return;
+    }
+    let _ = system;
+    // SAFETY: the caller's promise.
+    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) });
 }
 
 impl Drop for BaseRow {
@@ -99,9 +149,9 @@ impl Drop for BaseRow {
         // happened-before this one.
         let p = self.ptr.load(Ordering::Relaxed);
         if !p.is_null() {
-            // SAFETY: published by `make` from a `Box<[Line]>` of `lines`
-            // lines; `&mut self`: no one else can reach it.
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, self.lines)) });
+            // SAFETY: published by `make`, made by the allocator `system`
+            // names, of `lines` lines; `&mut self`: no one else can reach it.
+            unsafe { free_lines(p, self.lines, self.system.load(Ordering::Relaxed)) };
         }
     }
 }

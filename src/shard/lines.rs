@@ -143,6 +143,9 @@ impl Lazy {
         if let Some(area) = self.get(len) {
             return Some(area);
         }
+        // An add from inside this thread's own allocation has none: the
+        // callers' fallback, as when memory is short (`thread::reentry`).
+        let _inside = crate::thread::reentry::enter()?;
         let fresh = Box::into_raw(try_zeroed_lines(len)?).cast::<Line>();
         // AcqRel on success: Release publishes the zeroed lines to `get`.
         // Acquire on failure: we go on to use the winner's lines.

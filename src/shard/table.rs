@@ -325,6 +325,11 @@ impl ShardTable {
         if max <= 1 || new_len > max {
             return current;
         }
+        // Nor grown from inside this thread's own allocation
+        // (`thread::reentry`): the adds keep going where they go.
+        let Some(_inside) = crate::thread::reentry::enter() else {
+            return current;
+        };
         // A table too large to allocate is not grown into: the adds keep
         // going to the rows there are.
         let Some(lines) = new_len.checked_mul(row_lines).and_then(try_zeroed_lines) else {

@@ -227,6 +227,11 @@ pub(crate) fn pin() -> Pin {
 #[cold]
 #[inline(never)]
 fn pin_slow() -> Pin {
+    // Registering the word allocates: a pin from inside that allocation
+    // (a global allocator counting with a sharded counter) takes a stripe.
+    let Some(_inside) = super::reentry::enter() else {
+        return striped();
+    };
     match MINE.try_with(Mine::word) {
         Ok(w) => {
             // SAFETY: the word `MINE` holds, alive while it is.

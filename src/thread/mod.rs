@@ -17,6 +17,7 @@ mod nudge;
 pub(crate) mod owner;
 mod pool;
 mod probe;
+pub(crate) mod reentry;
 pub(crate) mod sampler;
 pub(crate) mod sleepers;
 pub(crate) mod slots;

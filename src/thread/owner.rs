@@ -667,6 +667,12 @@ pub(crate) fn lease() -> usize {
     if EXITING.try_with(std::cell::Cell::get).unwrap_or(true) {
         return 0;
     }
+    // Registering allocates, and so may first use of the process-wide
+    // state: an add from inside (a global allocator that counts with a
+    // sharded counter) goes on without an id, pinned (`reentry`).
+    let Some(_inside) = super::reentry::enter() else {
+        return 0;
+    };
     LEASE
         .try_with(|l| {
             // A failed borrow is a registration on this thread (its
@@ -702,6 +708,11 @@ pub(crate) fn read_lease() {
     if EXITING.try_with(std::cell::Cell::get).unwrap_or(true) {
         return;
     }
+    // As in `lease`: a read from inside this thread's own allocation stays
+    // pinned.
+    let Some(_inside) = super::reentry::enter() else {
+        return;
+    };
     let _ = LEASE.try_with(|l| {
         if let Ok(mut l) = l.try_borrow_mut() {
             let lease = l.get_or_insert_with(|| register(true));

@@ -1,0 +1,95 @@
+//! Counting from inside a `#[global_allocator]`: the use of a hot counter
+//! that re-enters the crate, since a thread's first adds (and a table's
+//! growth) allocate. Every type must count each allocation exactly once,
+//! with no recursion, deadlock or abort (`thread::reentry`). The reference
+//! is a plain `AtomicU64` added in the same branch of the same call.
+
+use shardcount::{Counter, Histogram, Label, LabelledCounter, RoughCounter};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+#[derive(Clone, Copy, Label)]
+enum Size {
+    Small,
+    Large,
+}
+
+static COUNTER: Counter = Counter::new();
+static ROUGH: RoughCounter = RoughCounter::new();
+static LABELLED: LabelledCounter<Size> = LabelledCounter::new();
+static HISTOGRAM: Histogram = Histogram::new();
+
+/// Which counter the allocator adds to (0: none).
+static MODE: AtomicUsize = AtomicUsize::new(0);
+/// The same count, in one shared atomic.
+static REFERENCE: AtomicU64 = AtomicU64::new(0);
+
+struct Counting;
+
+// SAFETY: every call is passed to `System` unchanged; the counting around
+// it touches no memory the caller owns.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        match MODE.load(Ordering::Relaxed) {
+            1 => COUNTER.inc(),
+            2 => ROUGH.inc(),
+            3 => LABELLED.inc(if layout.size() > 64 {
+                Size::Large
+            } else {
+                Size::Small
+            }),
+            4 => HISTOGRAM.record(layout.size() as u64),
+            // SAFETY: the caller's layout, passed on.
+            _ => return unsafe { System.alloc(layout) },
+        }
+        REFERENCE.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's layout, passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+        // SAFETY: `p` came from `System.alloc` with this layout.
+        unsafe { System.dealloc(p, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Four threads, each boxing values (their first adds allocate inside the
+/// allocator), counted under `mode`; returns the reference's count.
+fn allocate_under(mode: usize) -> u64 {
+    let before = REFERENCE.load(Ordering::Relaxed);
+    MODE.store(mode, Ordering::Relaxed);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let v: Vec<Box<u64>> = (0..20_000).map(|i| Box::new(i + t)).collect();
+                v.len()
+            })
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap(), 20_000);
+    }
+    MODE.store(0, Ordering::Relaxed);
+    REFERENCE.load(Ordering::Relaxed) - before
+}
+
+#[test]
+fn counters_inside_a_global_allocator_count_every_allocation_once() {
+    let n = allocate_under(1);
+    assert!(n >= 80_000, "{n} allocations counted");
+    assert_eq!(COUNTER.sum(), n, "Counter");
+
+    let n = allocate_under(2);
+    assert_eq!(ROUGH.sum(), n, "RoughCounter::sum");
+    ROUGH.flush_all();
+    assert_eq!(ROUGH.approx(), n, "RoughCounter::approx after the joins");
+
+    let n = allocate_under(3);
+    assert_eq!(LABELLED.sum(), n, "LabelledCounter");
+
+    let n = allocate_under(4);
+    assert_eq!(HISTOGRAM.count(), n, "Histogram");
+}
