@@ -72,7 +72,7 @@
 //!   `record(v)`.
 //! * Exact reads: `sum()`, `sum_i64()` (signed); a member or gauge by
 //!   `get`: `get(i)`, `get(&k)` return an `Option`, `get(label)` a `u64`
-//!   (a label is always in range). `approx()`: one load that lags
+//!   (a label is always in range). `approx()`: one or two loads, lagging
 //!   ([`RoughCounter`], [`local_counter!`]).
 //! * `take()` and `reset()` ([`Counter`], [`CounterHandle`], gauges,
 //!   [`Histogram`]); `take(i)`, `take(&k)`, `take(label)`, `take_all()` for
