@@ -101,6 +101,14 @@ use std::time::Instant;
 /// [`take`](Self::take)) may miss counts still to be moved (they are
 /// moved, not lost); whole-map reads wait for the move to end.
 ///
+/// # In a global allocator
+///
+/// Adds by a key the map holds allocate nothing and may come from a
+/// `#[global_allocator]`. A key's first add interns it under the map's
+/// lock, and that allocates: an allocator that adds a *new* key to the
+/// same map from inside it would wait on the lock its own thread holds.
+/// Add such a map's keys before the allocator counts with it.
+///
 /// # Example
 ///
 /// ```
