@@ -411,8 +411,12 @@ impl<K: LocalKey> LocalCounter<K> {
                 // that plus `batch` (the loom model `exit_fold_races_sum`
                 // caught it). Not under `g`'s lock: `flush_all` takes the
                 // registry lock first.
-                K::with_moved(|m| self.register(cell, m));
+                // The exit action first: registering allocates, and an add
+                // from there (a global allocator counting with this, batch
+                // 1) then folds as usual instead of registering again
+                // under the lock we hold.
                 g.on_exit.set(Some(Self::thread_exit));
+                K::with_moved(|m| self.register(cell, m));
                 self.tally.fetch_add(v as u64, Ordering::Release);
                 return;
             }

@@ -4,9 +4,10 @@
 //! with no recursion, deadlock or abort (`thread::reentry`). The reference
 //! is a plain `AtomicU64` added in the same branch of the same call.
 
-use shardcount::{Counter, Histogram, Label, LabelledCounter, RoughCounter};
+use shardcount::{Counter, Histogram, Label, LabelledCounter, MaxCounter, RoughCounter, Stock};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::LazyLock;
 
 #[derive(Clone, Copy, Label)]
 enum Size {
@@ -18,11 +19,17 @@ static COUNTER: Counter = Counter::new();
 static ROUGH: RoughCounter = RoughCounter::new();
 static LABELLED: LabelledCounter<Size> = LabelledCounter::new();
 static HISTOGRAM: Histogram = Histogram::new();
+static MAX: MaxCounter = MaxCounter::new();
+static STOCK: LazyLock<Stock> = LazyLock::new(|| Stock::new(0));
+// Batch 1: every add folds, the first one registering under a lock.
+shardcount::local_counter!(static LOCAL, batch = 1);
 
 /// Which counter the allocator adds to (0: none).
 static MODE: AtomicUsize = AtomicUsize::new(0);
 /// The same count, in one shared atomic.
 static REFERENCE: AtomicU64 = AtomicU64::new(0);
+/// The largest value `MAX` was given.
+static MAX_REFERENCE: AtomicU64 = AtomicU64::new(0);
 
 struct Counting;
 
@@ -39,6 +46,13 @@ unsafe impl GlobalAlloc for Counting {
                 Size::Small
             }),
             4 => HISTOGRAM.record(layout.size() as u64),
+            5 => {
+                let v = REFERENCE.load(Ordering::Relaxed);
+                MAX.record(v);
+                MAX_REFERENCE.fetch_max(v, Ordering::Relaxed);
+                STOCK.add(1);
+            }
+            6 => LOCAL.inc(),
             // SAFETY: the caller's layout, passed on.
             _ => return unsafe { System.alloc(layout) },
         }
@@ -92,4 +106,16 @@ fn counters_inside_a_global_allocator_count_every_allocation_once() {
 
     let n = allocate_under(4);
     assert_eq!(HISTOGRAM.count(), n, "Histogram");
+
+    LazyLock::force(&STOCK);
+    let n = allocate_under(5);
+    assert_eq!(STOCK.sum(), n, "Stock");
+    assert_eq!(
+        MAX.get(),
+        MAX_REFERENCE.load(Ordering::Relaxed),
+        "MaxCounter"
+    );
+
+    let n = allocate_under(6);
+    assert_eq!(LOCAL.sum(), n, "local_counter!");
 }

@@ -2,11 +2,14 @@
 //! (the protocol is in the `rough` module docs and in `slot.rs`).
 
 use super::slot::{Core, Slot};
-use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
+// `reentered` is std's even under loom: the models never count inside an
+// allocator, so it stays 0 there and adds no interleavings.
 use crate::primitive::sync::Arc;
 use crate::thread;
 use std::fmt;
 use std::ptr;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 /// A `u64` counter whose adds cost about a thread-local add: each thread

@@ -13,8 +13,11 @@
 //! row, which never touches the base. Here the adds that test the pointer
 //! are adds to the base (an uncontended set's), which load it anyway.
 
-use crate::primitive::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
+// std's even under loom: written once before publication, read only in
+// `drop`; the models never make a row from the system allocator.
 use crate::shard::{try_zeroed_lines, Line};
+use std::sync::atomic::AtomicBool;
 
 pub(super) struct BaseRow {
     ptr: AtomicPtr<Line>,

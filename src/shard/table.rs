@@ -311,6 +311,12 @@ impl ShardTable {
     #[cold]
     #[inline(never)]
     pub(crate) fn grow(&self, current: Head, row_lines: usize) -> Head {
+        // Not from inside this thread's own allocation (`thread::reentry`):
+        // the table and the cap's first read allocate. The adds keep going
+        // where they go.
+        let Some(_inside) = crate::thread::reentry::enter() else {
+            return current;
+        };
         if !is_table(current.0) && !is_tag(current.0) {
             // Contention on a counter whose merge is pending: keep the
             // table instead (`merge.rs`).
@@ -325,11 +331,6 @@ impl ShardTable {
         if max <= 1 || new_len > max {
             return current;
         }
-        // Nor grown from inside this thread's own allocation
-        // (`thread::reentry`): the adds keep going where they go.
-        let Some(_inside) = crate::thread::reentry::enter() else {
-            return current;
-        };
         // A table too large to allocate is not grown into: the adds keep
         // going to the rows there are.
         let Some(lines) = new_len.checked_mul(row_lines).and_then(try_zeroed_lines) else {

@@ -415,11 +415,12 @@ impl Stock {
     /// ```
     #[must_use]
     pub fn shard_amounts(&self) -> Vec<u64> {
+        // Allocated before the lock: an add from inside the allocation (a
+        // global allocator counting with this stock) may take the lock.
+        let mut amounts = Vec::with_capacity(self.shards.len());
         let _guard = lock(&self.lock);
-        self.shards
-            .iter()
-            .map(|s| s.load(Ordering::Relaxed))
-            .collect()
+        amounts.extend(self.shards.iter().map(|s| s.load(Ordering::Relaxed)));
+        amounts
     }
 
     /// Consumes the stock and returns what it holds (exact: no one else can

@@ -489,6 +489,9 @@ pub(crate) fn wait() {
     // The words to wait on. A thread that registers after this read
     // takes the lock after this thread's unlink, so its sections see it.
     let (words, heavy) = {
+        // The clone allocates under the lock a lease takes: an add from
+        // there must not lease (`reentry`).
+        let _inside = super::reentry::enter();
         let all = lock(&*WORDS);
         (all.clone(), barrier::is_heavy())
     };

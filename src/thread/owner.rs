@@ -318,6 +318,9 @@ impl Drop for Lease {
             o.row.store(NONE, Ordering::Relaxed);
             o.clear();
         });
+        // Giving the id back may (de)allocate under the owners' lock: an
+        // add from there must not lease (`reentry`).
+        let _inside = super::reentry::enter();
         let mut held = lock(&self.owners.held);
         held.holders.remove(&self.id);
         match self.id.checked_sub(READER_BASE) {

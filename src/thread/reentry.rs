@@ -17,9 +17,10 @@ const_thread_local! {
     static INSIDE: Cell<bool> = Cell::new(false);
 }
 
-/// The calling thread is inside a slow path until this drops.
+/// The calling thread is inside a slow path until this drops. Not `Send`:
+/// dropped on another thread it would clear that thread's flag.
 #[must_use]
-pub(crate) struct Inside(());
+pub(crate) struct Inside(std::marker::PhantomData<*const ()>);
 
 impl Drop for Inside {
     fn drop(&mut self) {
@@ -30,17 +31,16 @@ impl Drop for Inside {
 }
 
 /// Marks the calling thread inside a slow path that may allocate, or
-/// `None` if it already is (or is past its thread-locals): the caller
-/// then must not allocate, and counts its add where no allocation is
-/// needed.
+/// `None` if it already is: the caller then must not allocate, and counts
+/// its add where no allocation is needed. (Where the flag is gone, as
+/// loom's thread-locals at thread exit, nothing is inside: a guard that
+/// marks nothing.)
 #[inline]
 pub(crate) fn enter() -> Option<Inside> {
-    INSIDE
-        // `then`, not `then_some`: a guard made and dropped when already
-        // inside would clear the flag.
-        .try_with(|f| (!f.replace(true)).then(|| Inside(())))
-        .ok()
-        .flatten()
+    match INSIDE.try_with(|f| f.replace(true)) {
+        Ok(true) => None,
+        _ => Some(Inside(std::marker::PhantomData)),
+    }
 }
 
 #[cfg(all(test, not(shardcount_loom)))]
