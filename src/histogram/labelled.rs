@@ -34,6 +34,12 @@ use std::time::{Duration, Instant};
 /// default buckets), made on the first record; each grows on its own
 /// when its label is contended.
 ///
+/// # In a global allocator
+///
+/// Its histograms are made on the first record, and that allocates: a
+/// `#[global_allocator]` that records into it would wait for its own
+/// thread there. Record once before the allocator records.
+///
 /// # Example
 ///
 /// ```

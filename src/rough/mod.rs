@@ -1,6 +1,7 @@
 //! `RoughCounter`: each thread counts in its own slot with no locked
 //! instruction; the counts are folded now and then into one global tally that
-//! [`approx`](RoughCounter::approx) reads with a single load.
+//! [`approx`](RoughCounter::approx) reads (with the counter's own word for
+//! adds made inside its allocations: two loads).
 //!
 //! * `slot.rs`: the slots, the tally and the fold protocol (the proofs of the
 //!   read guarantees are there);
