@@ -438,3 +438,51 @@ fn lazy_base_rows_are_made_once_by_racing_first_adds_and_freed() {
     });
     assert_eq!((h.count(), h.sum()), (40, (0..40).sum()));
 }
+
+/// Rows and sets made from inside the crate's own allocation come from the
+/// system allocator (`thread::reentry`): a lazy set's base row and a
+/// labelled histogram's sets, each used and then freed by the allocator
+/// that made it; made outside, the global allocator's, racing threads
+/// publishing one and freeing the others.
+#[test]
+fn rows_and_sets_made_inside_an_allocation_come_from_the_system_allocator() {
+    #[derive(Clone, Copy)]
+    enum Op {
+        Read,
+        Write,
+    }
+    impl crate::Label for Op {
+        const COUNT: usize = 2;
+        const NAMES: &'static [&'static str] = &["op"];
+        fn index(&self) -> usize {
+            *self as usize
+        }
+        fn from_index(index: usize) -> Option<Self> {
+            [Op::Read, Op::Write].get(index).copied()
+        }
+        fn text(index: usize, dim: usize) -> Option<&'static str> {
+            (dim == 0)
+                .then(|| ["read", "write"].get(index).copied())
+                .flatten()
+        }
+    }
+    {
+        let _inside = crate::thread::reentry::enter().expect("not inside yet");
+        let s = CounterSet::lazy(3);
+        s.add(2, 5);
+        let h = crate::LabelledHistogram::<Op>::new();
+        h.record(Op::Write, 7);
+        assert_eq!(
+            (s.snapshot(), h.snapshot(Op::Write).sum()),
+            (vec![0, 0, 5], 7)
+        );
+    }
+    let h = crate::LabelledHistogram::<Op>::new();
+    thread::scope(|sc| {
+        for v in 0..2u64 {
+            let h = &h;
+            sc.spawn(move || h.record(Op::Read, v + 1));
+        }
+    });
+    assert_eq!(h.snapshot(Op::Read).sum(), 3);
+}

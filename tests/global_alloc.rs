@@ -4,7 +4,9 @@
 //! with no recursion, deadlock or abort (`thread::reentry`). The reference
 //! is a plain `AtomicU64` added in the same branch of the same call.
 
-use shardcount::{Counter, Histogram, Label, LabelledCounter, MaxCounter, RoughCounter, Stock};
+use shardcount::{
+    Counter, Histogram, Label, LabelledCounter, LabelledHistogram, MaxCounter, RoughCounter, Stock,
+};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::LazyLock;
@@ -20,6 +22,8 @@ static ROUGH: RoughCounter = RoughCounter::new();
 static LABELLED: LabelledCounter<Size> = LabelledCounter::new();
 static HISTOGRAM: Histogram = Histogram::new();
 static MAX: MaxCounter = MaxCounter::new();
+// Its first record (made inside the allocator) makes its histograms.
+static LABELLED_HISTOGRAM: LabelledHistogram<Size> = LabelledHistogram::new();
 static STOCK: LazyLock<Stock> = LazyLock::new(|| Stock::new(0));
 // Batch 1: every add folds, the first one registering under a lock.
 shardcount::local_counter!(static LOCAL, batch = 1);
@@ -53,6 +57,7 @@ unsafe impl GlobalAlloc for Counting {
                 STOCK.add(1);
             }
             6 => LOCAL.inc(),
+            7 => LABELLED_HISTOGRAM.record(Size::Small, layout.size() as u64),
             // SAFETY: the caller's layout, passed on.
             _ => return unsafe { System.alloc(layout) },
         }
@@ -118,4 +123,8 @@ fn counters_inside_a_global_allocator_count_every_allocation_once() {
 
     let n = allocate_under(6);
     assert_eq!(LOCAL.sum(), n, "local_counter!");
+
+    let n = allocate_under(7);
+    let small = LABELLED_HISTOGRAM.snapshot(Size::Small).count();
+    assert_eq!(small, n, "LabelledHistogram");
 }

@@ -8,13 +8,13 @@
 //! histogram's record plus the label's index: no hashing, no lock.
 
 use super::layout::Layout;
+use super::lazy_sets::LazySets;
 use super::snapshot::{HistogramSnapshot, HistogramUnit};
 use super::unlabelled::{duration_ns, snapshot_of, SUM};
 use crate::labels::Label;
 use crate::set::CounterSet;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// A family of histograms indexed by a [`Label`] type (an enum, or a
@@ -34,12 +34,6 @@ use std::time::{Duration, Instant};
 /// default buckets), made on the first record; each grows on its own
 /// when its label is contended.
 ///
-/// # In a global allocator
-///
-/// Its histograms are made on the first record, and that allocates: a
-/// `#[global_allocator]` that records into it would wait for its own
-/// thread there. Record once before the allocator records.
-///
 /// # Example
 ///
 /// ```
@@ -58,7 +52,7 @@ use std::time::{Duration, Instant};
 /// ```
 pub struct LabelledHistogram<L> {
     // `L::COUNT` sets of `layout.len() + 1` counters, made on first use.
-    sets: OnceLock<Box<[CounterSet]>>,
+    sets: LazySets,
     layout: Layout,
     unit: HistogramUnit,
     // `fn() -> L`: holds no `L`, so Send and Sync whatever `L` is.
@@ -68,7 +62,7 @@ pub struct LabelledHistogram<L> {
 impl<L: Label> LabelledHistogram<L> {
     const fn of(layout: Layout, unit: HistogramUnit) -> Self {
         LabelledHistogram {
-            sets: OnceLock::new(),
+            sets: LazySets::new(L::COUNT),
             layout,
             unit,
             _label: PhantomData,
@@ -164,11 +158,8 @@ impl<L: Label> LabelledHistogram<L> {
     #[cold]
     #[inline(never)]
     fn make(&self) -> &[CounterSet] {
-        self.sets.get_or_init(|| {
-            (0..L::COUNT)
-                .map(|_| CounterSet::new(self.layout.len() + 1))
-                .collect()
-        })
+        self.sets
+            .get_or_make(|| CounterSet::new(self.layout.len() + 1))
     }
 
     #[cold]
@@ -382,7 +373,7 @@ impl<L: Label> LabelledHistogram<L> {
     /// Every label's rows, once the first record made them (none before).
     #[cfg(not(shardcount_loom))]
     pub(crate) fn rows(&self) -> &[CounterSet] {
-        self.sets.get().map_or(&[], |s| &s[..])
+        self.sets.get().unwrap_or(&[])
     }
 
     /// Folds every label's rows back into its first and frees them, as

@@ -12,6 +12,7 @@
 
 mod labelled;
 mod layout;
+mod lazy_sets;
 mod replay;
 mod snapshot;
 mod timer;
