@@ -3,8 +3,6 @@
 
 use super::slot::{Core, Slot};
 use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
-// `reentered` is std's even under loom: the models never count inside an
-// allocator, so it stays 0 there and adds no interleavings.
 use crate::primitive::sync::Arc;
 use crate::thread;
 use std::fmt;
@@ -132,6 +130,8 @@ pub struct RoughCounter {
     /// Adds made inside one of this thread's own slow paths (from a global
     /// allocator that counts with this counter: the path allocated), which
     /// must not allocate again (`thread::reentry`). Part of both reads.
+    /// std's atomic even under loom: the models never count inside an
+    /// allocator, so it stays 0 there and adds no interleavings.
     reentered: AtomicU64,
     batch: u64,
     /// Nanoseconds; `u64::MAX` means never.

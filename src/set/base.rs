@@ -14,8 +14,6 @@
 //! are adds to the base (an uncontended set's), which load it anyway.
 
 use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
-// std's even under loom: written once before publication, read only in
-// `drop`; the models never make a row from the system allocator.
 use crate::shard::{try_zeroed_lines, Line};
 use std::sync::atomic::AtomicBool;
 
@@ -25,7 +23,9 @@ pub(super) struct BaseRow {
     /// Whether the row came from the system allocator, which then frees
     /// it: made from inside this thread's own allocation (a global
     /// allocator that counts with this set, `thread::reentry`), where the
-    /// global allocator would be entered again.
+    /// global allocator would be entered again. std's atomic even under
+    /// loom: stored once before `drop` reads it, and the models never make
+    /// a row from the system allocator.
     system: AtomicBool,
 }
 
