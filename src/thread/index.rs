@@ -19,16 +19,26 @@ crate::primitive::global! {
     static POOL: Arc<Mutex<Pool>> = Arc::new(Mutex::new(Pool::new()));
 }
 
-/// A thread's index, and where its slot is in every slot table:
-/// computed once when the index is taken, so the hot path does no
-/// arithmetic on it.
-struct Held {
+/// A thread's index, where its slot is in every slot table (computed
+/// once when the index is taken, so the hot path does no arithmetic on
+/// it), and its last-used slot (`thread::slots`). One thread-local, so a
+/// rough add's cache hit and its miss through the table share one base
+/// address: a register fewer in a caller's loop (`docs/benchmarks.md`).
+pub(crate) struct Held {
     index: Cell<usize>,
     /// The slot table bucket (0, never allocated, for "none").
     bucket: Cell<usize>,
     /// The slot's position in the bucket.
     offset: Cell<usize>,
+    /// The last-used cache's owner (`thread::slots`).
+    pub(crate) last_owner: Cell<*const ()>,
+    /// The last-used cache's slot.
+    pub(crate) last_slot: Cell<*const ()>,
 }
+
+/// An owner address no owner has (odd, not null: a counter not yet used
+/// has a null owner).
+pub(crate) const NO_OWNER: *const () = std::ptr::without_provenance(1);
 
 crate::primitive::const_thread_local! {
     /// The calling thread's index, 0 if none. No destructor: the hot
@@ -37,7 +47,16 @@ crate::primitive::const_thread_local! {
         index: Cell::new(0),
         bucket: Cell::new(0),
         offset: Cell::new(0),
+        last_owner: Cell::new(NO_OWNER),
+        last_slot: Cell::new(std::ptr::null()),
     };
+}
+
+/// Runs `f` on the calling thread's `Held`; `None` once it is gone (at
+/// thread exit).
+#[inline(always)]
+pub(crate) fn held<R>(f: impl FnOnce(&Held) -> R) -> Option<R> {
+    INDEX.try_with(f).ok()
 }
 
 /// The calling thread's index, or 0 if it has none.

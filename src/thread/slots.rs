@@ -15,7 +15,7 @@
 //!   next thread to take it finds every slot under it handed over.
 //!
 //! * The **last-used cache** is a `const` thread-local without a destructor
-//!   holding the `(owner, slot)` pair the thread used last, so the common
+//!   (beside the thread's index, `thread::index`) holding the `(owner, slot)` pair the thread used last, so the common
 //!   case (one hot counter) is a compare and a load. A pair is cached only
 //!   for an owner the thread's registry holds (so the slot is alive), and
 //!   the registry clears the cache before it lets go of any owner.
@@ -27,6 +27,7 @@
 //! happened-before).
 
 use super::buckets::{assert_position, bucket_len, locate, position, BUCKETS, BUCKETS_POW2};
+use super::index::{held, NO_OWNER};
 use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
 use std::cell::{Cell, RefCell};
 use std::ptr;
@@ -130,30 +131,11 @@ pub(crate) trait ThreadExit {
     fn is_dropped(&self) -> bool;
 }
 
-/// The thread's last-used `(owner, slot)` pair (see the module docs).
-struct Last {
-    owner: Cell<*const ()>,
-    slot: Cell<*const ()>,
-}
-
-/// An owner address no owner has (odd, not null: a counter not yet used
-/// has a null owner).
-const NO_OWNER: *const () = ptr::without_provenance(1);
-
-crate::primitive::const_thread_local! {
-    static LAST: Last = Last {
-        owner: Cell::new(NO_OWNER),
-        slot: Cell::new(ptr::null()),
-    };
-}
-
 /// The calling thread's cached slot in `owner`, if cached.
 #[inline(always)]
 pub(crate) fn cached(owner: *const ()) -> Option<*const ()> {
     // A matching owner always comes with its slot (`cache` sets both).
-    LAST.try_with(|l| (l.owner.get() == owner).then(|| l.slot.get()))
-        .ok()
-        .flatten()
+    held(|l| (l.last_owner.get() == owner).then(|| l.last_slot.get())).flatten()
 }
 
 /// Caches `slot` as the calling thread's slot in `owner`. The caller must
@@ -161,16 +143,16 @@ pub(crate) fn cached(owner: *const ()) -> Option<*const ()> {
 /// slot alive until the registry lets go, clearing the cache first).
 #[inline]
 pub(crate) fn cache(owner: *const (), slot: *const ()) {
-    let _ = LAST.try_with(|l| {
-        l.owner.set(owner);
-        l.slot.set(slot);
+    held(|l| {
+        l.last_owner.set(owner);
+        l.last_slot.set(slot);
     });
 }
 
 fn clear_cache() {
-    let _ = LAST.try_with(|l| {
-        l.owner.set(NO_OWNER);
-        l.slot.set(ptr::null());
+    held(|l| {
+        l.last_owner.set(NO_OWNER);
+        l.last_slot.set(ptr::null());
     });
 }
 
