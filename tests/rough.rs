@@ -583,3 +583,38 @@ fn flush_all_on_a_counter_made_from_a_value_returns() {
     let got = rx.recv_timeout(Duration::from_secs(60));
     assert_eq!(got, Ok((7, 7)), "flush_all did not return");
 }
+
+/// An add of 0 proves nothing about a slot: a thread whose first add to a
+/// counter is 0, to a slot whose bucket another thread already made, must
+/// still take the slot over (through the due path), so that its exit folds
+/// what it adds later. No interval folds: only exit folds bring `approx` up.
+#[test]
+fn a_first_add_of_zero_still_takes_the_slot_over() {
+    const THREADS: usize = 16;
+    let warm: &'static RoughCounter = Box::leak(Box::new(RoughCounter::new()));
+    let c: &'static RoughCounter =
+        Box::leak(Box::new(RoughCounter::new().with_interval(Duration::MAX)));
+    let phase = Arc::new(Barrier::new(THREADS));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let phase = Arc::clone(&phase);
+            thread::spawn(move || {
+                warm.inc(); // every thread holds its index from here
+                phase.wait();
+                if t % 2 == 0 {
+                    c.inc(); // makes the buckets of c for the even threads
+                }
+                phase.wait();
+                if t % 2 == 1 {
+                    c.add(0);
+                    c.add(5);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(c.sum(), 8 + 8 * 5);
+    assert_eq!(c.approx(), 8 + 8 * 5, "an exit fold was missed");
+}

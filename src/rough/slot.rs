@@ -278,8 +278,10 @@ impl Slot {
     #[inline]
     pub(super) fn try_bump(&self, n: u64) -> bool {
         // Relaxed: the only writer reading its own last store.
-        let (b, carry) = self.biased.load(Ordering::Relaxed).overflowing_add(n);
-        if carry || n == 0 {
+        let old = self.biased.load(Ordering::Relaxed);
+        let b = old.wrapping_add(n);
+        // One compare for both: the add carried (`b < old`) or was 0.
+        if b <= old {
             return false;
         }
         // Relaxed: readers order their loads of this word by `seq` (see
