@@ -302,7 +302,7 @@ impl RoughCounter {
             slot.add_owned(n, || self.check_cold(slot));
             return;
         }
-        self.add_uncached::<true>(n);
+        self.add_table(p, n);
     }
 
     /// A due add on the cached path, already made: check if it left the
@@ -319,27 +319,28 @@ impl RoughCounter {
         }
     }
 
-    /// A cache miss: the thread's slot through the table, O(1) in the
-    /// number of counters the thread uses; cached once taken over. A
-    /// thread rotating over many counters comes through here on every add,
-    /// so it reads no more than the bucket and the slot's first line: an
-    /// add that is not due proves the slot taken over (only the owner's
-    /// check arms a window; a free slot's headroom is 1, so every add is due).
-    ///
-    /// Generic only so that it is compiled in the caller's crate, still out
-    /// of line: there its thread-local reads are plain `fs:` loads, where a
-    /// copy compiled in this crate (a user's build without LTO) calls
-    /// `__tls_get_addr` and saves registers around it.
-    #[inline(never)]
-    fn add_uncached<const IN_CALLER: bool>(&self, n: u64) {
-        if let Some(shared) = self.shared() {
+    /// A cache miss, inline (a user's build without LTO sees it too): the
+    /// thread's slot through the table, O(1) in the number of counters
+    /// the thread uses, and cached. A thread rotating over many counters
+    /// comes here on every add, so it reads no more than the bucket and
+    /// the slot's first line: an add that is not due proves the slot taken
+    /// over (only the owner's check arms a window; a free slot's headroom
+    /// is 1, so every add is due). Out of line it cost a call, a return
+    /// and a thread-local base of its own: 34 instructions per rotating
+    /// add against 30 (`docs/benchmarks.md`).
+    #[inline(always)]
+    fn add_table(&self, p: *const Core, n: u64) {
+        if !p.is_null() {
+            // Acquire (with the Relaxed load of `p`): pairs with the AcqRel
+            // exchange in `install`, so the block is initialised.
+            crate::primitive::sync::atomic::fence(Ordering::Acquire);
+            // SAFETY: non-null means installed from Arc::into_raw; our own
+            // reference is released only in `drop`, which takes `&mut self`.
+            let shared = unsafe { &*p };
             let (bucket, offset) = thread::slot_position();
             if let Some(slot) = shared.slots.at(bucket, offset) {
                 if slot.try_bump(n) {
-                    thread::slots::cache(
-                        std::ptr::from_ref(shared).cast(),
-                        std::ptr::from_ref(slot).cast(),
-                    );
+                    thread::slots::cache(p.cast(), std::ptr::from_ref(slot).cast());
                 } else {
                     self.add_due(shared, slot, n);
                 }
