@@ -41,8 +41,9 @@ pub(crate) struct Held {
 pub(crate) const NO_OWNER: *const () = std::ptr::without_provenance(1);
 
 crate::primitive::const_thread_local! {
-    /// The calling thread's index, 0 if none. No destructor: the hot
-    /// path reads it with a bare TLS load.
+    /// The calling thread's index (0 if none), its slot position and its
+    /// last-used slot. No destructor: the hot path reads it with a bare
+    /// TLS load.
     static INDEX: Held = Held {
         index: Cell::new(0),
         bucket: Cell::new(0),
@@ -77,11 +78,14 @@ pub(crate) fn slot_position() -> (usize, usize) {
 
 fn set(i: usize) {
     let (bucket, offset) = super::buckets::position(i);
-    // Ignoring the error: a thread being torn down keeps no index.
+    // Ignoring the error: a thread being torn down keeps no index. The
+    // last-used cache never outlives the index its slot was found by.
     let _ = INDEX.try_with(|h| {
         h.index.set(i);
         h.bucket.set(bucket);
         h.offset.set(offset);
+        h.last_owner.set(NO_OWNER);
+        h.last_slot.set(std::ptr::null());
     });
 }
 

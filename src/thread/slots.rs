@@ -14,11 +14,13 @@
 //!   folds and frees the slot), and only then gives the index back, so the
 //!   next thread to take it finds every slot under it handed over.
 //!
-//! * The **last-used cache** is a `const` thread-local without a destructor
-//!   (beside the thread's index, `thread::index`) holding the `(owner, slot)` pair the thread used last, so the common
-//!   case (one hot counter) is a compare and a load. A pair is cached only
-//!   for an owner the thread's registry holds (so the slot is alive), and
-//!   the registry clears the cache before it lets go of any owner.
+//! * The **last-used cache** holds the `(owner, slot)` pair the thread
+//!   used last, so the common case (one hot counter) is a compare and a
+//!   load. It lives in the thread's index thread-local (`thread::index`:
+//!   `const`, no destructor). A pair is cached only for an owner the
+//!   thread's registry holds (so the slot is alive); the registry clears
+//!   the cache after each owner's exit call and before it lets go of any
+//!   owner, and taking or giving back an index clears it too.
 //!
 //! Orderings: buckets are published with a `Release` compare-exchange
 //! (`get_or_alloc`) and every load of a bucket (`at`, `get_or_alloc`,
@@ -175,12 +177,15 @@ impl Registry {
 
 impl Drop for Registry {
     fn drop(&mut self) {
-        // Later adds on this thread (from other thread-locals' destructors)
-        // must not reach a slot handed over below.
+        // Later adds on this thread (from other thread-locals' destructors,
+        // or an allocator counting the frees below) must not reach a slot
+        // handed over below. An add between two exits may cache the slot
+        // of an owner whose exit is still to come: cleared after each.
         clear_cache();
         let index = self.index();
         for owner in self.owners.get_mut().drain(..) {
             owner.thread_exit(index);
+            clear_cache();
         }
         // Only now, with every slot under it handed over, is the index
         // given back (the lease drops after this body).
