@@ -287,12 +287,14 @@ impl RoughCounter {
     /// ```
     #[inline]
     pub fn add(&self, n: u64) {
-        // Relaxed: only compared with the thread's cached owner; a cached
-        // slot was reached through Acquire loads on this thread's slower path.
+        // Relaxed: compared with the thread's cached owner (a cached slot was
+        // reached through Acquire loads on this thread's slower path), and
+        // dereferenced only after an Acquire fence (`add_table`).
         let p = self.shared.load(Ordering::Relaxed).cast_const();
         let cached = thread::slots::cached(p.cast());
-        // The hit laid out as the fall-through: else LLVM may put it out of
-        // the loop, and each add takes two jumps.
+        // The hit hinted as likely. LLVM still lays the inline miss out as
+        // the fall-through (the hit jumps out and back), which measured no
+        // slower than the reverse (`docs/benchmarks.md`).
         if let Some(slot) = cached.filter(|_| crate::shard::likely(cached.is_some())) {
             // SAFETY: the cache names a slot of this counter taken over by
             // this thread, whose exit registry keeps the counter's shared
