@@ -162,7 +162,8 @@ fn frees_counted_during_a_threads_exit_are_folded_exactly() {
                     own.inc(); // registered before FREES
                     COUNT_FREES.with(|c| c.set(true));
                     for i in 0..100u64 {
-                        drop(Box::new(i)); // counted by FREES
+                        // black_box: else the pair may be elided.
+                        drop(std::hint::black_box(Box::new(i))); // counted by FREES
                     }
                     drop(own); // its block is freed at the exit
                 })
