@@ -12,8 +12,9 @@
 //! The counter itself is one pointer, `shared: AtomicPtr<Core>`: null until
 //! first use, then an `Arc<Core>` turned into a raw pointer, installed once
 //! by a compare-exchange (`AcqRel`; readers that dereference it use an
-//! `Acquire` load, or a `Relaxed` one and an `Acquire` fence: `add_table`). Every other ordering here is a role of `slot.rs`'s protocol
-//! (the tally, owner-only bookkeeping, the `dropped` hint), stated there.
+//! `Acquire` load, or a `Relaxed` one and an `Acquire` fence: `add_table`).
+//! Every other ordering here is a role of `slot.rs`'s protocol (the tally,
+//! owner-only bookkeeping, the `dropped` hint), stated there.
 
 mod clock;
 #[cfg(not(shardcount_loom))]

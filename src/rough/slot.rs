@@ -7,7 +7,8 @@
 //! The counter itself is one pointer, `shared: AtomicPtr<Core>`: null until
 //! first use, then an `Arc<Core>` turned into a raw pointer, installed once
 //! by a compare-exchange (`AcqRel`; readers that dereference it use an
-//! `Acquire` load, or a `Relaxed` one and an `Acquire` fence: `add_table`). `Core` holds:
+//! `Acquire` load, or a `Relaxed` one and an `Acquire` fence: `add_table`).
+//! `Core` holds:
 //!
 //! * `tally: AtomicU64`: the folded counts. Only folds write it, each with one
 //!   `fetch_add(.., Release)`; `approx` loads it with `Acquire`.
