@@ -292,9 +292,8 @@ impl RoughCounter {
         // dereferenced only after an Acquire fence (`add_table`).
         let p = self.shared.load(Ordering::Relaxed).cast_const();
         let cached = thread::slots::cached(p.cast());
-        // The hit hinted as likely. LLVM still lays the inline miss out as
-        // the fall-through (the hit jumps out and back), which measured no
-        // slower than the reverse (`docs/benchmarks.md`).
+        // The hit laid out as the fall-through: else LLVM may put it out of
+        // the loop, and each add takes two jumps.
         if let Some(slot) = cached.filter(|_| crate::shard::likely(cached.is_some())) {
             // SAFETY: the cache names a slot of this counter taken over by
             // this thread, whose exit registry keeps the counter's shared
@@ -304,7 +303,7 @@ impl RoughCounter {
             slot.add_owned(n, || self.check_cold(slot));
             return;
         }
-        self.add_table(p, n);
+        self.add_table::<true>(p, n);
     }
 
     /// A due add on the cached path, already made: check if it left the
@@ -321,17 +320,22 @@ impl RoughCounter {
         }
     }
 
-    /// A cache miss, inline (a user's build without LTO sees it too): the
-    /// thread's slot through the table, O(1) in the number of counters
-    /// the thread uses, and cached. A thread rotating over many counters
-    /// comes here on every add, so it reads no more than the bucket and
-    /// the slot's first line: an add that is not due proves the slot taken
-    /// over (only the owner's check arms a window; a free slot's headroom
-    /// is 1, so every add is due). Out of line it cost a call, a return
-    /// and a thread-local base of its own: 34 instructions per rotating
-    /// add against 30 (`docs/benchmarks.md`).
-    #[inline(always)]
-    fn add_table(&self, p: *const Core, n: u64) {
+    /// A cache miss: the thread's slot through the table, O(1) in the
+    /// number of counters the thread uses, and cached. A thread rotating
+    /// over many counters comes here on every add, so it reads no more
+    /// than the bucket and the slot's first line: an add that is not due
+    /// proves the slot taken over (only the owner's check arms a window; a
+    /// free slot's headroom is 1, so every add is due).
+    ///
+    /// Out of line, and generic only so that it is compiled in the
+    /// caller's crate, where its thread-local reads are plain `fs:` loads
+    /// (a copy compiled in this crate, in a user's build without LTO,
+    /// calls `__tls_get_addr`). Inline it cost 4 instructions fewer per
+    /// rotating add, but LLVM then laid the miss out as the hit's
+    /// fall-through, whatever the hints: two taken jumps per hit, and
+    /// `RoughCounter` at 2 threads ran 15-20% slower (`docs/benchmarks.md`).
+    #[inline(never)]
+    fn add_table<const IN_CALLER: bool>(&self, p: *const Core, n: u64) {
         if !p.is_null() {
             // Acquire (with the Relaxed load of `p`): pairs with the AcqRel
             // exchange in `install`, so the block is initialised.
