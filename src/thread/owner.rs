@@ -464,44 +464,45 @@ fn mark(word: &AtomicUsize) -> bool {
     }
 }
 
-/// The calling thread's owner cell, for the restartable hit
-/// (`window.rs`), which reads its row cache entry at [`WAY_AT`]: the
-/// cell's address rather than the entry's, so that the add's other paths
-/// (which reach the cell) keep one register for both.
-#[cfg(not(shardcount_loom))]
-#[inline(always)]
-pub(crate) fn way() -> *const usize {
-    // A const thread-local without a destructor: always there.
-    OWNER.with(|o| std::ptr::from_ref(o).cast())
+super::window::restartable! {
+    /// The calling thread's owner cell, for the restartable hit
+    /// (`window.rs`), which reads its row cache entry at [`WAY_AT`]: the
+    /// cell's address rather than the entry's, so that the add's other paths
+    /// (which reach the cell) keep one register for both.
+    #[inline(always)]
+    pub(crate) fn way() -> *const usize {
+        // A const thread-local without a destructor: always there.
+        OWNER.with(|o| std::ptr::from_ref(o).cast())
+    }
+
+    /// Where the row cache entry lies in an owner cell: its head, then its
+    /// row's first line (`Own` and `Way` are `repr(C)`).
+    pub(crate) const WAY_AT: usize = std::mem::offset_of!(Own, last);
 }
 
-/// Where the row cache entry lies in an owner cell: its head, then its
-/// row's first line (`Own` and `Way` are `repr(C)`).
-#[cfg(not(shardcount_loom))]
-pub(crate) const WAY_AT: usize = std::mem::offset_of!(Own, last);
-
-impl Own {
-    /// In a nudge's handler (`nudge.rs`), on this cell's thread: notes
-    /// that the nudge was heard, and answers the revocation asked about if
-    /// the thread stopped `outside` every hit (or was moved back to a
-    /// hit's start), inside no marked window, and runs with its own mask
-    /// (not inside another signal's handler).
-    #[cfg(not(shardcount_loom))]
-    pub(crate) fn nudged(&self, outside: bool, mask: u64) {
-        // Relaxed: this thread's own words, and `ask`, stored before the
-        // signal was sent (the kernel orders the send before the handler).
-        let ask = self.ask.load(Ordering::Relaxed);
-        if outside
-            && self.busy.load(Ordering::Relaxed) == 0
-            && self.adding.load(Ordering::Relaxed) == 0
-            && self.mask.load(Ordering::Relaxed) == mask
-        {
-            // Release: every window this thread ran before happens-before
-            // the merge that reads the answer (Acquire, `acknowledged`).
-            self.answer.store(ask, Ordering::Release);
+super::window::restartable! {
+    impl Own {
+        /// In a nudge's handler (`nudge.rs`), on this cell's thread: notes
+        /// that the nudge was heard, and answers the revocation asked about if
+        /// the thread stopped `outside` every hit (or was moved back to a
+        /// hit's start), inside no marked window, and runs with its own mask
+        /// (not inside another signal's handler).
+        pub(crate) fn nudged(&self, outside: bool, mask: u64) {
+            // Relaxed: this thread's own words, and `ask`, stored before the
+            // signal was sent (the kernel orders the send before the handler).
+            let ask = self.ask.load(Ordering::Relaxed);
+            if outside
+                && self.busy.load(Ordering::Relaxed) == 0
+                && self.adding.load(Ordering::Relaxed) == 0
+                && self.mask.load(Ordering::Relaxed) == mask
+            {
+                // Release: every window this thread ran before happens-before
+                // the merge that reads the answer (Acquire, `acknowledged`).
+                self.answer.store(ask, Ordering::Release);
+            }
+            // Release: after the answer, so a merge that sees this sees it.
+            self.heard.store(ask, Ordering::Release);
         }
-        // Release: after the answer, so a merge that sees this sees it.
-        self.heard.store(ask, Ordering::Release);
     }
 }
 

@@ -77,16 +77,17 @@ pub(crate) const RESTARTABLE: bool = {
     YES
 };
 
-/// Where an interrupted program counter stands in the owned adds' hits.
-#[cfg_attr(shardcount_loom, allow(dead_code))]
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum At {
-    /// In no hit (or at the end of one: its add is done).
-    Outside,
-    /// In a hit whose add has not run: start over from this address.
-    Restart(usize),
-    /// Between a pair add's two adds.
-    Inside,
+restartable! {
+    /// Where an interrupted program counter stands in the owned adds' hits.
+    #[derive(Debug, PartialEq, Eq)]
+    pub(crate) enum At {
+        /// In no hit (or at the end of one: its add is done).
+        Outside,
+        /// In a hit whose add has not run: start over from this address.
+        Restart(usize),
+        /// Between a pair add's two adds.
+        Inside,
+    }
 }
 
 restartable! {
