@@ -5,12 +5,13 @@
 //! is a plain `AtomicU64` added in the same branch of the same call.
 
 use shardcount::{
-    Counter, Histogram, Label, LabelledCounter, LabelledHistogram, MaxCounter, RoughCounter, Stock,
+    Counter, CounterMap, Histogram, Label, LabelledCounter, LabelledHistogram, MaxCounter,
+    RoughCounter, Stock,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 #[derive(Clone, Copy, Label)]
 enum Size {
@@ -28,6 +29,9 @@ static LABELLED_HISTOGRAM: LabelledHistogram<Size> = LabelledHistogram::new();
 static STOCK: LazyLock<Stock> = LazyLock::new(|| Stock::new(0));
 // Batch 1: every add folds, the first one registering under a lock.
 shardcount::local_counter!(static LOCAL, batch = 1);
+// Keyed by size class: its keys are new while the allocator counts, and
+// interning one allocates under the map's lock.
+static MAP: LazyLock<CounterMap<u32>> = LazyLock::new(CounterMap::new);
 
 /// Which counter the allocator adds to (0: none).
 static MODE: AtomicUsize = AtomicUsize::new(0);
@@ -68,6 +72,7 @@ unsafe impl GlobalAlloc for Counting {
             }
             6 => LOCAL.inc(),
             7 => LABELLED_HISTOGRAM.record(Size::Small, layout.size() as u64),
+            8 => MAP.inc(&layout.size().next_power_of_two().trailing_zeros()),
             // SAFETY: the caller's layout, passed on.
             _ => return unsafe { System.alloc(layout) },
         }
@@ -92,6 +97,9 @@ static ALLOCATOR: Counting = Counting;
 /// Four threads, each boxing values (their first adds allocate inside the
 /// allocator), counted under `mode`; returns the reference's count.
 fn allocate_under(mode: usize) -> u64 {
+    // One mode at a time: the tests share `MODE` and the reference.
+    static ONE_MODE: Mutex<()> = Mutex::new(());
+    let _one = ONE_MODE.lock().unwrap_or_else(PoisonError::into_inner);
     let before = REFERENCE.load(Ordering::Relaxed);
     MODE.store(mode, Ordering::Relaxed);
     let threads: Vec<_> = (0..4)
@@ -141,6 +149,36 @@ fn counters_inside_a_global_allocator_count_every_allocation_once() {
     let n = allocate_under(7);
     let small = LABELLED_HISTOGRAM.snapshot(Size::Small).count();
     assert_eq!(small, n, "LabelledHistogram");
+}
+
+/// A `CounterMap` whose keys are new while a global allocator counts with
+/// it: interning a key allocates under the map's lock, and the allocator's
+/// add made there must not wait for that lock (its own thread holds it).
+/// Every allocation is counted once, under its key or in the overflow
+/// counter. A watchdog fails the test if it waits.
+#[test]
+fn a_map_interning_keys_inside_a_global_allocator_counts_every_allocation_once() {
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+    static COUNTED: AtomicBool = AtomicBool::new(false);
+    LazyLock::force(&MAP);
+    std::thread::spawn(|| {
+        let start = Instant::now();
+        while !COUNTED.load(Ordering::Relaxed) {
+            if start.elapsed() > Duration::from_secs(60) {
+                MODE.store(0, Ordering::Relaxed); // printing allocates
+                eprintln!("a map's add inside the allocator waited for 60 s");
+                std::process::exit(1);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let n = allocate_under(8);
+    COUNTED.store(true, Ordering::Relaxed);
+    assert!(n >= 80_000, "{n} allocations counted");
+    let keyed: u64 = MAP.snapshot().iter().map(|(_, v)| v).sum();
+    assert!(MAP.len() >= 2, "size classes: {:?}", MAP.snapshot());
+    assert_eq!(keyed + MAP.overflow(), n, "keyed {keyed} + overflow");
 }
 
 /// A thread's exit hands its slots over one counter at a time, and drops

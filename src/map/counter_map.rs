@@ -105,9 +105,13 @@ use std::time::Instant;
 ///
 /// Adds by a key the map holds allocate nothing and may come from a
 /// `#[global_allocator]`. A key's first add interns it under the map's
-/// lock, and that allocates: an allocator that adds a *new* key to the
-/// same map from inside it would wait on the lock its own thread holds.
-/// Add such a map's keys before the allocator counts with it.
+/// lock, and that allocates. So an add by a *new* key made from inside
+/// the crate's own allocation on its thread (an allocator counting with
+/// the map, called while a map interns or an add takes a slow path) does
+/// not wait for the lock, which may be its own thread's: it counts in the
+/// [`overflow`](Self::overflow) counter, and a [`handle`](Self::handle)
+/// made then is the overflow's. Every add is counted once; for exact
+/// per-key counts, add the map's keys before the allocator counts with it.
 ///
 /// # Example
 ///

@@ -41,10 +41,13 @@
 
 use super::places::Places;
 use super::store::{Chunk, Place};
+use crate::primitive::const_thread_local;
 use crate::primitive::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::primitive::sync::{lock, Mutex, MutexGuard};
 use crate::thread::grace::{self, Pin};
 use std::borrow::Borrow;
+use std::cell::Cell;
+use std::ops::{Deref, DerefMut};
 use std::ptr::{self, NonNull};
 
 /// Bins in a new index's table. Loom models grow at the second key.
@@ -375,9 +378,13 @@ impl<K> Index<K> {
         self.probe(hash, key)
     }
 
-    /// The writers' lock (inserts, removals; whole-index reads).
-    pub(super) fn lock(&self) -> MutexGuard<'_, Writer<K>> {
-        lock(&self.writer)
+    /// The writers' lock (inserts, removals; whole-index reads), with the
+    /// calling thread marked as holding one ([`writing`]).
+    pub(super) fn lock(&self) -> Locked<'_, K> {
+        let guard = lock(&self.writer);
+        // A thread-local without a destructor: gone never.
+        let outermost = !WRITING.with(|w| w.replace(true));
+        Locked { guard, outermost }
     }
 
     /// Inserts a key that is not in the index: the caller looked it up
@@ -488,6 +495,49 @@ impl<K> Index<K> {
         // ended; it came from `Table::alloc` and is freed once.
         drop(unsafe { Box::from_raw(old) });
         new
+    }
+}
+
+const_thread_local! {
+    /// Whether this thread holds a map's writer lock (see [`writing`]).
+    static WRITING: Cell<bool> = Cell::new(false);
+}
+
+/// Whether the calling thread holds some map's writer lock. What a map
+/// does under it allocates and frees; a global allocator counting with a
+/// map is then called on this thread, and its add by a new key must not
+/// wait for a lock its own thread may hold (`intern.rs`).
+#[inline]
+pub(super) fn writing() -> bool {
+    WRITING.with(Cell::get)
+}
+
+/// An index's writer lock, held; derefs to the writers' state.
+pub(super) struct Locked<'a, K> {
+    guard: MutexGuard<'a, Writer<K>>,
+    /// Whether this guard marked the thread (its outermost map lock).
+    outermost: bool,
+}
+
+impl<K> Deref for Locked<'_, K> {
+    type Target = Writer<K>;
+
+    fn deref(&self) -> &Writer<K> {
+        &self.guard
+    }
+}
+
+impl<K> DerefMut for Locked<'_, K> {
+    fn deref_mut(&mut self) -> &mut Writer<K> {
+        &mut self.guard
+    }
+}
+
+impl<K> Drop for Locked<'_, K> {
+    fn drop(&mut self) {
+        if self.outermost {
+            WRITING.with(|w| w.set(false));
+        }
     }
 }
 

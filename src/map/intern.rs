@@ -3,7 +3,7 @@
 
 use super::counter_map::CounterMap;
 use super::handle::{CounterHandle, IntoKey};
-use super::index::{Entry, Writer};
+use super::index::{self, Entry, Writer};
 use super::store::{Place, CHUNK};
 use crate::primitive::sync::atomic::Ordering;
 use crate::thread::grace;
@@ -102,15 +102,28 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     {
         #[cfg(all(test, not(shardcount_loom)))]
         tests::after_miss();
-        // Acquire: pairs with the Release store in `intern`. The key may
-        // have taken the last index since the miss; `next` is stored only
-        // after its entry is published, so once it reads full, the look
-        // below sees every key that has a counter and is final.
-        if !hold && self.next.load(Ordering::Acquire) >= self.max_keys {
+        // Two cases where the key is looked for once more, lock-free, and
+        // the overflow counter takes the add if it is not there:
+        // * a global allocator counting with the map, called while this
+        //   thread allocates under a map's writer lock (maybe this map's)
+        //   or in one of the crate's slow paths (`thread::reentry`, which
+        //   may run inside a lookup's pinned section): interning would
+        //   wait for ever for the lock or an insert's grace period, and
+        //   it allocates. A handle needs the lock to hold its key, so it
+        //   is the overflow's.
+        // * the map is full. Acquire: pairs with the Release store in
+        //   `intern`. The key may have taken the last index since the
+        //   miss; `next` is stored only after its entry is published, so
+        //   once it reads full, the look below sees every key that has a
+        //   counter and is final.
+        if index::writing()
+            || crate::thread::reentry::inside()
+            || (!hold && self.next.load(Ordering::Acquire) >= self.max_keys)
+        {
             let pin = grace::pin();
             return match self.index.find(&pin, hash, key) {
-                Some(e) => f(self.place(e.place())),
-                None => f(self.overflow_handle()),
+                Some(e) if !hold || e.is_pinned() => f(self.place(e.place())),
+                _ => f(self.overflow_handle()),
             };
         }
         let mut w = self.index.lock();
@@ -267,5 +280,35 @@ mod tests {
         AFTER_MISS.with(|h| *h.borrow_mut() = Some(Box::new(move || m.add(&7, 1))));
         m.add(&7, 2);
         assert_eq!((m.get(&7), m.overflow()), (Some(3), 0));
+    }
+
+    /// What a global allocator counting with the map does when called
+    /// from the crate's own allocation: an add by a new key made while
+    /// the thread holds the map's lock, or inside a slow path, counts in
+    /// the overflow (waiting would never end) and interns nothing; a key
+    /// the map holds still gets its add. Afterwards, keys intern again.
+    #[test]
+    fn a_new_key_added_under_the_lock_or_inside_a_slow_path_counts_in_the_overflow() {
+        let m: &'static CounterMap<u32> = Box::leak(Box::new(CounterMap::new()));
+        m.add(&1, 1);
+        // On a thread of its own, so that a wait fails the test.
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _w = m.index.lock();
+            m.add(&2, 10); // the lock is this thread's
+            m.add(&1, 100);
+            m.handle(&3).add(10_000); // the overflow's handle
+            done.send(()).unwrap();
+        });
+        finished
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("an add under the map's lock waited for it");
+        {
+            let _inside = crate::thread::reentry::enter().expect("not inside yet");
+            m.add(&4, 1000);
+        }
+        assert_eq!((m.len(), m.get(&1), m.overflow()), (1, Some(101), 11_010));
+        m.add(&2, 5);
+        assert_eq!((m.len(), m.get(&2)), (2, Some(5)));
     }
 }

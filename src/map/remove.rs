@@ -2,10 +2,10 @@
 //! follows it.
 
 use super::counter_map::CounterMap;
-use super::index::Writer;
+use super::index::{Locked, Writer};
 use super::store::{Place, CHUNK};
 use crate::primitive::sync::atomic::Ordering;
-use crate::primitive::sync::{lock, MutexGuard};
+use crate::primitive::sync::lock;
 use crate::thread::grace;
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -169,12 +169,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// compacts, and only then, with the lock let go, runs `each` (and so
     /// the keys' `drop`): no code of the caller's runs while the map is
     /// half changed.
-    fn unlink(
-        &self,
-        mut w: MutexGuard<'_, Writer<K>>,
-        victims: Vec<usize>,
-        mut each: impl FnMut(K, u64),
-    ) {
+    fn unlink(&self, mut w: Locked<'_, K>, victims: Vec<usize>, mut each: impl FnMut(K, u64)) {
         if victims.is_empty() {
             return;
         }

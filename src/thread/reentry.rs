@@ -43,6 +43,13 @@ pub(crate) fn enter() -> Option<Inside> {
     }
 }
 
+/// Whether the calling thread is inside a slow path (an add from there
+/// must not allocate).
+#[inline]
+pub(crate) fn inside() -> bool {
+    INSIDE.try_with(Cell::get).unwrap_or(false)
+}
+
 #[cfg(all(test, not(shardcount_loom)))]
 mod tests {
     use super::*;
@@ -52,7 +59,9 @@ mod tests {
         let outer = enter().expect("not inside yet");
         assert!(enter().is_none(), "a nested slow path entered");
         assert!(enter().is_none(), "a refused entry cleared the flag");
+        assert!(inside());
         drop(outer);
+        assert!(!inside());
         assert!(enter().is_some(), "the guard did not clear the flag");
     }
 }
