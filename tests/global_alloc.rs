@@ -173,8 +173,16 @@ fn a_map_interning_keys_inside_a_global_allocator_counts_every_allocation_once()
             std::thread::sleep(Duration::from_millis(20));
         }
     });
+    // Set however `allocate_under` ends, so the watchdog only fails a wait.
+    struct Counted;
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            COUNTED.store(true, Ordering::Relaxed);
+        }
+    }
+    let counted = Counted;
     let n = allocate_under(8);
-    COUNTED.store(true, Ordering::Relaxed);
+    drop(counted);
     assert!(n >= 80_000, "{n} allocations counted");
     let keyed: u64 = MAP.snapshot().iter().map(|(_, v)| v).sum();
     assert!(MAP.len() >= 2, "size classes: {:?}", MAP.snapshot());

@@ -105,13 +105,17 @@ use std::time::Instant;
 ///
 /// Adds by a key the map holds allocate nothing and may come from a
 /// `#[global_allocator]`. A key's first add interns it under the map's
-/// lock, and that allocates. So an add by a *new* key made from inside
-/// the crate's own allocation on its thread (an allocator counting with
-/// the map, called while a map interns or an add takes a slow path) does
-/// not wait for the lock, which may be its own thread's: it counts in the
-/// [`overflow`](Self::overflow) counter, and a [`handle`](Self::handle)
-/// made then is the overflow's. Every add is counted once; for exact
-/// per-key counts, add the map's keys before the allocator counts with it.
+/// lock, and that allocates. So an add that would intern a key (a new
+/// key's, or a [`handle`](Self::handle)'s for a key no handle holds yet)
+/// never waits for a lock its own thread may hold: made while its thread
+/// holds this map's lock (from [`retain`](Self::retain)'s closure, say),
+/// or from inside the crate's own allocation on its thread (an allocator
+/// counting with the map, called while any map holds its lock or an add
+/// takes a slow path), it counts in the [`overflow`](Self::overflow)
+/// counter, and a handle made then is the overflow's. Every add is
+/// counted once; for exact per-key counts, add the map's keys before the
+/// allocator counts with it. Adds to *other* maps from `retain`'s or
+/// `read_each`'s closure intern as anywhere else.
 ///
 /// # Example
 ///

@@ -290,6 +290,10 @@ pub(super) struct Index<K> {
     /// The current table; never null.
     table: AtomicPtr<Table<K>>,
     writer: Mutex<Writer<K>>,
+    /// The thread holding `writer` ([`token`]), 0 if none. A std atomic
+    /// under loom too: only the holder stores its token, and a thread
+    /// compares it with its own, which no other thread's equals.
+    holder: std::sync::atomic::AtomicUsize,
 }
 
 // SAFETY: the index owns its entries and tables: sending it moves them
@@ -312,6 +316,7 @@ impl<K> Index<K> {
                 tombstones: 0,
                 places: Places::default(),
             }),
+            holder: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -382,9 +387,22 @@ impl<K> Index<K> {
     /// calling thread marked as holding one ([`writing`]).
     pub(super) fn lock(&self) -> Locked<'_, K> {
         let guard = lock(&self.writer);
-        // A thread-local without a destructor: gone never.
-        let outermost = !WRITING.with(|w| w.replace(true));
-        Locked { guard, outermost }
+        // Where the flag is gone (loom's thread-locals at thread exit),
+        // nothing is marked: as before the flag.
+        let outermost = WRITING.try_with(|w| !w.replace(true)).unwrap_or(false);
+        self.holder
+            .store(token(), std::sync::atomic::Ordering::Relaxed);
+        Locked {
+            guard,
+            index: self,
+            outermost,
+        }
+    }
+
+    /// Whether the calling thread holds this index's lock.
+    pub(super) fn held_here(&self) -> bool {
+        let me = token();
+        me != 0 && self.holder.load(std::sync::atomic::Ordering::Relaxed) == me
     }
 
     /// Inserts a key that is not in the index: the caller looked it up
@@ -509,12 +527,36 @@ const_thread_local! {
 /// wait for a lock its own thread may hold (`intern.rs`).
 #[inline]
 pub(super) fn writing() -> bool {
-    WRITING.with(Cell::get)
+    WRITING.try_with(Cell::get).unwrap_or(false)
+}
+
+/// Runs `f`, the caller's code, with the thread unmarked ([`writing`])
+/// while it holds a map's lock: adds it makes to other maps intern their
+/// keys as anywhere else. (Its adds to the locked map's new keys count in
+/// the overflow all the same: `intern.rs` asks [`Index::held_here`].)
+pub(super) fn callers_code<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = WRITING.try_with(|w| w.set(self.0));
+        }
+    }
+    let _restore = Restore(WRITING.try_with(|w| w.replace(false)).unwrap_or(false));
+    f()
+}
+
+/// The calling thread's token: the address of its flag, which no other
+/// live thread shares (0 where the flag is gone).
+fn token() -> usize {
+    WRITING
+        .try_with(|w| std::ptr::from_ref(w).addr())
+        .unwrap_or(0)
 }
 
 /// An index's writer lock, held; derefs to the writers' state.
 pub(super) struct Locked<'a, K> {
     guard: MutexGuard<'a, Writer<K>>,
+    index: &'a Index<K>,
     /// Whether this guard marked the thread (its outermost map lock).
     outermost: bool,
 }
@@ -535,8 +577,11 @@ impl<K> DerefMut for Locked<'_, K> {
 
 impl<K> Drop for Locked<'_, K> {
     fn drop(&mut self) {
+        self.index
+            .holder
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         if self.outermost {
-            WRITING.with(|w| w.set(false));
+            let _ = WRITING.try_with(|w| w.set(false));
         }
     }
 }

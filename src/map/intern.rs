@@ -104,13 +104,15 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         tests::after_miss();
         // Two cases where the key is looked for once more, lock-free, and
         // the overflow counter takes the add if it is not there:
-        // * a global allocator counting with the map, called while this
-        //   thread allocates under a map's writer lock (maybe this map's)
-        //   or in one of the crate's slow paths (`thread::reentry`, which
-        //   may run inside a lookup's pinned section): interning would
-        //   wait for ever for the lock or an insert's grace period, and
-        //   it allocates. A handle needs the lock to hold its key, so it
-        //   is the overflow's.
+        // * this thread holds this map's lock (an add from code run under
+        //   it), or a global allocator counting with the map is called
+        //   while this thread allocates under any map's lock or in one of
+        //   the crate's slow paths (`thread::reentry`, which may run
+        //   inside a lookup's pinned section): interning would wait for
+        //   ever for the lock (or, across maps, for another thread doing
+        //   the same) or an insert's grace period, and it allocates. A
+        //   handle needs the lock to hold its key, so it is the
+        //   overflow's.
         // * the map is full. Acquire: pairs with the Release store in
         //   `intern`. The key may have taken the last index since the
         //   miss; `next` is stored only after its entry is published, so
@@ -118,6 +120,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         //   counter and is final.
         if index::writing()
             || crate::thread::reentry::inside()
+            || self.index.held_here()
             || (!hold && self.next.load(Ordering::Acquire) >= self.max_keys)
         {
             let pin = grace::pin();
@@ -298,6 +301,7 @@ mod tests {
             m.add(&2, 10); // the lock is this thread's
             m.add(&1, 100);
             m.handle(&3).add(10_000); // the overflow's handle
+            m.handle(&1).add(100_000); // held by no handle yet: the same
             done.send(()).unwrap();
         });
         finished
@@ -307,8 +311,42 @@ mod tests {
             let _inside = crate::thread::reentry::enter().expect("not inside yet");
             m.add(&4, 1000);
         }
-        assert_eq!((m.len(), m.get(&1), m.overflow()), (1, Some(101), 11_010));
+        assert_eq!((m.len(), m.get(&1), m.overflow()), (1, Some(101), 111_010));
         m.add(&2, 5);
         assert_eq!((m.len(), m.get(&2)), (2, Some(5)));
+    }
+
+    /// Code the map runs under its lock (`retain`'s closure, `read_each`'s):
+    /// its adds to another map's new keys intern them as anywhere else;
+    /// its adds to the locked map's own new keys count in the overflow
+    /// (they would wait for the lock their own thread holds).
+    #[test]
+    fn adds_from_a_retain_closure_intern_elsewhere_and_never_wait_here() {
+        use crate::contract::CountFamily;
+        let m: &'static CounterMap<u32> = Box::leak(Box::new(CounterMap::new()));
+        let copy: CounterMap<u32> = CounterMap::new();
+        m.add(&1, 1);
+        m.add(&2, 2);
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            m.retain(|_, _| {
+                m.add(&9, 1); // new to the locked map
+                true
+            });
+            done.send(()).unwrap();
+        });
+        finished
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("an add from retain's closure waited for the map's lock");
+        assert_eq!((m.len(), m.get(&9), m.overflow()), (2, None, 2));
+        m.read_each(|k, v| copy.add(k, v));
+        m.retain(|k, v| {
+            copy.add(&(k + 10), v);
+            true
+        });
+        let mut keys = copy.snapshot();
+        keys.sort_unstable();
+        assert_eq!(keys, [(1, 1), (2, 2), (11, 1), (12, 2)]);
+        assert_eq!(copy.overflow(), 0);
     }
 }

@@ -3,6 +3,7 @@
 
 use super::counter_map::CounterMap;
 use super::handle::CounterHandle;
+use super::index;
 use super::store::CHUNK;
 use crate::primitive::sync::atomic::Ordering;
 use crate::primitive::sync::lock;
@@ -278,10 +279,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             } else {
                 gone.remove(&e.key).unwrap_or(0)
             };
-            f(&e.key, before.wrapping_add(self.place(e.place()).sum()));
+            let total = before.wrapping_add(self.place(e.place()).sum());
+            index::callers_code(|| f(&e.key, total));
         }
         for (k, total) in gone {
-            f(k, total);
+            index::callers_code(|| f(k, total));
         }
     }
 }

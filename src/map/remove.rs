@@ -2,7 +2,7 @@
 //! follows it.
 
 use super::counter_map::CounterMap;
-use super::index::{Locked, Writer};
+use super::index::{self, Locked, Writer};
 use super::store::{Place, CHUNK};
 use crate::primitive::sync::atomic::Ordering;
 use crate::primitive::sync::lock;
@@ -99,7 +99,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         let mut victims = Vec::new();
         for e in w.entries() {
             let h = self.place(e.place());
-            if keep(&e.key, h.sum()) {
+            if index::callers_code(|| keep(&e.key, h.sum())) {
                 continue;
             }
             if e.is_pinned() {

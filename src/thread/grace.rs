@@ -485,13 +485,15 @@ pub(crate) fn assert_outside() {
 /// nor holding a lock that a pinned section may wait for.
 pub(crate) fn wait() {
     assert_outside();
+    // Inside for the whole wait (`reentry`), dropped last: the clone
+    // below allocates under the lock a lease takes, and freeing it (under
+    // `WAITS`) may call a global allocator whose add must not wait here
+    // again, as a map's insert would.
+    let _inside = super::reentry::enter();
     let _one = lock(&WAITS);
     // The words to wait on. A thread that registers after this read
     // takes the lock after this thread's unlink, so its sections see it.
     let (words, heavy) = {
-        // The clone allocates under the lock a lease takes: an add from
-        // there must not lease (`reentry`).
-        let _inside = super::reentry::enter();
         let all = lock(&*WORDS);
         (all.clone(), barrier::is_heavy())
     };
