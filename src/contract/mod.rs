@@ -338,7 +338,9 @@ impl CountFamily for CounterSet {
 /// [`get`](CounterMap::get) reads it. Keys are visited in the order of
 /// first use under the lock that new keys take (new keys wait; adds and
 /// lookups of interned keys do not); nothing is cloned or allocated. `f`
-/// must not use the map (it runs under the lock). The
+/// runs under the lock: as [`retain`](CounterMap::retain)'s closure, it
+/// may add to the map (a new key's add counts in the overflow) but must
+/// not read or remove from it. The
 /// [`overflow`](CounterMap::overflow) counter is not a member: it has no
 /// key.
 ///

@@ -110,12 +110,14 @@ use std::time::Instant;
 /// never waits for a lock its own thread may hold: made while its thread
 /// holds this map's lock (from [`retain`](Self::retain)'s closure, say),
 /// or from inside the crate's own allocation on its thread (an allocator
-/// counting with the map, called while any map holds its lock or an add
+/// counting with the map, called while its thread holds any map's lock,
+/// or runs a key's `Clone`, `Hash`, `Eq` or `Drop` under one, or an add
 /// takes a slow path), it counts in the [`overflow`](Self::overflow)
 /// counter, and a handle made then is the overflow's. Every add is
 /// counted once; for exact per-key counts, add the map's keys before the
 /// allocator counts with it. Adds to *other* maps from `retain`'s or
-/// `read_each`'s closure intern as anywhere else.
+/// `read_each`'s closure intern as anywhere else, taking those maps'
+/// locks.
 ///
 /// # Example
 ///

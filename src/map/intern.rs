@@ -349,4 +349,33 @@ mod tests {
         assert_eq!(keys, [(1, 1), (2, 2), (11, 1), (12, 2)]);
         assert_eq!(copy.overflow(), 0);
     }
+
+    /// While the crate holds a map's lock (where it allocates), an add by
+    /// a new key to *another* map counts in that map's overflow: two
+    /// threads allocating under two maps' locks must not wait for each
+    /// other. The caller's code run there is unmarked, and the mark comes
+    /// back after it, also from nested calls.
+    #[test]
+    fn under_a_maps_lock_a_new_key_of_another_map_counts_in_its_overflow() {
+        use super::index::{callers_code, writing};
+        let a: CounterMap<u32> = CounterMap::new();
+        let b: CounterMap<u32> = CounterMap::new();
+        {
+            let _w = a.index.lock();
+            assert!(writing());
+            b.add(&1, 3);
+            callers_code(|| {
+                assert!(!writing());
+                let _v = b.index.lock();
+                assert!(writing());
+                callers_code(|| assert!(!writing()));
+                assert!(writing());
+            });
+            assert!(writing());
+        }
+        assert!(!writing());
+        assert_eq!((b.len(), b.overflow()), (0, 3));
+        b.add(&1, 4);
+        assert_eq!((b.len(), b.get(&1)), (1, Some(4)));
+    }
 }

@@ -82,7 +82,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// a fresh counter) and their totals dropped. A key held by a handle
     /// stays and is set to zero instead. Totals are read as
     /// [`get`](Self::get) reads them. `keep` runs under the lock that new
-    /// keys take and must not use the map.
+    /// keys take: it may add to the map (a new key's add counts in the
+    /// [`overflow`](Self::overflow)) but must not read or remove from it,
+    /// and its adds to another map's new keys take that map's lock (two
+    /// threads doing so in opposite orders would wait for each other, as
+    /// with any two locks).
     ///
     /// ```
     /// let m = shardcount::CounterMap::new();
