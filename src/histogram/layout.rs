@@ -138,7 +138,9 @@ impl Layout {
     }
 }
 
-#[cfg(all(test, not(shardcount_loom)))]
+// Not under miri either: its build leaves the dev-dependencies out
+// (Cargo.toml), and these use proptest.
+#[cfg(all(test, not(shardcount_loom), not(miri)))]
 mod tests {
     use super::*;
     use proptest::prelude::*;
