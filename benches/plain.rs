@@ -20,7 +20,7 @@
 //!   976 bucket words and a sum per thread, written with loads and stores,
 //!   the same log-linear index, the row found as above.
 //!
-//! The limit comes in three forms because the notes warn that the `Cell`
+//! The limit comes in three forms (and a fourth, below) because the notes warn that the `Cell`
 //! add (`tl-limit`, the reference) can compile to a read-modify-write of
 //! `fs:`-relative memory that runs slower than one through an ordinary
 //! pointer. On x86-64 with fat LTO (rustc 1.95) the `Cell` add is
@@ -28,8 +28,13 @@
 //! separate load and store, is folded into the same `incq %fs:X` without
 //! the test; the pointer form (the cell found once) is `incq (%reg)`, the
 //! form an owned-row add takes. Ratios to each are printed, so the fastest
-//! can be the one quoted. Every run checks its count.
-//!
+//! can be the one quoted. Every run checks its count. A fourth form,
+//! `tl-limit (cached and checked, as a hit)`, is a counter's cached hit
+//! and nothing else: an owner and an address loaded from a thread-local
+//! for each add, the owner compared with a static's, the add through the
+//! address. No goal's reference, but a measure of what the hit's test
+//! costs on the host (`docs/benchmarks.md`).
+
 //! The subjects that need `split` (which commits before 3cbf28d lack)
 //! sit between `split:` begin and end marker comments: delete those lines
 //! (`sed '/split:b[e]gin/,/split:e[n]d/d'`) to run this there.
@@ -181,6 +186,68 @@ fn pointer_limit(threads: usize, n: u64) -> Duration {
         PLAIN_SINK.load(Ordering::Relaxed) - before,
         threads as u64 * n,
         "limit (pointer): lost counts"
+    );
+    t
+}
+
+std::thread_local! {
+    /// The fourth form: an owner and the address of the thread's
+    /// `PLAIN_CELL`, as a counter's hit finds its row or slot in the
+    /// thread's cache.
+    static PLAIN_AT: Cell<(usize, *const AtomicU64)> = const { Cell::new((0, std::ptr::null())) };
+}
+
+/// The owner `PLAIN_AT` is compared with, as a counter's hit compares its
+/// cache with the counter.
+static PLAIN_OWNER: AtomicUsize = AtomicUsize::new(1);
+
+/// `n` adds per thread on `threads` threads (the calling one when 1) to
+/// the limit in its fourth form: a counter's cached hit and nothing else.
+/// Each add loads an owner and an address from a thread-local and the
+/// owner it must match from a static (the `opaque` barrier makes the
+/// compiler load them again), tests, and adds through the address. Not a
+/// goal's reference (the pointer found once is faster): it measures what
+/// the hit's load and test cost on the host. Folded into `PLAIN_SINK`;
+/// checks the count.
+fn checked_limit(threads: usize, n: u64) -> Duration {
+    let work = |_: usize| {
+        let p = PLAIN_CELL
+            .with(Cell::as_ptr)
+            .cast::<AtomicU64>()
+            .cast_const();
+        // Relaxed: a constant, read as a counter's hit reads its head.
+        PLAIN_AT.with(|at| at.set((PLAIN_OWNER.load(Ordering::Relaxed), p)));
+        // SAFETY: the thread's own cell, valid for its lifetime; nothing
+        // else holds a reference to it while this runs.
+        let start = unsafe { &*p }.load(Ordering::Relaxed);
+        for _ in 0..n {
+            let (owner, at) = PLAIN_AT.with(Cell::get);
+            // Relaxed: as above.
+            if owner == PLAIN_OWNER.load(Ordering::Relaxed) {
+                // SAFETY: as above: `PLAIN_AT` holds this thread's cell.
+                store_add(unsafe { &*at }, 1);
+            } else {
+                unreachable!("the owner never changes");
+            }
+            opaque();
+        }
+        // SAFETY: as above. Relaxed: read after the join (or on this thread).
+        let end = unsafe { &*p }.load(Ordering::Relaxed);
+        PLAIN_SINK.fetch_add(end - start, Ordering::Relaxed);
+    };
+    // Relaxed: as in `plain_limit`.
+    let before = PLAIN_SINK.load(Ordering::Relaxed);
+    let t = if threads == 1 {
+        let s = std::time::Instant::now();
+        work(0);
+        s.elapsed()
+    } else {
+        run_threads(threads, work)
+    };
+    assert_eq!(
+        PLAIN_SINK.load(Ordering::Relaxed) - before,
+        threads as u64 * n,
+        "limit (cached and checked): lost counts"
     );
     t
 }
@@ -413,10 +480,119 @@ fn histogram(n: u64) -> Duration {
 const LIMIT: &str = "tl-limit (Cell add)";
 const PLAIN_LIMIT: &str = "tl-limit (volatile, no check)";
 const POINTER_LIMIT: &str = "tl-limit (through a pointer)";
+const CHECKED_LIMIT: &str = "tl-limit (cached and checked, as a hit)";
 const ROUGH: &str = "RoughCounter";
 const LOCAL: &str = "local_counter!";
 const ROW_POINTER: &str = "per-thread row, found once";
 const HIST_POINTER: &str = "per-thread buckets, found once";
+
+/// The hit's shapes, each an x86-64 loop written in `asm!` and started on
+/// a 64-byte line, so that no compiler choice (layout, registers, a
+/// spilled loop count) and no placement differs between them: what a test in the add costs, and what a test on the
+/// add's own carry costs, with everything else the same.
+#[cfg(target_arch = "x86_64")]
+mod shapes {
+    use crossbeam_utils::CachePadded;
+    use shardcount_harness::measure::run_threads;
+    use std::time::Duration;
+
+    /// A thread's cache entry (owner, word's address) and, a line away,
+    /// the word it adds to.
+    #[repr(C)]
+    struct Lane {
+        owner: u64,
+        at: *mut u64,
+        word: CachePadded<u64>,
+    }
+
+    /// `cmp` of the cached owner with the counter's, `jne` away, load the
+    /// address, `add` to it: `Counter`'s owned hit.
+    fn cmp_add(lane: &Lane, owner: &u64, n: u64) {
+        // SAFETY: reads `lane.owner`, `lane.at` and `*owner`, adds to
+        // `lane.word` (what `at` points at, written by this thread alone);
+        // no stack. The `jne` is never taken (the owners match).
+        unsafe {
+            std::arch::asm!(
+                ".p2align 6", "2:", "mov rax, [{o}]", "cmp [{l}], rax", "jne 3f",
+                "mov rax, [{l} + 8]", "add qword ptr [rax], 1",
+                "dec {n}", "jnz 2b", "3:",
+                l = in(reg) std::ptr::from_ref(lane), o = in(reg) std::ptr::from_ref(owner),
+                n = inout(reg) n => _, out("rax") _, options(nostack),
+            );
+        }
+    }
+
+    /// [`cmp_add`] and a `jc` on the add's carry: `RoughCounter`'s hit.
+    fn cmp_add_carry(lane: &Lane, owner: &u64, n: u64) {
+        // SAFETY: as in `cmp_add`; the `jc` is never taken (no carry).
+        unsafe {
+            std::arch::asm!(
+                ".p2align 6", "2:", "mov rax, [{o}]", "cmp [{l}], rax", "jne 3f",
+                "mov rax, [{l} + 8]", "add qword ptr [rax], 1", "jc 3f",
+                "dec {n}", "jnz 2b", "3:",
+                l = in(reg) std::ptr::from_ref(lane), o = in(reg) std::ptr::from_ref(owner),
+                n = inout(reg) n => _, out("rax") _, options(nostack),
+            );
+        }
+    }
+
+    /// [`cmp_add`] and a test of a register the add does not produce (the
+    /// word's address), so the extra branch waits on no memory.
+    fn cmp_add_test(lane: &Lane, owner: &u64, n: u64) {
+        // SAFETY: as in `cmp_add`; the `js` is never taken (a user-space
+        // address has its top bit clear).
+        unsafe {
+            std::arch::asm!(
+                ".p2align 6", "2:", "mov rax, [{o}]", "cmp [{l}], rax", "jne 3f",
+                "mov rax, [{l} + 8]", "add qword ptr [rax], 1", "test rax, rax", "js 3f",
+                "dec {n}", "jnz 2b", "3:",
+                l = in(reg) std::ptr::from_ref(lane), o = in(reg) std::ptr::from_ref(owner),
+                n = inout(reg) n => _, out("rax") _, options(nostack),
+            );
+        }
+    }
+
+    /// `n` adds per thread on `threads` threads in the shape `which`
+    /// (0, 1, 2: the functions above in order), each thread on its own
+    /// lane; checks every lane's count.
+    pub(super) fn run(which: usize, threads: usize, n: u64) -> Duration {
+        let owner = CachePadded::new(42u64);
+        let mut lanes: Vec<Box<Lane>> = (0..threads)
+            .map(|_| {
+                Box::new(Lane {
+                    owner: *owner,
+                    at: std::ptr::null_mut(),
+                    word: CachePadded::new(0),
+                })
+            })
+            .collect();
+        for lane in &mut lanes {
+            lane.at = &raw mut *lane.word;
+        }
+        struct Lanes(Vec<Box<Lane>>);
+        // SAFETY: each thread uses its own lane only (by its index), and
+        // the pointer in it points into that lane's own box.
+        unsafe impl Sync for Lanes {}
+        impl Lanes {
+            fn get(&self, i: usize) -> &Lane {
+                &self.0[i]
+            }
+        }
+        let lanes = Lanes(lanes);
+        let t = run_threads(threads, |i| {
+            let lane = lanes.get(i);
+            match which {
+                0 => cmp_add(lane, &owner, n),
+                1 => cmp_add_carry(lane, &owner, n),
+                _ => cmp_add_test(lane, &owner, n),
+            }
+        });
+        for lane in &lanes.0 {
+            assert_eq!(*lane.word, n, "a shape lost or added counts");
+        }
+        t
+    }
+}
 
 fn paired_report() {
     let mut s = Session::new("plain", 9);
@@ -432,6 +608,7 @@ fn paired_report() {
     })
     .vs(PLAIN_LIMIT, |n| plain_limit(THREADS, n))
     .vs(POINTER_LIMIT, |n| pointer_limit(THREADS, n))
+    .vs(CHECKED_LIMIT, |n| checked_limit(THREADS, n))
     .vs("Counter, grows on contention", |n| {
         time_adds_fresh::<Counter>(THREADS, n)
     })
@@ -448,7 +625,9 @@ fn paired_report() {
         .vs("Counter after split(2)", |n| split_counter(THREADS, n))
         .compare("Counter after split(2)", PLAIN_LIMIT)
         .compare("Counter after split(2)", POINTER_LIMIT)
-        .compare(ROUGH, "Counter after split(2)");
+        .compare(ROUGH, "Counter after split(2)")
+        .compare(ROUGH, CHECKED_LIMIT)
+        .compare("Counter after split(2)", CHECKED_LIMIT);
     // split:end
     s.run(f);
 
@@ -498,6 +677,7 @@ fn paired_report() {
         })
         .vs(PLAIN_LIMIT, |n| plain_limit(1, n))
         .vs(POINTER_LIMIT, |n| pointer_limit(1, n))
+        .vs(CHECKED_LIMIT, |n| checked_limit(1, n))
         .vs(ROUGH, |n| time_adds_fresh::<RoughCounter>(1, n))
         .compare(POINTER_LIMIT, ROUGH)
         .vs(LOCAL, |n| time_adds_fresh::<Local>(1, n))
@@ -508,12 +688,37 @@ fn paired_report() {
         .compare("Counter after split(2)", ROUGH)
         .compare(LIMIT, "Counter after split(2)")
         .compare(PLAIN_LIMIT, "Counter after split(2)")
-        .compare(POINTER_LIMIT, "Counter after split(2)");
+        .compare(POINTER_LIMIT, "Counter after split(2)")
+        .compare(CHECKED_LIMIT, ROUGH)
+        .compare(CHECKED_LIMIT, "Counter after split(2)");
     // split:end
     s.run(f);
 
+    // The hit's shapes in asm (above), on one thread and on two.
+    #[cfg(target_arch = "x86_64")]
+    for threads in [1, THREADS] {
+        s.run(
+            Figure::new(
+                format!("{threads} thread(s), the hit's shapes in asm: throughput vs Counter's"),
+                threads,
+                Ratio::Throughput,
+            )
+            .reference(SHAPE_CMP_ADD, |n| shapes::run(0, threads, n))
+            .vs("cmp, add, jc on the add's carry (RoughCounter's)", |n| {
+                shapes::run(1, threads, n)
+            })
+            .vs("cmp, add, a test of a register", |n| {
+                shapes::run(2, threads, n)
+            }),
+        );
+    }
+
     s.finish();
 }
+
+/// The reference shape of the asm figures: `Counter`'s owned hit.
+#[cfg(target_arch = "x86_64")]
+const SHAPE_CMP_ADD: &str = "cmp, add (Counter's hit)";
 
 fn main() {
     // No criterion groups: the paired section is the whole bench.
