@@ -557,21 +557,21 @@ mod shapes {
     /// lane; checks every lane's count.
     pub(super) fn run(which: usize, threads: usize, n: u64) -> Duration {
         let owner = CachePadded::new(42u64);
-        let mut lanes: Vec<Box<Lane>> = (0..threads)
-            .map(|_| {
-                Box::new(Lane {
-                    owner: *owner,
-                    at: std::ptr::null_mut(),
-                    word: CachePadded::new(0),
-                })
+        // Each lane's word on lines of its own (`CachePadded`); the Vec
+        // never grows once the addresses are taken.
+        let mut lanes: Vec<Lane> = (0..threads)
+            .map(|_| Lane {
+                owner: *owner,
+                at: std::ptr::null_mut(),
+                word: CachePadded::new(0),
             })
             .collect();
         for lane in &mut lanes {
             lane.at = &raw mut *lane.word;
         }
-        struct Lanes(Vec<Box<Lane>>);
+        struct Lanes(Vec<Lane>);
         // SAFETY: each thread uses its own lane only (by its index), and
-        // the pointer in it points into that lane's own box.
+        // the pointer in it points at that lane's own word.
         unsafe impl Sync for Lanes {}
         impl Lanes {
             fn get(&self, i: usize) -> &Lane {
