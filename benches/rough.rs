@@ -9,12 +9,14 @@
 //! Then a paired section (see `shardcount_harness::measure::Session`): one
 //! thread against the thread-local limit and `ThreadLocal<AtomicU64>`; two
 //! threads as a fraction of the limit; one thread round-robin over 1,024
-//! counters against one counter; `approx()` against a `load`. Every run is
+//! counters against one counter (and the same walk over padded words, for
+//! the memory's share); `approx()` against a `load`. Every run is
 //! sized to about 200 ms and checks the count. `SHARDCOUNT_PAIRED=skip`
 //! skips it, `=only` runs only it; `SHARDCOUNT_REPS` sets its repetitions
 //! (default 7); `SHARDCOUNT_ONLY=<substring>` picks figures by title.
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
+use crossbeam_utils::CachePadded;
 use shardcount::RoughCounter;
 use shardcount_harness::measure::{bench_main, escape, opaque, Figure, Ratio, Session};
 use shardcount_harness::subjects::{
@@ -115,6 +117,27 @@ fn round_robin(counters: &[RoughCounter], n: u64) -> Duration {
     elapsed
 }
 
+/// `n` plain adds (a load and a store) on this thread, round-robin over
+/// `words`, each on lines of its own as a rough slot is: the same loop as
+/// [`round_robin`], for what walking that many lines costs by itself.
+fn round_robin_words(words: &[CachePadded<AtomicU64>], n: u64) -> Duration {
+    assert!(words.len().is_power_of_two());
+    let mask = words.len() - 1;
+    let ws = escape(words);
+    let total = || ws.iter().map(|w| w.load(Ordering::Relaxed)).sum::<u64>();
+    let before = total();
+    let start = Instant::now();
+    for i in 0..n {
+        let w = &ws[i as usize & mask];
+        // Relaxed: this thread's own words, read back on this thread.
+        w.store(w.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        opaque();
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(total() - before, n, "round robin (words): lost counts");
+    elapsed
+}
+
 fn paired_report() {
     let mut s = Session::new("rough", 7);
 
@@ -162,6 +185,8 @@ fn paired_report() {
     // slots of dropped counters are not what this figure is about.
     let one: Vec<RoughCounter> = (0..1).map(|_| RoughCounter::new()).collect();
     let many: Vec<RoughCounter> = (0..1024).map(|_| RoughCounter::new()).collect();
+    let one_word: Vec<CachePadded<AtomicU64>> = vec![CachePadded::default()];
+    let words: Vec<CachePadded<AtomicU64>> = (0..1024).map(|_| CachePadded::default()).collect();
     s.run(
         Figure::new(
             "1 thread: round-robin over 1,024 RoughCounters vs one",
@@ -169,7 +194,11 @@ fn paired_report() {
             Ratio::Cost,
         )
         .reference("1 counter", |n| round_robin(&one, n))
-        .vs("1,024 counters, round-robin", |n| round_robin(&many, n)),
+        .vs("1,024 counters, round-robin", |n| round_robin(&many, n))
+        // The memory's share: the same walk over padded words.
+        .vs(ONE_WORD, |n| round_robin_words(&one_word, n))
+        .vs(WORDS, |n| round_robin_words(&words, n))
+        .compare(WORDS, ONE_WORD),
     );
 
     let a = AtomicU64::new(5);
@@ -190,6 +219,9 @@ fn paired_report() {
 
     s.finish();
 }
+
+const ONE_WORD: &str = "1 padded word, load + store";
+const WORDS: &str = "1,024 padded words, round-robin";
 
 fn main() {
     bench_main(benches, paired_report);
