@@ -4,9 +4,13 @@
 //! the same repetitions as its reference, in alternating order, and the
 //! medians of the within-repetition ratios are printed.
 //!
-//! * (last) 1 thread, cost vs a bare `fetch_add`: `Counter` idle (never
-//!   contended, one `fetch_add` on its base), `Counter` after `split(2)`
-//!   (an owned row), and the thread-local limit in two forms.
+//! * (after the 2-thread figures) 1 thread, cost vs a bare `fetch_add`:
+//!   `Counter` idle (never contended, one `fetch_add` on its base),
+//!   `Counter` after `split(2)` (an owned row), `RoughCounter`,
+//!   `local_counter!` and the thread-local limit in four forms.
+//! * (last, x86-64) the hit's shapes in `asm!`, on 1 and 2 threads:
+//!   `Counter`'s hit, the same with one more test (`RoughCounter`'s
+//!   carry, or a register's), and the limit's add with no test.
 //! * 2 threads, `Counter` throughput vs the thread-local limit
 //!   (`tl-limit`): a fresh `Counter` that grows on contention (both
 //!   threads add to it from their first add), and one grown ahead of time
@@ -32,9 +36,9 @@
 //! `tl-limit (cached and checked, as a hit)`, is a counter's cached hit
 //! and nothing else: an owner and an address loaded from a thread-local
 //! for each add, the owner compared with a static's, the add through the
-//! address. No goal's reference, but a measure of what the hit's test
-//! costs on the host (`docs/benchmarks.md`).
-
+//! address. No goal's reference, but a measure of what the hit's loads
+//! and test cost on the host (`docs/benchmarks.md`).
+//!
 //! The subjects that need `split` (which commits before 3cbf28d lack)
 //! sit between `split:` begin and end marker comments: delete those lines
 //! (`sed '/split:b[e]gin/,/split:e[n]d/d'`) to run this there.
@@ -215,15 +219,17 @@ fn checked_limit(threads: usize, n: u64) -> Duration {
             .with(Cell::as_ptr)
             .cast::<AtomicU64>()
             .cast_const();
+        // Escaped, so the compiler cannot fold its loads into the constant.
+        let counter_owner = escape(&PLAIN_OWNER);
         // Relaxed: a constant, read as a counter's hit reads its head.
-        PLAIN_AT.with(|at| at.set((PLAIN_OWNER.load(Ordering::Relaxed), p)));
+        PLAIN_AT.with(|at| at.set((counter_owner.load(Ordering::Relaxed), p)));
         // SAFETY: the thread's own cell, valid for its lifetime; nothing
         // else holds a reference to it while this runs.
         let start = unsafe { &*p }.load(Ordering::Relaxed);
         for _ in 0..n {
             let (owner, at) = PLAIN_AT.with(Cell::get);
             // Relaxed: as above.
-            if owner == PLAIN_OWNER.load(Ordering::Relaxed) {
+            if owner == counter_owner.load(Ordering::Relaxed) {
                 // SAFETY: as above: `PLAIN_AT` holds this thread's cell.
                 store_add(unsafe { &*at }, 1);
             } else {
@@ -486,38 +492,46 @@ const LOCAL: &str = "local_counter!";
 const ROW_POINTER: &str = "per-thread row, found once";
 const HIST_POINTER: &str = "per-thread buckets, found once";
 
-/// The hit's shapes, each an x86-64 loop written in `asm!` and started on
-/// a 64-byte line, so that no compiler choice (layout, registers, a
-/// spilled loop count) and no placement differs between them: what a test in the add costs, and what a test on the
+/// The hit's shapes, each an x86-64 loop written in `asm!` with the same
+/// registers and started on a 64-byte line, so that no compiler choice
+/// (layout, registers, a spilled loop count) and no placement differs
+/// between them: what a test in the add costs, and what a test on the
 /// add's own carry costs, with everything else the same.
 #[cfg(target_arch = "x86_64")]
 mod shapes {
     use crossbeam_utils::CachePadded;
     use shardcount_harness::measure::run_threads;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Duration;
 
-    /// A thread's cache entry (owner, word's address) and, a line away,
-    /// the word it adds to.
+    /// A thread's cache entry (owner, word's address) and, on lines of its
+    /// own, the word it adds to (atomic: the asm writes it while the lane
+    /// is shared).
     #[repr(C)]
     struct Lane {
         owner: u64,
         at: *mut u64,
-        word: CachePadded<u64>,
+        word: CachePadded<AtomicU64>,
     }
 
     /// `cmp` of the cached owner with the counter's, `jne` away, load the
     /// address, `add` to it: `Counter`'s owned hit.
     fn cmp_add(lane: &Lane, owner: &u64, n: u64) {
         // SAFETY: reads `lane.owner`, `lane.at` and `*owner`, adds to
-        // `lane.word` (what `at` points at, written by this thread alone);
-        // no stack. The `jne` is never taken (the owners match).
+        // `lane.word` (what `at` points at: an atomic, written by this
+        // thread alone, an unlocked add being a load and a store of it);
+        // no stack. `n` is at least 1 (`run`), so the loop runs `n` times.
+        // The `jne` is never taken (the owners match).
         unsafe {
             std::arch::asm!(
-                ".p2align 6", "2:", "mov rax, [{o}]", "cmp [{l}], rax", "jne 3f",
-                "mov rax, [{l} + 8]", "add qword ptr [rax], 1",
-                "dec {n}", "jnz 2b", "3:",
-                l = in(reg) std::ptr::from_ref(lane), o = in(reg) std::ptr::from_ref(owner),
-                n = inout(reg) n => _, out("rax") _, options(nostack),
+                ".p2align 6", "2:", "mov rax, [rsi]", "cmp [rdi], rax", "jne 3f",
+                "mov rax, [rdi + 8]", "add qword ptr [rax], 1",
+                "dec rcx", "jnz 2b", "3:",
+                in("rdi") std::ptr::from_ref(lane),
+                in("rsi") std::ptr::from_ref(owner),
+                inout("rcx") n => _,
+                out("rax") _,
+                options(nostack),
             );
         }
     }
@@ -527,35 +541,60 @@ mod shapes {
         // SAFETY: as in `cmp_add`; the `jc` is never taken (no carry).
         unsafe {
             std::arch::asm!(
-                ".p2align 6", "2:", "mov rax, [{o}]", "cmp [{l}], rax", "jne 3f",
-                "mov rax, [{l} + 8]", "add qword ptr [rax], 1", "jc 3f",
-                "dec {n}", "jnz 2b", "3:",
-                l = in(reg) std::ptr::from_ref(lane), o = in(reg) std::ptr::from_ref(owner),
-                n = inout(reg) n => _, out("rax") _, options(nostack),
+                ".p2align 6", "2:", "mov rax, [rsi]", "cmp [rdi], rax", "jne 3f",
+                "mov rax, [rdi + 8]", "add qword ptr [rax], 1", "jc 3f",
+                "dec rcx", "jnz 2b", "3:",
+                in("rdi") std::ptr::from_ref(lane),
+                in("rsi") std::ptr::from_ref(owner),
+                inout("rcx") n => _,
+                out("rax") _,
+                options(nostack),
             );
         }
     }
 
-    /// [`cmp_add`] and a test of a register the add does not produce (the
-    /// word's address), so the extra branch waits on no memory.
+    /// [`cmp_add`] and a test of a register the add does not write (the
+    /// word's address, loaded before it), so the extra branch does not wait
+    /// for the add's load and store.
     fn cmp_add_test(lane: &Lane, owner: &u64, n: u64) {
         // SAFETY: as in `cmp_add`; the `js` is never taken (a user-space
         // address has its top bit clear).
         unsafe {
             std::arch::asm!(
-                ".p2align 6", "2:", "mov rax, [{o}]", "cmp [{l}], rax", "jne 3f",
-                "mov rax, [{l} + 8]", "add qword ptr [rax], 1", "test rax, rax", "js 3f",
-                "dec {n}", "jnz 2b", "3:",
-                l = in(reg) std::ptr::from_ref(lane), o = in(reg) std::ptr::from_ref(owner),
-                n = inout(reg) n => _, out("rax") _, options(nostack),
+                ".p2align 6", "2:", "mov rax, [rsi]", "cmp [rdi], rax", "jne 3f",
+                "mov rax, [rdi + 8]", "add qword ptr [rax], 1", "test rax, rax", "js 3f",
+                "dec rcx", "jnz 2b", "3:",
+                in("rdi") std::ptr::from_ref(lane),
+                in("rsi") std::ptr::from_ref(owner),
+                inout("rcx") n => _,
+                out("rax") _,
+                options(nostack),
+            );
+        }
+    }
+
+    /// The limit's shape: the address loaded once, then an `add` through
+    /// it and nothing else in the loop.
+    fn add_only(lane: &Lane, n: u64) {
+        // SAFETY: as in `cmp_add`, reading only `lane.at`.
+        unsafe {
+            std::arch::asm!(
+                "mov rax, [rdi + 8]", ".p2align 6", "2:", "add qword ptr [rax], 1",
+                "dec rcx", "jnz 2b",
+                in("rdi") std::ptr::from_ref(lane),
+                inout("rcx") n => _,
+                out("rax") _,
+                options(nostack),
             );
         }
     }
 
     /// `n` adds per thread on `threads` threads in the shape `which`
-    /// (0, 1, 2: the functions above in order), each thread on its own
+    /// (0 to 3: the functions above in order), each thread on its own
     /// lane; checks every lane's count.
     pub(super) fn run(which: usize, threads: usize, n: u64) -> Duration {
+        // The loops test their count after the add.
+        assert!(n > 0, "a shape runs at least one add");
         let owner = CachePadded::new(42u64);
         // Each lane's word on lines of its own (`CachePadded`); the Vec
         // never grows once the addresses are taken.
@@ -563,11 +602,11 @@ mod shapes {
             .map(|_| Lane {
                 owner: *owner,
                 at: std::ptr::null_mut(),
-                word: CachePadded::new(0),
+                word: CachePadded::new(AtomicU64::new(0)),
             })
             .collect();
         for lane in &mut lanes {
-            lane.at = &raw mut *lane.word;
+            lane.at = lane.word.as_ptr();
         }
         struct Lanes(Vec<Lane>);
         // SAFETY: each thread uses its own lane only (by its index), and
@@ -584,11 +623,14 @@ mod shapes {
             match which {
                 0 => cmp_add(lane, &owner, n),
                 1 => cmp_add_carry(lane, &owner, n),
-                _ => cmp_add_test(lane, &owner, n),
+                2 => cmp_add_test(lane, &owner, n),
+                _ => add_only(lane, n),
             }
         });
         for lane in &lanes.0 {
-            assert_eq!(*lane.word, n, "a shape lost or added counts");
+            // Relaxed: read after the join.
+            let added = lane.word.load(Ordering::Relaxed);
+            assert_eq!(added, n, "a shape lost or added counts");
         }
         t
     }
@@ -709,6 +751,9 @@ fn paired_report() {
             })
             .vs("cmp, add, a test of a register", |n| {
                 shapes::run(2, threads, n)
+            })
+            .vs("add only, address in a register (the limit's)", |n| {
+                shapes::run(3, threads, n)
             }),
         );
     }

@@ -9,8 +9,9 @@
 //! Then a paired section (see `shardcount_harness::measure::Session`): one
 //! thread against the thread-local limit and `ThreadLocal<AtomicU64>`; two
 //! threads as a fraction of the limit; one thread round-robin over 1,024
-//! counters against one counter (and the same walk over padded words, for
-//! the memory's share); `approx()` against a `load`. Every run is
+//! counters against one counter (and the same walk over contiguous padded
+//! words, a lower bound on the memory's share); `approx()` against a
+//! `load`. Every run is
 //! sized to about 200 ms and checks the count. `SHARDCOUNT_PAIRED=skip`
 //! skips it, `=only` runs only it; `SHARDCOUNT_REPS` sets its repetitions
 //! (default 7); `SHARDCOUNT_ONLY=<substring>` picks figures by title.
@@ -119,7 +120,9 @@ fn round_robin(counters: &[RoughCounter], n: u64) -> Duration {
 
 /// `n` plain adds (a load and a store) on this thread, round-robin over
 /// `words`, each on lines of its own as a rough slot is: the same loop as
-/// [`round_robin`], for what walking that many lines costs by itself.
+/// [`round_robin`], over one contiguous block. A lower bound on what
+/// walking the counters' lines costs: a counter's add reads three lines
+/// (the counter, its block's bucket pointer, the slot), scattered.
 fn round_robin_words(words: &[CachePadded<AtomicU64>], n: u64) -> Duration {
     assert!(words.len().is_power_of_two());
     let mask = words.len() - 1;
@@ -195,7 +198,8 @@ fn paired_report() {
         )
         .reference("1 counter", |n| round_robin(&one, n))
         .vs("1,024 counters, round-robin", |n| round_robin(&many, n))
-        // The memory's share: the same walk over padded words.
+        // A lower bound on the memory's share: the same walk over
+        // contiguous padded words.
         .vs(ONE_WORD, |n| round_robin_words(&one_word, n))
         .vs(WORDS, |n| round_robin_words(&words, n))
         .compare(WORDS, ONE_WORD),
