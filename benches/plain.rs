@@ -119,6 +119,27 @@ std::thread_local! {
 /// on each thread before it returns: no guard needed inside a bench).
 static PLAIN_SINK: AtomicU64 = AtomicU64::new(0);
 
+/// Runs `work` (one thread's adds to its `PLAIN_CELL`, folded into
+/// `PLAIN_SINK`) on `threads` threads (the calling one when 1), and checks
+/// that the sink grew by `n` per thread.
+fn run_limit(threads: usize, n: u64, form: &str, work: impl Fn(usize) + Sync) -> Duration {
+    // Relaxed: read after the join (or on this thread).
+    let before = PLAIN_SINK.load(Ordering::Relaxed);
+    let t = if threads == 1 {
+        let s = std::time::Instant::now();
+        work(0);
+        s.elapsed()
+    } else {
+        run_threads(threads, work)
+    };
+    assert_eq!(
+        PLAIN_SINK.load(Ordering::Relaxed) - before,
+        threads as u64 * n,
+        "limit ({form}): lost counts"
+    );
+    t
+}
+
 /// `n` adds per thread on `threads` threads (the calling one when 1) to
 /// the volatile load-and-store form of the thread-local limit; checks the
 /// count.
@@ -140,21 +161,7 @@ fn plain_limit(threads: usize, n: u64) -> Duration {
         // Relaxed: read after the join.
         PLAIN_SINK.fetch_add(end - start, Ordering::Relaxed);
     };
-    // Relaxed: read after the join (or on this thread).
-    let before = PLAIN_SINK.load(Ordering::Relaxed);
-    let t = if threads == 1 {
-        let s = std::time::Instant::now();
-        work(0);
-        s.elapsed()
-    } else {
-        run_threads(threads, work)
-    };
-    assert_eq!(
-        PLAIN_SINK.load(Ordering::Relaxed) - before,
-        threads as u64 * n,
-        "limit (load + store): lost counts"
-    );
-    t
+    run_limit(threads, n, "load + store", work)
 }
 
 /// `n` adds per thread on `threads` threads (the calling one when 1) to
@@ -177,21 +184,7 @@ fn pointer_limit(threads: usize, n: u64) -> Duration {
         // Relaxed: read after the join (or on this thread).
         PLAIN_SINK.fetch_add(cell.load(Ordering::Relaxed) - start, Ordering::Relaxed);
     };
-    // Relaxed: as in `plain_limit`.
-    let before = PLAIN_SINK.load(Ordering::Relaxed);
-    let t = if threads == 1 {
-        let s = std::time::Instant::now();
-        work(0);
-        s.elapsed()
-    } else {
-        run_threads(threads, work)
-    };
-    assert_eq!(
-        PLAIN_SINK.load(Ordering::Relaxed) - before,
-        threads as u64 * n,
-        "limit (pointer): lost counts"
-    );
-    t
+    run_limit(threads, n, "pointer", work)
 }
 
 std::thread_local! {
@@ -241,21 +234,7 @@ fn checked_limit(threads: usize, n: u64) -> Duration {
         let end = unsafe { &*p }.load(Ordering::Relaxed);
         PLAIN_SINK.fetch_add(end - start, Ordering::Relaxed);
     };
-    // Relaxed: as in `plain_limit`.
-    let before = PLAIN_SINK.load(Ordering::Relaxed);
-    let t = if threads == 1 {
-        let s = std::time::Instant::now();
-        work(0);
-        s.elapsed()
-    } else {
-        run_threads(threads, work)
-    };
-    assert_eq!(
-        PLAIN_SINK.load(Ordering::Relaxed) - before,
-        threads as u64 * n,
-        "limit (cached and checked): lost counts"
-    );
-    t
+    run_limit(threads, n, "cached and checked", work)
 }
 
 // split:begin
@@ -514,79 +493,62 @@ mod shapes {
         word: CachePadded<AtomicU64>,
     }
 
-    /// `cmp` of the cached owner with the counter's, `jne` away, load the
-    /// address, `add` to it: `Counter`'s owned hit.
-    fn cmp_add(lane: &Lane, owner: &u64, n: u64) {
-        // SAFETY: reads `lane.owner`, `lane.at` and `*owner`, adds to
-        // `lane.word` (what `at` points at: an atomic, written by this
-        // thread alone, an unlocked add being a load and a store of it);
-        // no stack. `n` is at least 1 (`run`), so the loop runs `n` times.
-        // The `jne` is never taken (the owners match).
-        unsafe {
-            std::arch::asm!(
-                ".p2align 6", "2:", "mov rax, [rsi]", "cmp [rdi], rax", "jne 3f",
-                "mov rax, [rdi + 8]", "add qword ptr [rax], 1",
-                "dec rcx", "jnz 2b", "3:",
-                in("rdi") std::ptr::from_ref(lane),
-                in("rsi") std::ptr::from_ref(owner),
-                inout("rcx") n => _,
-                out("rax") _,
-                options(nostack),
-            );
-        }
+    /// One shape: a function running `n` adds on `lane` in a loop of the
+    /// given instructions (`rdi` the lane, `rsi` the counter's owner, `rcx`
+    /// the count, `rax` free), started on a 64-byte line.
+    macro_rules! shape {
+        ($(#[$doc:meta])* $name:ident: $($line:literal),+) => {
+            $(#[$doc])*
+            fn $name(lane: &Lane, owner: &u64, n: u64) {
+                // SAFETY: the lines read only `lane.owner`, `lane.at` and
+                // `*owner`, and add to `lane.word` (what `at` points at: an
+                // atomic, written by this thread alone, an unlocked add
+                // being a load and a store of it); no stack. `n` is at
+                // least 1 (`run`), so the loop runs `n` times; the branches
+                // out of it are never taken (the owners match, the add
+                // never carries, a user-space address has its top bit
+                // clear).
+                unsafe {
+                    std::arch::asm!(
+                        $($line,)+
+                        in("rdi") std::ptr::from_ref(lane),
+                        in("rsi") std::ptr::from_ref(owner),
+                        inout("rcx") n => _,
+                        out("rax") _,
+                        options(nostack),
+                    );
+                }
+            }
+        };
     }
 
-    /// [`cmp_add`] and a `jc` on the add's carry: `RoughCounter`'s hit.
-    fn cmp_add_carry(lane: &Lane, owner: &u64, n: u64) {
-        // SAFETY: as in `cmp_add`; the `jc` is never taken (no carry).
-        unsafe {
-            std::arch::asm!(
-                ".p2align 6", "2:", "mov rax, [rsi]", "cmp [rdi], rax", "jne 3f",
-                "mov rax, [rdi + 8]", "add qword ptr [rax], 1", "jc 3f",
-                "dec rcx", "jnz 2b", "3:",
-                in("rdi") std::ptr::from_ref(lane),
-                in("rsi") std::ptr::from_ref(owner),
-                inout("rcx") n => _,
-                out("rax") _,
-                options(nostack),
-            );
-        }
+    shape! {
+        /// `cmp` of the cached owner with the counter's, `jne` away, load
+        /// the address, `add` to it: `Counter`'s owned hit.
+        cmp_add: ".p2align 6", "2:", "mov rax, [rsi]", "cmp [rdi], rax", "jne 3f",
+            "mov rax, [rdi + 8]", "add qword ptr [rax], 1", "dec rcx", "jnz 2b", "3:"
     }
 
-    /// [`cmp_add`] and a test of a register the add does not write (the
-    /// word's address, loaded before it), so the extra branch does not wait
-    /// for the add's load and store.
-    fn cmp_add_test(lane: &Lane, owner: &u64, n: u64) {
-        // SAFETY: as in `cmp_add`; the `js` is never taken (a user-space
-        // address has its top bit clear).
-        unsafe {
-            std::arch::asm!(
-                ".p2align 6", "2:", "mov rax, [rsi]", "cmp [rdi], rax", "jne 3f",
-                "mov rax, [rdi + 8]", "add qword ptr [rax], 1", "test rax, rax", "js 3f",
-                "dec rcx", "jnz 2b", "3:",
-                in("rdi") std::ptr::from_ref(lane),
-                in("rsi") std::ptr::from_ref(owner),
-                inout("rcx") n => _,
-                out("rax") _,
-                options(nostack),
-            );
-        }
+    shape! {
+        /// [`cmp_add`] and a `jc` on the add's carry: `RoughCounter`'s hit.
+        cmp_add_carry: ".p2align 6", "2:", "mov rax, [rsi]", "cmp [rdi], rax", "jne 3f",
+            "mov rax, [rdi + 8]", "add qword ptr [rax], 1", "jc 3f", "dec rcx", "jnz 2b", "3:"
     }
 
-    /// The limit's shape: the address loaded once, then an `add` through
-    /// it and nothing else in the loop.
-    fn add_only(lane: &Lane, n: u64) {
-        // SAFETY: as in `cmp_add`, reading only `lane.at`.
-        unsafe {
-            std::arch::asm!(
-                "mov rax, [rdi + 8]", ".p2align 6", "2:", "add qword ptr [rax], 1",
-                "dec rcx", "jnz 2b",
-                in("rdi") std::ptr::from_ref(lane),
-                inout("rcx") n => _,
-                out("rax") _,
-                options(nostack),
-            );
-        }
+    shape! {
+        /// [`cmp_add`] and a test of a register the add does not write (the
+        /// word's address, loaded before it), so the extra branch does not
+        /// wait for the add's load and store.
+        cmp_add_test: ".p2align 6", "2:", "mov rax, [rsi]", "cmp [rdi], rax", "jne 3f",
+            "mov rax, [rdi + 8]", "add qword ptr [rax], 1", "test rax, rax", "js 3f",
+            "dec rcx", "jnz 2b", "3:"
+    }
+
+    shape! {
+        /// The limit's shape: the address loaded once, then an `add`
+        /// through it and nothing else in the loop.
+        add_only: "mov rax, [rdi + 8]", ".p2align 6", "2:", "add qword ptr [rax], 1",
+            "dec rcx", "jnz 2b"
     }
 
     /// `n` adds per thread on `threads` threads in the shape `which`
@@ -624,7 +586,7 @@ mod shapes {
                 0 => cmp_add(lane, &owner, n),
                 1 => cmp_add_carry(lane, &owner, n),
                 2 => cmp_add_test(lane, &owner, n),
-                _ => add_only(lane, n),
+                _ => add_only(lane, &owner, n),
             }
         });
         for lane in &lanes.0 {
