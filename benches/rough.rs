@@ -11,10 +11,10 @@
 //! threads as a fraction of the limit; one thread round-robin over 1,024
 //! counters against one counter (and the same walk over contiguous padded
 //! words, a lower bound on the memory's share); `approx()` against a
-//! `load`. Every run is
-//! sized to about 200 ms and checks the count. `SHARDCOUNT_PAIRED=skip`
-//! skips it, `=only` runs only it; `SHARDCOUNT_REPS` sets its repetitions
-//! (default 7); `SHARDCOUNT_ONLY=<substring>` picks figures by title.
+//! `load`. Every run is sized to about 200 ms and checks the count.
+//! `SHARDCOUNT_PAIRED=skip` skips it, `=only` runs only it;
+//! `SHARDCOUNT_REPS` sets its repetitions (default 7);
+//! `SHARDCOUNT_ONLY=<substring>` picks figures by title.
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use crossbeam_utils::CachePadded;
