@@ -24,8 +24,8 @@
 //!   976 bucket words and a sum per thread, written with loads and stores,
 //!   the same log-linear index, the row found as above.
 //!
-//! The limit comes in three forms (and a fourth, below) because the notes warn that the `Cell`
-//! add (`tl-limit`, the reference) can compile to a read-modify-write of
+//! The limit comes in three forms (and a fourth, below) because the notes
+//! warn that the `Cell` add (`tl-limit`, the reference) can compile to a read-modify-write of
 //! `fs:`-relative memory that runs slower than one through an ordinary
 //! pointer. On x86-64 with fat LTO (rustc 1.95) the `Cell` add is
 //! `incq %fs:X` plus the first-use test; the volatile form, meant as a

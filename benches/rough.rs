@@ -100,17 +100,18 @@ fn sum_vs_slots(c: &mut Criterion) {
 
 criterion_group!(benches, one_thread, two_threads, reads, sum_vs_slots);
 
-/// `n` adds on this thread, round-robin over `counters` (a power-of-two
-/// count; the same loop for one counter and for many). Checked.
-fn round_robin(counters: &[RoughCounter], n: u64) -> Duration {
-    assert!(counters.len().is_power_of_two());
-    let mask = counters.len() - 1;
-    let cs = escape(counters);
-    let total = || cs.iter().map(RoughCounter::sum).sum::<u64>();
+/// `n` adds on this thread, round-robin over `items` (a power-of-two
+/// count; the same loop for one and for many), each by `add`; checks
+/// that the items' `count`s grew by exactly `n`.
+fn round_robin<T>(items: &[T], n: u64, add: impl Fn(&T), count: impl Fn(&T) -> u64) -> Duration {
+    assert!(items.len().is_power_of_two());
+    let mask = items.len() - 1;
+    let its = escape(items);
+    let total = || its.iter().map(&count).sum::<u64>();
     let before = total();
     let start = Instant::now();
     for i in 0..n {
-        cs[i as usize & mask].inc();
+        add(&its[i as usize & mask]);
         opaque();
     }
     let elapsed = start.elapsed();
@@ -118,27 +119,24 @@ fn round_robin(counters: &[RoughCounter], n: u64) -> Duration {
     elapsed
 }
 
-/// `n` plain adds (a load and a store) on this thread, round-robin over
-/// `words`, each on lines of its own as a rough slot is: the same loop as
-/// [`round_robin`], over one contiguous block. A lower bound on what
-/// walking the counters' lines costs: a counter's add reads three lines
-/// (the counter, its block's bucket pointer, the slot), scattered.
+/// [`round_robin`] over rough counters.
+fn round_robin_counters(counters: &[RoughCounter], n: u64) -> Duration {
+    round_robin(counters, n, RoughCounter::inc, RoughCounter::sum)
+}
+
+/// [`round_robin`] over words each on lines of its own, as a rough slot
+/// is, added to with a plain load and store, in one contiguous block: a
+/// lower bound on what walking the counters' lines costs (a counter's add
+/// reads three lines, scattered: the counter, its block's bucket pointer,
+/// the slot).
 fn round_robin_words(words: &[CachePadded<AtomicU64>], n: u64) -> Duration {
-    assert!(words.len().is_power_of_two());
-    let mask = words.len() - 1;
-    let ws = escape(words);
-    let total = || ws.iter().map(|w| w.load(Ordering::Relaxed)).sum::<u64>();
-    let before = total();
-    let start = Instant::now();
-    for i in 0..n {
-        let w = &ws[i as usize & mask];
+    round_robin(
+        words,
+        n,
         // Relaxed: this thread's own words, read back on this thread.
-        w.store(w.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        opaque();
-    }
-    let elapsed = start.elapsed();
-    assert_eq!(total() - before, n, "round robin (words): lost counts");
-    elapsed
+        |w| w.store(w.load(Ordering::Relaxed) + 1, Ordering::Relaxed),
+        |w| w.load(Ordering::Relaxed),
+    )
 }
 
 fn paired_report() {
@@ -196,8 +194,10 @@ fn paired_report() {
             1,
             Ratio::Cost,
         )
-        .reference("1 counter", |n| round_robin(&one, n))
-        .vs("1,024 counters, round-robin", |n| round_robin(&many, n))
+        .reference("1 counter", |n| round_robin_counters(&one, n))
+        .vs("1,024 counters, round-robin", |n| {
+            round_robin_counters(&many, n)
+        })
         // A lower bound on the memory's share: the same walk over
         // contiguous padded words.
         .vs(ONE_WORD, |n| round_robin_words(&one_word, n))
