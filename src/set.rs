@@ -234,14 +234,26 @@ impl CounterSet {
     /// the set (prometheus-client, tikv `prometheus`, OpenTelemetry,
     /// `metrics`' `publish`, serde), instead of `index`.
     ///
+    /// # Panics
+    ///
+    /// If `name` is not a label name in every format those write:
+    /// `[a-zA-Z_][a-zA-Z0-9_]*`, as `#[derive(Label)]` requires.
+    ///
     /// ```
     /// use shardcount::contract::CountFamily;
     /// let by_status = shardcount::CounterSet::new(600).with_label_name("status");
     /// by_status.add(404, 1);
     /// assert_eq!(by_status.label_names(), ["status"]); // status="404" once exported
+    ///
+    /// let dashed = std::panic::catch_unwind(|| {
+    ///     shardcount::CounterSet::new(2).with_label_name("http-status")
+    /// });
+    /// assert!(dashed.is_err());
     /// ```
     #[must_use]
+    #[track_caller]
     pub fn with_label_name(mut self, name: &'static str) -> Self {
+        crate::contract::assert_label_name(name, "CounterSet::with_label_name");
         self.label = [name];
         self
     }

@@ -120,6 +120,22 @@ pub trait Count: Send + Sync {
     fn read(&self) -> u64;
 }
 
+/// Panics unless `name` can be a label name in every exposition format
+/// the integrations write (Prometheus's `[a-zA-Z_][a-zA-Z0-9_]*`, the rule
+/// `#[derive(Label)]` checks at compile time); `from` names the caller.
+#[track_caller]
+pub(crate) fn assert_label_name(name: &str, from: &str) {
+    let mut chars = name.chars();
+    let valid = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    assert!(
+        valid,
+        "shardcount: {from}: {name:?} is not a label name: it must match [a-zA-Z_][a-zA-Z0-9_]*"
+    );
+}
+
 /// A family of labelled numbers exported together: a
 /// [`CounterSet`] (labelled by index) or a
 /// [`CounterMap`] (labelled by key), and every

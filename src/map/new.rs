@@ -62,6 +62,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// map (prometheus-client, tikv `prometheus`, OpenTelemetry, `metrics`'
     /// `publish`, serde), instead of `key`.
     ///
+    /// # Panics
+    ///
+    /// If `name` is not a label name in every format those write:
+    /// `[a-zA-Z_][a-zA-Z0-9_]*`, as `#[derive(Label)]` requires.
+    ///
     /// ```
     /// use shardcount::contract::CountFamily;
     /// use shardcount::CounterMap;
@@ -69,9 +74,16 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// let visits: CounterMap<u64> = CounterMap::new().with_label_name("user_id");
     /// visits.add(&42, 3);
     /// assert_eq!(visits.label_names(), ["user_id"]); // user_id="42" once exported
+    ///
+    /// let spaced = std::panic::catch_unwind(|| {
+    ///     CounterMap::<u64>::new().with_label_name("user id")
+    /// });
+    /// assert!(spaced.is_err());
     /// ```
     #[must_use]
+    #[track_caller]
     pub fn with_label_name(mut self, name: &'static str) -> Self {
+        crate::contract::assert_label_name(name, "CounterMap::with_label_name");
         self.label = [name];
         self
     }
