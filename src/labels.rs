@@ -432,6 +432,46 @@ impl<L: Label> LabelledCounter<L> {
         self.add(label, 1);
     }
 
+    /// Subtracts `n` from `label`'s counter, wrapping below zero.
+    ///
+    /// # Panics
+    ///
+    /// As [`add`](Self::add).
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Conn { Open, Idle }
+    /// let c = shardcount::LabelledCounter::new();
+    /// c.add(Conn::Open, 3);
+    /// c.sub(Conn::Open, 2);
+    /// assert_eq!(c.get(Conn::Open), 1);
+    /// ```
+    #[inline]
+    #[track_caller]
+    pub fn sub(&self, label: L, n: u64) {
+        self.add(label, n.wrapping_neg());
+    }
+
+    /// Subtracts one from `label`'s counter, wrapping below zero.
+    ///
+    /// # Panics
+    ///
+    /// As [`add`](Self::add).
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Conn { Open, Idle }
+    /// let c = shardcount::LabelledCounter::new();
+    /// c.inc(Conn::Idle);
+    /// c.dec(Conn::Idle);
+    /// assert_eq!(c.get(Conn::Idle), 0);
+    /// ```
+    #[inline]
+    #[track_caller]
+    pub fn dec(&self, label: L) {
+        self.add(label, u64::MAX);
+    }
+
     /// `label`'s total, modulo 2<sup>64</sup>; never panics (0 for an
     /// index past `L::COUNT`). Exact at quiescence, as
     /// [`CounterSet::get`].
@@ -464,7 +504,7 @@ impl<L: Label> LabelledCounter<L> {
     /// ```
     #[must_use]
     pub fn sum(&self) -> u64 {
-        self.set.sum_all()
+        self.set.sum()
     }
 
     /// Writes every counter's total into `out`, in index order (`out[i]`

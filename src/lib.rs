@@ -70,7 +70,9 @@
 //!   ([`LabelledCounter<L>`](LabelledCounter)). [`Stock`]: `add(n)`,
 //!   `try_sub(n)`; [`MaxCounter`], [`MinCounter`], [`Histogram`]:
 //!   `record(v)`.
-//! * Exact reads: `sum()`, `sum_i64()` (signed); a member or gauge by
+//! * Exact reads: `sum()`, and `sum_i64()` (signed) on a single counter
+//!   ([`Counter`], [`RoughCounter`], [`CounterHandle`],
+//!   [`local_counter!`]); a member or gauge by
 //!   `get`: `get(i)`, `get(&k)` return an `Option`, `get(label)` a `u64`
 //!   (a label is always in range). `approx()`: one or two loads, lagging
 //!   ([`RoughCounter`], [`local_counter!`]).

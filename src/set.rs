@@ -533,8 +533,18 @@ impl CounterSet {
         });
     }
 
-    /// Every counter's total, added up (wrapping), allocating nothing.
-    pub(crate) fn sum_all(&self) -> u64 {
+    /// Every counter's total, added up (wrapping), read one after
+    /// another: exact at quiescence, as [`get`](Self::get). Allocates
+    /// nothing.
+    ///
+    /// ```
+    /// let s = shardcount::CounterSet::new(3);
+    /// s.add(0, 2);
+    /// s.inc(2);
+    /// assert_eq!(s.sum(), 3);
+    /// ```
+    #[must_use]
+    pub fn sum(&self) -> u64 {
         let mut total = 0u64;
         self.fold_into(|part| match part {
             Some((_, v)) => total = total.wrapping_add(v),
@@ -886,13 +896,13 @@ mod tests {
         }
     }
 
-    /// `sum_all` (LabelledCounter's `sum`) equals the snapshot's sum on
+    /// `sum` (LabelledCounter's too) equals the snapshot's sum on
     /// the base row, owned rows with baselines, and shared rows.
     #[test]
-    fn sum_all_matches_the_snapshot_through_rows_and_takes() {
+    fn sum_matches_the_snapshot_through_rows_and_takes() {
         let s = CounterSet::with_max_shards(20, 2);
         s.add(3, 5);
-        assert_eq!(s.sum_all(), 5);
+        assert_eq!(s.sum(), 5);
         s.split(2);
         s.add(19, 7); // this thread's owned row
         std::thread::scope(|sc| {
@@ -903,7 +913,7 @@ mod tests {
         assert_eq!(s.take(19), Some(7 + 150));
         s.add(0, 1);
         let snap: u64 = s.snapshot().iter().sum();
-        assert_eq!(s.sum_all(), snap);
+        assert_eq!(s.sum(), snap);
         assert_eq!(snap, 5 + 3000 - 150 + 1);
     }
 
