@@ -121,7 +121,10 @@ impl<L: Label> LabelledHistogram<L> {
     #[must_use]
     #[track_caller]
     pub fn with_bounds(bounds: &[u64]) -> Self {
-        Self::of(Layout::bounds(bounds), HistogramUnit::AsRecorded)
+        Self::of(
+            Layout::bounds(bounds, "LabelledHistogram::with_bounds"),
+            HistogramUnit::AsRecorded,
+        )
     }
 
     /// A family of durations with `le` bounds given as durations, as
@@ -129,7 +132,7 @@ impl<L: Label> LabelledHistogram<L> {
     ///
     /// # Panics
     ///
-    /// If the bounds do not increase strictly, naming the first bad one.
+    /// As [`Histogram::with_duration_bounds`](crate::Histogram::with_duration_bounds).
     ///
     /// ```
     /// use std::time::Duration;
@@ -142,8 +145,10 @@ impl<L: Label> LabelledHistogram<L> {
     #[must_use]
     #[track_caller]
     pub fn with_duration_bounds(bounds: &[Duration]) -> Self {
-        let ns: Vec<u64> = bounds.iter().map(|&d| duration_ns(d)).collect();
-        Self::of(Layout::bounds(&ns), HistogramUnit::Seconds)
+        Self::of(
+            Layout::duration_bounds(bounds, "LabelledHistogram::with_duration_bounds"),
+            HistogramUnit::Seconds,
+        )
     }
 
     /// The sets, made on first use.
@@ -331,12 +336,53 @@ impl<L: Label> LabelledHistogram<L> {
     /// assert!(h.snapshot(Op::Read).is_empty());
     /// ```
     pub fn take(&self, label: L) -> HistogramSnapshot {
+        self.take_index(label.index())
+    }
+
+    /// [`take`](Self::take) by the label's index.
+    fn take_index(&self, i: usize) -> HistogramSnapshot {
         let words = self
             .sets
             .get()
-            .and_then(|s| s.get(label.index()))
+            .and_then(|s| s.get(i))
             .map(CounterSet::take_all);
         snapshot_of(&self.layout, self.unit, words)
+    }
+
+    /// Takes every label's buckets and sum, in index order, each as
+    /// [`take`](Self::take).
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, Debug, PartialEq, shardcount::Label)]
+    /// enum Op { Read, Write }
+    /// let h = shardcount::LabelledHistogram::new();
+    /// h.record(Op::Write, 1);
+    /// let counts: Vec<_> = h.take_all().into_iter().map(|(l, s)| (l, s.count())).collect();
+    /// assert_eq!(counts, [(Op::Read, 0), (Op::Write, 1)]);
+    /// assert!(h.snapshot(Op::Write).is_empty());
+    /// ```
+    #[must_use]
+    pub fn take_all(&self) -> Vec<(L, HistogramSnapshot)> {
+        (0..L::COUNT)
+            .filter_map(|i| Some((L::from_index(i)?, self.take_index(i))))
+            .collect()
+    }
+
+    /// Empties every label's buckets and sum: [`take_all`](Self::take_all)
+    /// with the snapshots dropped.
+    ///
+    /// ```
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// enum Op { Read, Write }
+    /// let h = shardcount::LabelledHistogram::new();
+    /// h.record(Op::Read, 4);
+    /// h.reset();
+    /// assert!(h.snapshot(Op::Read).is_empty());
+    /// ```
+    pub fn reset(&self) {
+        for set in self.sets.get().into_iter().flatten() {
+            set.reset();
+        }
     }
 
     /// Every label with its snapshot, in index order.

@@ -29,6 +29,7 @@
 //! below 32).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Sub-buckets per power of two (the `K` above).
 pub(crate) const SUB_BUCKETS: usize = 16;
@@ -70,13 +71,14 @@ pub(crate) enum Layout {
 }
 
 impl Layout {
-    /// Checks user bounds, naming the first bad one.
+    /// Checks user bounds, naming the first bad one and `from`, the
+    /// constructor the user called.
     #[track_caller]
-    pub(crate) fn bounds(bounds: &[u64]) -> Layout {
+    pub(crate) fn bounds(bounds: &[u64], from: &str) -> Layout {
         for (i, w) in bounds.windows(2).enumerate() {
             assert!(
                 w[0] < w[1],
-                "shardcount: Histogram::with_bounds: the bounds must increase strictly, \
+                "shardcount: {from}: the bounds must increase strictly, \
                  but bound {} ({}) is not above bound {i} ({})",
                 i + 1,
                 w[1],
@@ -86,10 +88,39 @@ impl Layout {
         // The overflow bucket starts one above the last bound.
         assert!(
             bounds.last() != Some(&u64::MAX),
-            "shardcount: Histogram::with_bounds: a bound of u64::MAX would leave no value \
+            "shardcount: {from}: a bound of u64::MAX would leave no value \
              for the +Inf bucket: leave it out (+Inf holds every value above the last bound)"
         );
         Layout::Bounds(bounds.into())
+    }
+
+    /// Checks duration bounds as durations (so a message shows what the
+    /// user wrote), then keeps them in nanoseconds: each must be below
+    /// `u64::MAX` ns (about 584 years), which is the `+Inf` bucket's.
+    #[track_caller]
+    pub(crate) fn duration_bounds(bounds: &[Duration], from: &str) -> Layout {
+        for (i, w) in bounds.windows(2).enumerate() {
+            assert!(
+                w[0] < w[1],
+                "shardcount: {from}: the bounds must increase strictly, \
+                 but bound {} ({:?}) is not above bound {i} ({:?})",
+                i + 1,
+                w[1],
+                w[0]
+            );
+        }
+        let ns: Vec<u64> = bounds
+            .iter()
+            .enumerate()
+            .map(|(i, d)| match u64::try_from(d.as_nanos()) {
+                Ok(ns) if ns < u64::MAX => ns,
+                _ => panic!(
+                    "shardcount: {from}: bound {i} ({d:?}) is not below u64::MAX ns \
+                     (about 584 years), which the +Inf bucket holds: leave it out"
+                ),
+            })
+            .collect();
+        Layout::Bounds(ns.into())
     }
 
     /// How many buckets the layout has.
@@ -185,12 +216,12 @@ mod tests {
     #[test]
     #[should_panic(expected = "a bound of u64::MAX")]
     fn a_bound_of_u64_max_is_refused() {
-        let _ = Layout::bounds(&[10, u64::MAX]);
+        let _ = Layout::bounds(&[10, u64::MAX], "Histogram::with_bounds");
     }
 
     #[test]
     fn the_largest_bound_below_u64_max_walks_every_bucket() {
-        let l = Layout::bounds(&[10, u64::MAX - 1]);
+        let l = Layout::bounds(&[10, u64::MAX - 1], "Histogram::with_bounds");
         assert_eq!(
             (l.range(1), l.range(2)),
             ((11, u64::MAX - 1), (u64::MAX, u64::MAX))
@@ -200,7 +231,7 @@ mod tests {
 
     #[test]
     fn bounds_take_le_semantics() {
-        let l = Layout::bounds(&[10, 20]);
+        let l = Layout::bounds(&[10, 20], "Histogram::with_bounds");
         let want = [(0, 0), (10, 0), (11, 1), (20, 1), (21, 2), (u64::MAX, 2)];
         for (v, i) in want {
             assert_eq!(l.index(v), i, "{v}");
@@ -213,7 +244,30 @@ mod tests {
     #[test]
     #[should_panic(expected = "bound 2 (5) is not above bound 1 (7)")]
     fn bounds_name_the_first_bad_one() {
-        let _ = Layout::bounds(&[1, 7, 5]);
+        let _ = Layout::bounds(&[1, 7, 5], "Histogram::with_bounds");
+    }
+
+    /// Duration bounds are checked as the durations given, by the
+    /// constructor called, before any saturates to `u64::MAX` ns.
+    #[test]
+    fn duration_bounds_name_the_durations_and_the_caller() {
+        let message = |b: &[Duration]| {
+            let caught = std::panic::catch_unwind(|| Layout::duration_bounds(b, "H::d"));
+            let Err(e) = caught else {
+                panic!("bad bounds must panic")
+            };
+            e.downcast_ref::<String>().cloned().unwrap_or_default()
+        };
+        let (s, ms) = (Duration::from_secs(1), Duration::from_millis(1));
+        assert!(message(&[s, ms]).starts_with("shardcount: H::d: "));
+        assert!(message(&[s, ms]).contains("bound 1 (1ms) is not above bound 0 (1s)"));
+        let huge = Duration::from_secs(u64::MAX / 2);
+        assert!(message(&[s, huge, Duration::MAX]).contains("bound 1 ("));
+        assert!(message(&[s, huge, Duration::MAX]).contains("584 years"));
+        assert!(
+            Layout::duration_bounds(&[ms, s], "H::d")
+                == Layout::Bounds([1_000_000, 1_000_000_000].into())
+        );
     }
 
     proptest! {

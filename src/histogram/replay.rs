@@ -109,7 +109,7 @@ mod tests {
     /// A read with buckets `[0, 999]`, `[1000, 1999]` and above: `counts`
     /// and `sum`.
     fn read(counts: [u64; 3], sum: u64) -> HistogramSnapshot {
-        let layout = Layout::bounds(&[999, 1999]);
+        let layout = Layout::bounds(&[999, 1999], "Histogram::with_bounds");
         HistogramSnapshot::new(layout, HistogramUnit::AsRecorded, counts.to_vec(), sum)
     }
 

@@ -428,7 +428,9 @@ impl HistogramSnapshot {
     ///
     /// # Panics
     ///
-    /// If the two have different bucket layouts.
+    /// If the two have different bucket layouts or units (a duration
+    /// histogram's snapshot and a plain one's: seconds against values as
+    /// recorded).
     ///
     /// ```
     /// let h = shardcount::Histogram::new();
@@ -441,9 +443,16 @@ impl HistogramSnapshot {
     #[track_caller]
     pub fn merge(&mut self, other: &HistogramSnapshot) {
         assert!(
-            self.layout == other.layout && self.unit == other.unit,
+            self.unit == other.unit,
+            "shardcount: HistogramSnapshot::merge: the snapshots have different units \
+             ({:?} and {:?})",
+            self.unit,
+            other.unit
+        );
+        assert!(
+            self.layout == other.layout,
             "shardcount: HistogramSnapshot::merge: the snapshots have different buckets \
-             ({} and {} buckets, or other bounds or units)",
+             ({} and {} buckets, or the same number with other bounds)",
             self.counts.len(),
             other.counts.len()
         );

@@ -198,18 +198,21 @@ impl Histogram {
     #[must_use]
     #[track_caller]
     pub fn with_bounds(bounds: &[u64]) -> Self {
-        Histogram::with_layout(Layout::bounds(bounds), HistogramUnit::AsRecorded)
+        Histogram::with_layout(
+            Layout::bounds(bounds, "Histogram::with_bounds"),
+            HistogramUnit::AsRecorded,
+        )
     }
 
     /// An empty histogram of durations with `le` bounds given as
-    /// durations (kept in nanoseconds, saturating at `u64::MAX`): as
+    /// durations (kept in nanoseconds): as
     /// [`with_bounds`](Self::with_bounds), exported in seconds
     /// ([`HistogramUnit::Seconds`]).
     ///
     /// # Panics
     ///
-    /// If the bounds do not increase strictly (in nanoseconds), naming the
-    /// first bad one.
+    /// If the bounds do not increase strictly, or one is `u64::MAX`
+    /// nanoseconds (about 584 years) or more, naming the first bad one.
     ///
     /// ```
     /// use std::time::Duration;
@@ -225,8 +228,10 @@ impl Histogram {
     #[must_use]
     #[track_caller]
     pub fn with_duration_bounds(bounds: &[Duration]) -> Self {
-        let ns: Vec<u64> = bounds.iter().map(|&d| duration_ns(d)).collect();
-        Histogram::with_layout(Layout::bounds(&ns), HistogramUnit::Seconds)
+        Histogram::with_layout(
+            Layout::duration_bounds(bounds, "Histogram::with_duration_bounds"),
+            HistogramUnit::Seconds,
+        )
     }
 
     fn with_layout(layout: Layout, unit: HistogramUnit) -> Self {
@@ -405,6 +410,20 @@ impl Histogram {
     /// ```
     pub fn take(&self) -> HistogramSnapshot {
         self.to_snapshot(self.set.take_all())
+    }
+
+    /// Empties every bucket and the sum: [`take`](Self::take) with the
+    /// snapshot dropped, as lossless (a concurrent record is dropped or
+    /// kept, bucket and value each once).
+    ///
+    /// ```
+    /// let h = shardcount::Histogram::new();
+    /// h.record(5);
+    /// h.reset();
+    /// assert_eq!((h.count(), h.sum()), (0, 0));
+    /// ```
+    pub fn reset(&self) {
+        self.set.reset();
     }
 
     /// The snapshot of `words` (the set's).
