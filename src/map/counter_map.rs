@@ -51,15 +51,16 @@ use std::time::Instant;
 /// The bound costs nothing: memory follows the keys the map holds. An
 /// empty map is a table of 16 bin pointers, a lock and a table of 61
 /// segment pointers. Counters come in chunks of 127, each a `CounterSet`
-/// of 1 KB while never contended (8 bytes per counter and one for the
-/// chunk's contention mark), allocated with the chunk's first key; chunk
+/// of 1,152 bytes while never contended (9 lines of 128 bytes: 8 bytes
+/// per counter, one word for the chunk's contention mark and 64 bytes no
+/// thread writes), allocated with the chunk's first key; chunk
 /// pointers in segments of doubling sizes (8, 16, 32, ... pointers), each
 /// allocated with its first chunk. Each key is once in the index: the
 /// key, its hash, place number, chunk address, position and eviction notes (56
 /// bytes besides the key), one pointer in the list of keys, and 2 to 4
 /// bins of 8 bytes in the index's table (at most half full; up to 5
 /// after many removals, before it shrinks). A contended chunk grows shard
-/// rows of 1 KB (2, then doubling up to the cap, older rows kept): about
+/// rows of 1,152 bytes (2, then doubling up to the cap, older rows kept): about
 /// 8 bytes × (1 + 2 × cap) per counter of that chunk only, kept until the
 /// chunk is freed or the map is merged ([`merge`](Self::merge), or a
 /// [`Merger`](crate::Merger) watching the map).

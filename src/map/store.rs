@@ -5,9 +5,10 @@
 use crate::set::CounterSet;
 use std::ptr::NonNull;
 
-/// Counters per chunk: with the row's mark word (see `CounterSet`), 1 KB
-/// of base row (8 lines); a contended chunk grows rows of the same size, so
-/// one hot key costs rows of 127 counters, not of the whole map.
+/// Counters per chunk: with the row's mark word and unwritten half line
+/// (see `CounterSet`), 1,152 bytes of base row (9 lines); a contended chunk
+/// grows rows of the same size, so one hot key costs rows of 127 counters,
+/// not of the whole map.
 #[cfg(not(shardcount_loom))]
 pub(super) const CHUNK: usize = 127;
 /// Models need a second chunk within a handful of keys.
