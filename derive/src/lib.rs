@@ -28,8 +28,9 @@ use syn::{Data, DeriveInput, Fields, Ident, LitStr};
 ///
 /// * on an enum: `name = "..."`, the label's name (default: the type's
 ///   name in snake case);
-/// * on a variant: `rename = "..."`, its text (default: its name in snake
-///   case);
+/// * on a variant: `rename = "..."`, its text, not empty (default: its
+///   name in snake case, a run of capitals kept as one word: `HTTPError`
+///   is `http_error`, `IPv6` is `i_pv6`, so rename such names);
 /// * on a struct field: `name = "..."`, the label's name (default: the
 ///   field's name).
 #[proc_macro_derive(Label, attributes(label))]
@@ -151,6 +152,13 @@ fn expand_enum(input: &DeriveInput, e: &syn::DataEnum) -> syn::Result<TokenStrea
             ));
         }
         let text = match label_attr(&v.attrs, "rename")? {
+            Some(lit) if lit.value().is_empty() => {
+                return Err(syn::Error::new_spanned(
+                    lit,
+                    "a label's text cannot be empty: Prometheus reads an empty value as no \
+                     label, so this series could not be told from an unlabelled one",
+                ));
+            }
             Some(lit) => lit.value(),
             None => snake_case(&v.ident.to_string()),
         };
@@ -352,6 +360,7 @@ mod tests {
         assert!(error("enum E { A(u8), B }").contains("fieldless variants only"));
         assert!(error("enum E { A { x: u8 } }").contains("fieldless variants only"));
         assert!(error("enum E {}").contains("at least one variant"));
+        assert!(error(r#"enum E { #[label(rename = "")] A }"#).contains("cannot be empty"));
         assert!(error("enum E<T> { A, B(T) }").contains("generic"));
         assert!(error("struct S<T> { a: T }").contains("generic"));
         assert!(error("enum E where u8: Copy { A }").contains("generic"));
