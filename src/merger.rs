@@ -146,7 +146,10 @@ struct Watched {
 
 #[derive(Default)]
 struct State {
+    /// The counters, but for those a pass has taken out to look at.
     watched: Vec<Watched>,
+    /// How many counters were watched: `watched.len()` but for a pass's.
+    count: usize,
     /// Merges completed, for `merges()`.
     merges: u64,
     /// Merges the last pass left pending, for `pending()`.
@@ -238,13 +241,15 @@ impl Merger {
         R: CountRef,
         R::Target: Mergeable,
     {
-        lock(&self.state).watched.push(Watched {
+        let mut s = lock(&self.state);
+        s.watched.push(Watched {
             target: Box::new(target),
             quiet: Quiet::new(Instant::now()),
         });
+        s.count += 1;
     }
 
-    /// How many counters it watches.
+    /// How many counters it watches, a pass running or not.
     ///
     /// ```
     /// let m = shardcount::Merger::new(std::time::Duration::from_secs(1));
@@ -252,7 +257,7 @@ impl Merger {
     /// ```
     #[must_use]
     pub fn watched(&self) -> usize {
-        lock(&self.state).watched.len()
+        lock(&self.state).count
     }
 
     /// How many merges it has completed, added when the pass that did them
@@ -305,7 +310,7 @@ impl fmt::Debug for Merger {
         let state = lock(&self.state);
         f.debug_struct("Merger")
             .field("idle", &self.idle)
-            .field("watched", &state.watched.len())
+            .field("watched", &state.count)
             .field("merges", &state.merges)
             .field("pending", &state.pending)
             .finish()

@@ -413,3 +413,30 @@ fn a_merger_merges_a_counter_once_its_load_stops() {
         "a count lost: {total}"
     );
 }
+
+/// `watched()` counts every watched counter while a pass has them out to
+/// look at and merge (it once read the list the pass had emptied: 0).
+#[test]
+fn a_merger_counts_its_counters_while_a_pass_merges_them() {
+    const N: usize = 500;
+    let merger = Merger::new(Duration::from_millis(4));
+    for _ in 0..N {
+        let c = Arc::new(Counter::new());
+        c.split(2);
+        c.inc();
+        merger.watch(c);
+    }
+    // Every pass takes the list out; after `idle` one merges all N, one at
+    // a time, a grace period each. Look all along, until every merge is in.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut looks = 0u64;
+    while merger.merges() < N as u64 {
+        assert_eq!(merger.watched(), N, "look {looks}: {merger:?}");
+        assert!(
+            Instant::now() < deadline,
+            "not merged in a minute: {merger:?}"
+        );
+        looks += 1;
+    }
+    assert_eq!(merger.watched(), N);
+}
