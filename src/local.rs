@@ -215,9 +215,11 @@ unsafe impl Send for CellRef {}
 /// # Consistency of reads
 ///
 /// * [`sum`](Self::sum) is **exact at quiescence**: the tally plus every
-///   live thread's pending counts. While threads add it is not a snapshot:
-///   it may miss adds in flight, but for add-only use it never counts one
-///   twice and never exceeds the adds started.
+///   live thread's pending counts, read with every thread's fold held
+///   back. While threads add it includes every add that happened-before
+///   the call and may miss adds in flight; for add-only use it never
+///   counts one twice, never exceeds the adds started, and one thread's
+///   successive sums never decrease.
 /// * [`approx`](Self::approx) is one load of the tally: below `sum` by less
 ///   than `batch` per thread that has added and not yet exited (for
 ///   add-only use), exact once every thread that added has exited and been
@@ -498,7 +500,10 @@ impl<K: LocalKey> LocalCounter<K> {
     }
 
     /// The exact total at quiescence: the tally plus every live thread's
-    /// pending counts, read under the registry lock.
+    /// pending counts, read under the registry lock with every thread's
+    /// fold held back (see [the type docs](LocalCounter#consistency-of-reads)).
+    /// Cost: a lock and two loads per thread that has added; a thread whose
+    /// batch fills meanwhile waits for it.
     ///
     /// ```
     /// shardcount::local_counter!(static HITS);
@@ -509,20 +514,26 @@ impl<K: LocalKey> LocalCounter<K> {
     #[must_use]
     pub fn sum(&'static self) -> u64 {
         let registry = lock(&self.registry);
-        // Acquire: pairs with the Release tally add in `fold`: a fold we see
-        // was preceded by its cell's reset, which we then see below.
+        // SAFETY: a registered thread unregisters under this lock before its
+        // thread-locals are freed, so each cell and its `Moved` are alive
+        // while we hold it.
+        let cells = || registry.iter().map(|c| unsafe { (&*c.0, &*c.1) });
+        // Every thread's fold stopped first, then the tally: a fold cannot
+        // move counts from a cell read later into a tally read earlier
+        // (the loom model `sum_counts_every_add_that_happened_before_it`).
+        // A fold waits on its own lock for the few loads below; no one
+        // holding one waits for the registry.
+        cells().for_each(|(_, m)| m.lock());
+        // Acquire: pairs with the Release tally add in `fold`, as the locks
+        // already order every fold before us.
         let mut total = self.tally.load(Ordering::Acquire);
-        for c in registry.iter() {
-            // SAFETY: a registered thread unregisters under this lock
-            // before its thread-locals are freed, so both are alive.
-            let (cell, m) = unsafe { (&*c.0, &*c.1) };
-            m.lock();
+        for (cell, m) in cells() {
             let v = cell.load(Ordering::Relaxed);
             let moved = m.moved.load(Ordering::Relaxed);
-            m.unlock();
             let pending = (v as u64).wrapping_add(self.batch);
             total = total.wrapping_add(pending.wrapping_sub(moved));
         }
+        cells().for_each(|(_, m)| m.unlock());
         total
     }
 

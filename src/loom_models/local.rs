@@ -65,6 +65,34 @@ fn folds_race_sum_and_exit_folds_are_exact() {
     });
 }
 
+/// A `sum` counts every add that happened-before it, folded or pending,
+/// however a fold interleaves with it: the owner's batch fold (its third
+/// add) may run between the reader's tally load and its look at the cell.
+#[test]
+fn sum_counts_every_add_that_happened_before_it() {
+    use crate::primitive::sync::atomic::{AtomicU64, Ordering};
+    use loom::sync::Arc;
+    super::model(|| {
+        let done = Arc::new(AtomicU64::new(0));
+        let t = {
+            let done = Arc::clone(&done);
+            thread::spawn(move || {
+                for i in 1..=3 {
+                    COUNTER.inc(); // the first and the third fold
+                                   // Release: the reader's lower bound.
+                    done.store(i, Ordering::Release);
+                }
+                COUNTER.exit_now();
+            })
+        };
+        // Acquire: pairs with the store above.
+        let before = done.load(Ordering::Acquire);
+        let seen = COUNTER.sum();
+        assert!(seen >= before, "sum {seen} after {before} adds");
+        t.join().unwrap();
+    });
+}
+
 /// One thread leaves counts pending and exits; its exit fold and a
 /// concurrent reader: the reader never sees more than was added.
 #[test]
