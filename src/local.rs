@@ -247,6 +247,15 @@ unsafe impl Send for CellRef {}
 /// assert_eq!(HITS.approx(), 4000);
 /// ```
 ///
+/// # Signal handlers and `fork`
+///
+/// Do not add from a signal handler: a handler that interrupts a fold on
+/// its own thread and folds too waits forever for the fold it
+/// interrupted, and one that interrupts a plain add may be overwritten by
+/// it. Use [`Counter`](crate::Counter) there. In the child of a `fork`
+/// from a multithreaded process, `sum` and `flush_all` may wait forever
+/// for a fold another thread had begun.
+///
 /// # Thread pools
 ///
 /// A pool's workers never exit, so their exit folds never run, and a

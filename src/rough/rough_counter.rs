@@ -35,10 +35,13 @@ use std::time::Duration;
 ///   since its last check (or half of `batch`, if smaller). The span starts
 ///   at 512 counts, doubles while the thread's checks come less than a
 ///   quarter of `interval` apart, up to 32,768, and halves while they come
-///   more than an `interval` apart, so a thread adding steadily checks one
-///   to four times per interval (its timed folds come one to two intervals
-///   apart), and a fast one pays for a check once per tens of thousands of
-///   adds. On Linux the clock is
+///   more than an `interval` apart, down to 512 again. So a thread adding
+///   steadily at least 512 counts per interval checks one to four times
+///   per interval (its timed folds come one to two intervals apart), and a
+///   fast one pays for a check once per tens of thousands of adds; a
+///   slower one checks every 512 counts (1,000 adds a second and the
+///   default interval: a fold every half second, not every 100 ms), so
+///   run a [`Folder`](crate::Folder) where that lag matters. On Linux the clock is
 ///   `CLOCK_MONOTONIC_COARSE`: one scheduler tick of resolution (1 to
 ///   10 ms). **A thread that adds rarely, or stops adding, is not folded
 ///   by the interval rule**; its counts reach the tally when it exits, calls
@@ -96,13 +99,28 @@ use std::time::Duration;
 /// It has no `take` or `reset`: each thread writes its slot with a plain
 /// store, so no swap from another thread can take a count losslessly.
 ///
+/// # Signal handlers and `fork`
+///
+/// An add from a signal handler that interrupts an add to the same counter
+/// on the same thread may be lost: the add's slower paths (a due check, a
+/// cache miss) write the slot with a load and a later store. For counts
+/// made in signal handlers use [`Counter`](crate::Counter): each of its
+/// adds changes its word with one read-modify-write instruction (the
+/// crate's tests add from a `SIGUSR1` handler on x86-64 Linux). In the
+/// child of a `fork` from a multithreaded process, [`flush_all`](Self::flush_all)
+/// may wait forever for a fold another thread had begun (call it before
+/// forking, or only `sum` in the child).
+///
 /// # Memory and lifetime
 ///
 /// Nothing is allocated until first use. Then the counter owns a shared
-/// block with the tally and one 128-byte slot per thread index that used it,
-/// allocated in buckets of 1, 1, 2, 4, ... slots. Thread indexes are dense
-/// and reused once a thread exits, so memory follows the peak number of
-/// threads alive at once in the process, not how many came and went. Each
+/// block with the tally and 128-byte slots by thread index, in buckets of
+/// 1, 1, 2, 4, ... slots: a thread's first add allocates its index's whole
+/// bucket, so a thread of index `i` adds about `128 × i` bytes at most to a
+/// counter it is the first of its bucket to use (130 KB at index 1,100,
+/// 1 KB at index 1). Thread indexes are dense and reused once a thread
+/// exits, so memory follows the peak number of threads alive at once in
+/// the process, not how many came and went. Each
 /// thread's exit registry holds a reference to the block, so dropping the counter while threads
 /// still hold slots is safe: the block is freed when the last of them exits
 /// or notices the drop.
