@@ -10,8 +10,9 @@
 //! thread against the thread-local limit and `ThreadLocal<AtomicU64>`; two
 //! threads as a fraction of the limit; one thread round-robin over 1,024
 //! counters against one counter (and the same walk over contiguous padded
-//! words, a lower bound on the memory's share); `approx()` against a
-//! `load`. Every run is sized to about 200 ms and checks the count.
+//! words, a lower bound on the memory's share, and over two designs'
+//! floors: words each behind a pointer of their own, and a dense arena per
+//! thread indexed by the counter); `approx()` against a `load`. Every run is sized to about 200 ms and checks the count.
 //! `SHARDCOUNT_PAIRED=skip` skips it, `=only` runs only it;
 //! `SHARDCOUNT_REPS` sets its repetitions (default 7);
 //! `SHARDCOUNT_ONLY=<substring>` picks figures by title.
@@ -139,6 +140,61 @@ fn round_robin_words(words: &[CachePadded<AtomicU64>], n: u64) -> Duration {
     )
 }
 
+/// A counter of the per-thread arena design: its index into every
+/// thread's own dense array of words (one 8-byte word per counter per
+/// thread, so 1,024 counters share 128 lines), the size of a
+/// `RoughCounter`.
+#[repr(align(32))]
+struct ArenaCounter {
+    at: usize,
+}
+
+/// The calling thread's arena: its first word, behind a thread-local
+/// pointer loaded on every add (the fastest thread-local form here).
+#[derive(Clone, Copy)]
+struct Arena(*const AtomicU64);
+
+std::thread_local! {
+    static ARENA: std::cell::Cell<Arena> = const { std::cell::Cell::new(Arena(std::ptr::null())) };
+}
+
+/// [`round_robin`] over arena counters: each add loads the thread's arena
+/// pointer and the counter's index, then adds to that word with a load and
+/// a store. What a design with one dense arena per thread could reach.
+fn round_robin_arena(counters: &[ArenaCounter], arena: &[AtomicU64], n: u64) -> Duration {
+    ARENA.with(|a| a.set(Arena(arena.as_ptr())));
+    let word = |c: &ArenaCounter| {
+        let base = ARENA.with(std::cell::Cell::get).0;
+        assert!(c.at < arena.len());
+        // SAFETY: `base` is `arena`'s first word on this thread, and `at`
+        // is inside it (asserted).
+        unsafe { &*base.add(c.at) }
+    };
+    round_robin(
+        counters,
+        n,
+        // Relaxed: this thread's own words, read back on this thread.
+        |c| {
+            let w = word(c);
+            w.store(w.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        },
+        |c| word(c).load(Ordering::Relaxed),
+    )
+}
+
+/// [`round_robin`] over words each behind a pointer of its own, on lines
+/// of its own, allocated one by one: a design whose counter points at its
+/// slot (two dependent lines per add, the counter's and the slot's).
+fn round_robin_boxed(words: &[Box<CachePadded<AtomicU64>>], n: u64) -> Duration {
+    round_robin(
+        words,
+        n,
+        // Relaxed: this thread's own words, read back on this thread.
+        |w| w.store(w.load(Ordering::Relaxed) + 1, Ordering::Relaxed),
+        |w| w.load(Ordering::Relaxed),
+    )
+}
+
 fn paired_report() {
     let mut s = Session::new("rough", 7);
 
@@ -188,6 +244,11 @@ fn paired_report() {
     let many: Vec<RoughCounter> = (0..1024).map(|_| RoughCounter::new()).collect();
     let one_word: Vec<CachePadded<AtomicU64>> = vec![CachePadded::default()];
     let words: Vec<CachePadded<AtomicU64>> = (0..1024).map(|_| CachePadded::default()).collect();
+    let one_boxed: Vec<Box<CachePadded<AtomicU64>>> = vec![Box::default()];
+    let boxed: Vec<Box<CachePadded<AtomicU64>>> = (0..1024).map(|_| Box::default()).collect();
+    let arena: Vec<AtomicU64> = (0..1024).map(|_| AtomicU64::new(0)).collect();
+    let one_arena = [ArenaCounter { at: 0 }];
+    let arenas: Vec<ArenaCounter> = (0..1024).map(|at| ArenaCounter { at }).collect();
     s.run(
         Figure::new(
             "1 thread: round-robin over 1,024 RoughCounters vs one",
@@ -202,7 +263,14 @@ fn paired_report() {
         // contiguous padded words.
         .vs(ONE_WORD, |n| round_robin_words(&one_word, n))
         .vs(WORDS, |n| round_robin_words(&words, n))
-        .compare(WORDS, ONE_WORD),
+        // Two designs' floors, each against the same walk over one counter.
+        .vs(ONE_BOXED, |n| round_robin_boxed(&one_boxed, n))
+        .vs(BOXED, |n| round_robin_boxed(&boxed, n))
+        .vs(ONE_ARENA, |n| round_robin_arena(&one_arena, &arena, n))
+        .vs(ARENA_WALK, |n| round_robin_arena(&arenas, &arena, n))
+        .compare(WORDS, ONE_WORD)
+        .compare(BOXED, ONE_BOXED)
+        .compare(ARENA_WALK, ONE_ARENA),
     );
 
     let a = AtomicU64::new(5);
@@ -226,6 +294,10 @@ fn paired_report() {
 
 const ONE_WORD: &str = "1 padded word, load + store";
 const WORDS: &str = "1,024 padded words, round-robin";
+const ONE_BOXED: &str = "1 boxed padded word";
+const BOXED: &str = "1,024 boxed padded words, round-robin";
+const ONE_ARENA: &str = "1 arena counter";
+const ARENA_WALK: &str = "1,024 arena counters, round-robin";
 
 fn main() {
     bench_main(benches, paired_report);
