@@ -543,11 +543,11 @@ impl Counter {
     /// This counter's part in a batch of merges (`shard::merge::merge_all`).
     pub(crate) fn merge_part(&self) -> Part<'_> {
         let base = &self.base;
-        Part {
-            table: &self.table,
-            words: 1,
-            fold: Box::new(move |_, n| _ = shared_add(base, n)),
-        }
+        Part::new(
+            &self.table,
+            1,
+            Box::new(move |_, n| _ = shared_add(base, n)),
+        )
     }
 
     /// Each row's total (see `ShardTable::row_totals`), for a `Merger`.

@@ -8,8 +8,9 @@
 //! each with the per-row totals the last pass read and when it last saw
 //! two or more rows change. A pass takes the list out of the mutex, works
 //! on it unlocked (reads each counter's rows as a sum does, merges the
-//! quiet ones) and puts it back with any counters watched meanwhile, so
-//! the handle's calls never wait for a pass. No atomics of its own.
+//! quiet ones, in one batch of `shard::merge_all`) and puts it back with
+//! any counters watched meanwhile, so the handle's calls never wait for a
+//! pass. No atomics of its own.
 //!
 //! *Contention*, once a counter has shards, is two or more of its rows
 //! changing between two passes: each adding thread writes its own row,
@@ -24,13 +25,35 @@ use crate::labels::{Label, LabelledCounter};
 use crate::map::CounterMap;
 use crate::primitive::sync::{lock, Arc, Mutex};
 use crate::set::CounterSet;
+use crate::shard::merge_all;
 use crate::worker::{self, Worker};
+use sealed::Batch;
 use std::fmt;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
 mod sealed {
-    pub trait Sealed {}
+    use crate::shard::Part;
+
+    /// The parts of a batch of merges (`shard::merge_all`): public only in
+    /// name, as the trait that takes it, so no one outside can build one.
+    pub struct Batch<'a>(pub(crate) Vec<Part<'a>>);
+
+    impl std::fmt::Debug for Batch<'_> {
+        /// How many parts it holds.
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_tuple("Batch").field(&self.0.len()).finish()
+        }
+    }
+
+    pub trait Sealed {
+        /// Appends the parts a batch merges this counter as (one revocation
+        /// and two grace periods for the whole batch), or says `false`:
+        /// merge it alone, with `Mergeable::merge`.
+        fn merge_parts<'a>(&'a self, _batch: &mut Batch<'a>) -> bool {
+            false
+        }
+    }
 }
 
 /// A counter type whose shards [`merge`](Mergeable::merge) folds back: the
@@ -57,7 +80,12 @@ pub trait Mergeable: sealed::Sealed + Send + Sync {
     fn row_totals(&self, out: &mut Vec<u64>);
 }
 
-impl sealed::Sealed for Counter {}
+impl sealed::Sealed for Counter {
+    fn merge_parts<'a>(&'a self, batch: &mut Batch<'a>) -> bool {
+        batch.0.push(self.merge_part());
+        true
+    }
+}
 impl Mergeable for Counter {
     fn merge(&self) -> bool {
         Counter::merge(self)
@@ -67,7 +95,12 @@ impl Mergeable for Counter {
     }
 }
 
-impl sealed::Sealed for CounterSet {}
+impl sealed::Sealed for CounterSet {
+    fn merge_parts<'a>(&'a self, batch: &mut Batch<'a>) -> bool {
+        batch.0.extend(self.merge_part());
+        true
+    }
+}
 impl Mergeable for CounterSet {
     fn merge(&self) -> bool {
         CounterSet::merge(self)
@@ -77,7 +110,12 @@ impl Mergeable for CounterSet {
     }
 }
 
-impl sealed::Sealed for Histogram {}
+impl sealed::Sealed for Histogram {
+    fn merge_parts<'a>(&'a self, batch: &mut Batch<'a>) -> bool {
+        batch.0.extend(self.rows().merge_part());
+        true
+    }
+}
 impl Mergeable for Histogram {
     fn merge(&self) -> bool {
         Histogram::merge(self)
@@ -87,7 +125,12 @@ impl Mergeable for Histogram {
     }
 }
 
-impl<L: Label> sealed::Sealed for LabelledCounter<L> {}
+impl<L: Label> sealed::Sealed for LabelledCounter<L> {
+    fn merge_parts<'a>(&'a self, batch: &mut Batch<'a>) -> bool {
+        batch.0.extend(self.rows().merge_part());
+        true
+    }
+}
 impl<L: Label> Mergeable for LabelledCounter<L> {
     fn merge(&self) -> bool {
         LabelledCounter::merge(self)
@@ -97,7 +140,14 @@ impl<L: Label> Mergeable for LabelledCounter<L> {
     }
 }
 
-impl<L: Label> sealed::Sealed for LabelledHistogram<L> {}
+impl<L: Label> sealed::Sealed for LabelledHistogram<L> {
+    fn merge_parts<'a>(&'a self, batch: &mut Batch<'a>) -> bool {
+        batch
+            .0
+            .extend(self.rows().iter().filter_map(CounterSet::merge_part));
+        true
+    }
+}
 impl<L: Label> Mergeable for LabelledHistogram<L> {
     fn merge(&self) -> bool {
         LabelledHistogram::merge(self)
@@ -109,6 +159,8 @@ impl<L: Label> Mergeable for LabelledHistogram<L> {
     }
 }
 
+// Alone: its merge holds the map's index lock, so no chunk is freed
+// while it runs.
 impl<K: Hash + Eq + Clone + Send + Sync> sealed::Sealed for CounterMap<K> {}
 impl<K: Hash + Eq + Clone + Send + Sync> Mergeable for CounterMap<K> {
     fn merge(&self) -> bool {
@@ -123,6 +175,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> Mergeable for CounterMap<K> {
 trait Watch: Send {
     fn row_totals(&self, out: &mut Vec<u64>);
     fn merge(&self) -> bool;
+    fn merge_parts<'a>(&'a self, batch: &mut Batch<'a>) -> bool;
 }
 
 impl<R> Watch for R
@@ -135,6 +188,9 @@ where
     }
     fn merge(&self) -> bool {
         (**self).merge()
+    }
+    fn merge_parts<'a>(&'a self, batch: &mut Batch<'a>) -> bool {
+        sealed::Sealed::merge_parts(&**self, batch)
     }
 }
 
@@ -174,7 +230,10 @@ struct State {
 /// the thread and waits for it.
 ///
 /// Cost: one read of each watched counter's rows per pass, on the
-/// merger's thread; nothing on the add path.
+/// merger's thread; nothing on the add path. The counters a pass finds
+/// quiet are merged in one batch: one revocation of the threads' row ids
+/// and two grace periods for all of them, not for each (a [`CounterMap`]
+/// merges alone, under its own lock).
 ///
 /// ```
 /// use shardcount::{Counter, Merger};
@@ -320,19 +379,19 @@ impl fmt::Debug for Merger {
 /// One pass: see the module docs.
 fn pass(state: &Mutex<State>, idle: Duration) {
     let mut watched = std::mem::take(&mut lock(state).watched);
-    let mut merges = 0;
-    let mut pending = 0;
     let now = Instant::now();
-    for w in &mut watched {
-        let target = &w.target;
-        if w.quiet.look(|out| target.row_totals(out), now, idle) {
-            if target.merge() {
-                merges += 1;
-                w.quiet.merged();
-            } else {
-                pending += 1;
-            }
-        }
+    let quiet: Vec<usize> = (0..watched.len())
+        .filter(|&i| {
+            let w = &mut watched[i];
+            let target = &w.target;
+            w.quiet.look(|out| target.row_totals(out), now, idle)
+        })
+        .collect();
+    let done = merge_quiet(&watched, &quiet);
+    let merges = done.iter().filter(|&&d| d).count() as u64;
+    let pending = done.len() - merges as usize;
+    for (&i, _) in quiet.iter().zip(&done).filter(|(_, &d)| d) {
+        watched[i].quiet.merged();
     }
     let mut s = lock(state);
     // Counters watched during the pass came after the ones taken out.
@@ -340,6 +399,36 @@ fn pass(state: &Mutex<State>, idle: Duration) {
     s.watched = watched;
     s.merges += merges;
     s.pending = pending;
+}
+
+/// Merges the quiet counters (`quiet`, indexes into `watched`): those that
+/// can, in one batch (one revocation and two grace periods for all, not
+/// each), the others alone. Whether each is done, in `quiet`'s order.
+fn merge_quiet(watched: &[Watched], quiet: &[usize]) -> Vec<bool> {
+    let mut batch = Batch(Vec::new());
+    // Each quiet counter's parts, or `None`: merged alone.
+    let spans: Vec<Option<std::ops::Range<usize>>> = quiet
+        .iter()
+        .map(|&i| {
+            let start = batch.0.len();
+            watched[i]
+                .target
+                .merge_parts(&mut batch)
+                .then_some(start..batch.0.len())
+        })
+        .collect();
+    let parts = &mut batch.0;
+    if !parts.is_empty() {
+        merge_all(parts);
+    }
+    quiet
+        .iter()
+        .zip(spans)
+        .map(|(&i, span)| match span {
+            Some(span) => parts[span].iter().all(|p| p.done),
+            None => watched[i].target.merge(),
+        })
+        .collect()
 }
 
 /// What a pass remembers of one sharded counter, to tell when contention

@@ -751,13 +751,13 @@ impl CounterSet {
     /// first): no table to fold.
     pub(crate) fn merge_part(&self) -> Option<Part<'_>> {
         let base = self.base.get()?;
-        Some(Part {
-            table: &self.table,
-            words: self.len,
+        Some(Part::new(
+            &self.table,
+            self.len,
             // Made, so the fold never allocates: a panic here would leave
             // the head folding.
-            fold: Box::new(move |i, n| _ = shared_add(word(base, i), n)),
-        })
+            Box::new(move |i, n| _ = shared_add(word(base, i), n)),
+        ))
     }
 
     /// Each row's total over its counters (see `ShardTable::row_totals`),

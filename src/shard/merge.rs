@@ -168,13 +168,31 @@ pub(crate) struct Part<'a> {
     pub(crate) table: &'a ShardTable,
     pub(crate) words: usize,
     pub(crate) fold: Box<dyn FnMut(usize, u64) + 'a>,
+    /// Set by [`merge_all`] when this part is done.
+    pub(crate) done: bool,
+}
+
+impl<'a> Part<'a> {
+    /// A part not merged yet.
+    pub(crate) fn new(
+        table: &'a ShardTable,
+        words: usize,
+        fold: Box<dyn FnMut(usize, u64) + 'a>,
+    ) -> Self {
+        Part {
+            table,
+            words,
+            fold,
+            done: false,
+        }
+    }
 }
 
 /// Merges every part (module docs) with one revocation and two grace
 /// periods for the whole batch, not per table: the per-table order of
 /// steps is a single merge's. Returns how many parts are done (folded and
-/// freed, or had nothing to merge); the others are pending, and a later
-/// call completes them.
+/// freed, or had nothing to merge), and marks each (`Part::done`); the
+/// others are pending, and a later call completes them.
 pub(crate) fn merge_all(parts: &mut [Part<'_>]) -> usize {
     let _one = lock(&MERGES);
     let mut heads: Vec<Option<Head>> = Vec::with_capacity(parts.len());
@@ -198,6 +216,9 @@ pub(crate) fn merge_all(parts: &mut [Part<'_>]) -> usize {
                 }
             }
         }
+    }
+    for (p, head) in parts.iter_mut().zip(&heads) {
+        p.done = head.is_none();
     }
     let mut done = heads.iter().filter(|h| h.is_none()).count();
     // The retiring chains every holder acknowledged.
@@ -228,6 +249,7 @@ pub(crate) fn merge_all(parts: &mut [Part<'_>]) -> usize {
             // that could hold it. Only this merge (under MERGES) frees it.
             unsafe { free_chain(h.0) };
         }
+        parts[i].done = true;
     }
     done += folding.len();
     done
