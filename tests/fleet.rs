@@ -526,6 +526,19 @@ fn insufficient_only_when_lease_and_redis_are_both_short() {
     assert_eq!(b.add(3).unwrap(), 3);
     b.try_sub(3).unwrap();
     assert_eq!(remaining(&server), 0);
+    // Redis forgets its scripts: the next add and take (a take waits for
+    // the fsync in the same pipeline) load the script again and go through.
+    let flush_scripts = || {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut server.conn())
+            .unwrap();
+    };
+    flush_scripts();
+    assert_eq!(b.add(2).unwrap(), 2);
+    flush_scripts();
+    b.try_sub(2).unwrap();
+    assert_eq!((b.lease(), remaining(&server)), (0, 0));
 }
 
 #[test]

@@ -21,9 +21,11 @@ impl Inner {
             // (the same number: applied at most once).
             r = self.call_once(link, p, op);
         }
+        // NOSCRIPT (Redis's script cache was flushed, or a promoted replica
+        // never had the script): the script did not run, and `send` forgot
+        // its hash on a connection it kept; the resend loads it again.
         let r = match r {
-            Err(FleetError::Redis(e)) if e.contains("NOSCRIPT") => {
-                link.sha = None;
+            Err(FleetError::Redis(_)) if link.sha.is_none() && link.conn.is_some() => {
                 self.call_once(link, p, op)
             }
             r => r,
@@ -94,6 +96,11 @@ impl Inner {
         match pipe.query(conn) {
             Ok(values) => Ok((values, wait)),
             Err(e) if answered(&e) => {
+                // The client reports a pipeline's server error as the
+                // pipeline's, with the first failed command's code.
+                if e.code() == Some("NOSCRIPT") {
+                    link.sha = None;
+                }
                 let key = link.parts[p].stock_key.clone();
                 Err(link.failed(&e, &key))
             }
