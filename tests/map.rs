@@ -174,7 +174,9 @@ fn a_hot_key_through_handles_grows_its_chunk_only_and_stays_exact() {
 /// What the integrations read (`CountFamily::read_each`) after an
 /// eviction: each evicted key at its final total until the next
 /// `evict_idle` call, added to its new counter if it came back, so that
-/// the scrape after the eviction reports the increments before it.
+/// the scrape after the eviction reports the increments before it; a key
+/// that came back carries that total for as long as it stays, so its
+/// series never falls.
 #[test]
 fn evicted_keys_are_read_at_their_final_totals_until_the_next_eviction() {
     use shardcount::contract::CountFamily;
@@ -200,9 +202,21 @@ fn evicted_keys_are_read_at_their_final_totals_until_the_next_eviction() {
                                                    // A key that comes back continues from its final total.
     m.add(&"b", 4);
     assert_eq!(read(&m), [("a", 3), ("b", 5), ("c", 6)]);
-    // The next eviction pass lets them go.
-    let _ = m.evict_idle(Duration::from_secs(3600));
-    assert_eq!(read(&m), [("b", 4), ("c", 6)]);
+    // The next eviction pass lets a go; b, back, still carries its total.
+    assert!(m.evict_idle(Duration::from_secs(3600)).is_empty());
+    assert_eq!(read(&m), [("b", 5), ("c", 6)]);
+    m.add(&"b", 1);
+    assert_eq!(read(&m), [("b", 6), ("c", 6)]);
+    assert_eq!(m.evict_idle(Duration::ZERO), [("c", 6)]); // b changed
+    assert_eq!(read(&m), [("b", 6), ("c", 6)]);
+    // Evicted again: b's own total returned, its series at both together.
+    assert_eq!(m.evict_idle(Duration::ZERO), [("b", 5)]);
+    assert_eq!((read(&m), m.len()), (vec![("b", 6)], 0));
+    // Removed while back: its series ends, no fall to the carried total.
+    m.add(&"b", 2);
+    assert_eq!(read(&m), [("b", 8)]);
+    assert_eq!(m.remove(&"b"), Some(2));
+    assert_eq!(read(&m), []);
 }
 
 #[test]

@@ -161,8 +161,9 @@ pub struct CounterMap<K> {
     /// The members' label name, for the integrations.
     pub(crate) label: [&'static str; 1],
     /// The keys the last `evict_idle` call evicted, with their final
-    /// totals: the integrations' reads (`read_each`) report them until the
-    /// next call.
+    /// totals, and keys evicted before that came back since, with the
+    /// totals they carry: the integrations' reads (`read_each`) add each
+    /// to its key's counter, or report it alone (`remove.rs`, `depart`).
     pub(super) departed: Mutex<Vec<(K, u64)>>,
 }
 

@@ -8,8 +8,18 @@ use crate::primitive::sync::atomic::Ordering;
 use crate::primitive::sync::lock;
 use crate::thread::grace;
 use std::borrow::Borrow;
+use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::Duration;
+
+/// Why keys leave the map (`CounterMap::depart`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Gone {
+    /// By `evict_idle`: the integrations report them once more.
+    Evicted,
+    /// By `remove` or `retain`: their series end.
+    Removed,
+}
 
 /// Compaction moves keys once the used chunks' free places reach the keys'
 /// count plus this: chunks at most half full, and two chunks' worth to
@@ -72,7 +82,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         }
         let pos = e.pos(&w);
         let mut total = 0;
-        self.unlink(w, vec![pos], |_, t| total = t);
+        self.unlink(w, vec![pos], Gone::Removed, |_, t| total = t);
         Some(total)
     }
 
@@ -112,16 +122,20 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
                 victims.push(e.pos(&w));
             }
         }
-        self.unlink(w, victims, |_, _| ());
+        self.unlink(w, victims, Gone::Removed, |_, _| ());
     }
 
     /// Removes every key whose total has stayed the same for at least
     /// `idle`, as seen by calls to this method, and returns each with its
     /// final total (losslessly, as [`remove`](Self::remove)). Until the
     /// next call, the integrations (which read through the map's
-    /// `read_each`, below) still report each evicted key at its final total, added to the
-    /// key's new counter if it came back meanwhile: a scrape after the
-    /// eviction reports what the key gained since the scrape before.
+    /// `read_each`) still report each evicted key at its final total: a
+    /// scrape after the eviction reports what the key gained since the
+    /// scrape before. A key that comes back is reported at that total plus
+    /// its new counter for as long as it stays (until it is evicted again,
+    /// when the two are reported together once more, or removed, when its
+    /// series ends), so an exported total never falls while its key is in
+    /// use.
     /// Call it periodically, less often than the map is scraped: the first
     /// call that sees a key (or a new total) notes the time; a later call
     /// `idle` or more after that evicts the key if its total is still the
@@ -160,10 +174,59 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             }
         }
         let mut out = Vec::with_capacity(victims.len());
-        self.unlink(w, victims, |k, t| out.push((k, t)));
-        // Cloned outside the index lock: no code of `K`'s runs under it.
-        *lock(&self.departed) = out.clone();
+        self.unlink(w, victims, Gone::Evicted, |k, t| out.push((k, t)));
         out
+    }
+
+    /// The list of departed keys the integrations report (`read_each_key`)
+    /// once `gone` (each key with its final total) left the map, under the
+    /// map's lock `w` so that no key comes back meanwhile:
+    /// * evicted: the list is `gone`, each at its final total plus what the
+    ///   list held for it (it had come back since the eviction before, and
+    ///   its series carried that total), and every key the list held that
+    ///   is back in the map, at what it held: a series never falls while
+    ///   its key is in use;
+    /// * removed: the list less `gone`'s keys: their series end.
+    fn depart(&self, w: &Writer<K>, gone: &[(&K, u64)], why: Gone) {
+        let mut departed = lock(&self.departed);
+        if departed.is_empty() && why == Gone::Removed {
+            return;
+        }
+        // Hashing, comparing and cloning keys: the caller's code, as
+        // `read_each_key` runs it under the lock.
+        index::callers_code(|| {
+            let old = std::mem::take(&mut *departed);
+            let mut held: HashMap<&K, u64> = HashMap::with_capacity(old.len());
+            for (k, t) in &old {
+                let h = held.entry(k).or_insert(0);
+                *h = h.wrapping_add(*t);
+            }
+            let mut next = Vec::new();
+            for &(k, t) in gone {
+                let before = held.remove(k).unwrap_or(0);
+                if why == Gone::Evicted {
+                    next.push((k.clone(), t.wrapping_add(before)));
+                }
+            }
+            match why {
+                Gone::Evicted if !held.is_empty() => {
+                    for e in w.entries() {
+                        if let Some(t) = held.remove(&e.key) {
+                            next.push((e.key.clone(), t));
+                        }
+                    }
+                }
+                Gone::Evicted => {}
+                Gone::Removed => {
+                    next = old
+                        .iter()
+                        .filter(|(k, _)| held.contains_key(k))
+                        .cloned()
+                        .collect();
+                }
+            }
+            *departed = next;
+        });
     }
 
     /// Removes the keys at positions `victims` (found under `w`, none
@@ -173,8 +236,17 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// compacts, and only then, with the lock let go, runs `each` (and so
     /// the keys' `drop`): no code of the caller's runs while the map is
     /// half changed.
-    fn unlink(&self, mut w: Locked<'_, K>, victims: Vec<usize>, mut each: impl FnMut(K, u64)) {
+    fn unlink(
+        &self,
+        mut w: Locked<'_, K>,
+        victims: Vec<usize>,
+        why: Gone,
+        mut each: impl FnMut(K, u64),
+    ) {
         if victims.is_empty() {
+            if why == Gone::Evicted {
+                self.depart(&w, &[], why);
+            }
             return;
         }
         // Before changing anything: the grace period below would panic
@@ -200,6 +272,13 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             self.free_chunk(c);
         }
         self.compact(&mut w);
+        let keys: Vec<(&K, u64)> = gone
+            .iter()
+            .map(|e| &e.key)
+            .zip(totals.iter().copied())
+            .collect();
+        self.depart(&w, &keys, why);
+        drop(keys);
         drop(w);
         for (e, total) in gone.into_iter().zip(totals) {
             each(e.key, total);
