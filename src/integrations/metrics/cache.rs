@@ -64,6 +64,7 @@ impl Cache {
             }
             true
         });
+        super::evict::shrink(&mut self.handles);
         for slot in self.front.iter_mut() {
             if slot.as_ref().is_some_and(|(_, local)| local.evicted()) {
                 *slot = None;

@@ -103,7 +103,7 @@ impl<I: Inner> Evicted<I> {
     /// Takes out of `map` every key with nothing moved since `idle` before
     /// `now` and no handle outside the caches, and tells the threads'
     /// caches.
-    pub(crate) fn take_out<K, S>(
+    pub(crate) fn take_out<K: Eq + std::hash::Hash, S: std::hash::BuildHasher>(
         &self,
         map: &Mutex<HashMap<K, Arc<Entry<I>>, S>>,
         now: Instant,
@@ -113,7 +113,8 @@ impl<I: Inner> Evicted<I> {
         // the map or the list, so no flush misses it.
         let mut list = lock(&self.list);
         let before = list.len();
-        lock(map).retain(|_, e| {
+        let mut map = lock(map);
+        map.retain(|_, e| {
             // A fold in progress holds the lock (and calls the inner
             // recorder, which may register through the facade and want
             // the map's lock): that key is busy anyway.
@@ -132,6 +133,9 @@ impl<I: Inner> Evicted<I> {
             list.push(Arc::clone(e));
             false
         });
+        // Memory follows the keys in use, not the most there ever were.
+        shrink(&mut map);
+        drop(map);
         if list.len() != before {
             // Release: a thread that reads this value (Acquire) before its
             // sweep reads every flag stored above.
@@ -244,5 +248,15 @@ impl<I> Local<I> {
         // must see were stored; a flag stored later is seen by the sweep
         // after the next count.
         self.0.entry.evicted.load(Ordering::Relaxed)
+    }
+}
+
+/// Gives back a map's room once it is under a quarter full (keeping twice
+/// what it holds), so that its memory follows its keys.
+pub(super) fn shrink<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(
+    map: &mut HashMap<K, V, S>,
+) {
+    if map.len() < map.capacity() / 4 {
+        map.shrink_to(map.len() * 2);
     }
 }

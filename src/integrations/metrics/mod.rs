@@ -44,7 +44,9 @@
 //!   folded one last time and taken out; each thread lets go of its handle
 //!   at its next `counter!` call or its exit, and the key's memory goes
 //!   with the last handle, so memory follows the keys in use. Nothing is
-//!   lost or counted twice, and a key counted again is registered again;
+//!   lost or counted twice, and a key counted again is registered again.
+//!   Over an exporter that forgets idle series (`idle_timeout`), set it
+//!   below that time: see [`ShardedLayer::evict_idle_after`];
 //! * each histogram key gets one sharded [`Histogram`](crate::Histogram)
 //!   (see below), folded into the inner recorder's histogram on the same
 //!   interval and flushes, and evicted as counter keys are;
