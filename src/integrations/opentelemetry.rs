@@ -32,6 +32,10 @@
 //! no pre-aggregated points): a [`HistogramReplay`] replays its records
 //! into an SDK histogram with its boundaries, exact in count, buckets and
 //! sum, at one SDK record per value (its docs say why and what it costs).
+//! Exact in buckets for user bounds and `DEFAULT_LE`; at the round
+//! `DEFAULT_DURATION_LE` bounds of a `for_durations()` histogram, a record
+//! from the internal bucket that holds a bound may land on either side of
+//! it (give such a histogram bounds of its own where that matters).
 //!
 //! Members whose labels show alike are one data point, their sum, as the
 //! [`Exporter`](crate::export::Exporter) ships them; a member whose label's

@@ -42,7 +42,11 @@ use std::time::Instant;
 /// for [`new`](Self::new), any number with
 /// [`with_max_keys`](Self::with_max_keys)). Adds for further keys are
 /// counted in one overflow counter ([`overflow`](Self::overflow)): never
-/// dropped, and memory stays bounded whatever keys arrive.
+/// dropped, and memory stays bounded whatever keys arrive. The overflow
+/// has no key, so the integrations, which export members by key, do not
+/// export it: read it with `overflow()` (or move it with
+/// [`take_overflow`](Self::take_overflow) into a counter you export) and
+/// watch it, as a map that overflows is under-reporting its keys.
 /// [`unbounded`](Self::unbounded) sets no bound: memory grows with every
 /// distinct key.
 ///

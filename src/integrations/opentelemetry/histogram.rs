@@ -73,7 +73,10 @@ enum Instrument {
 /// histogram's exported `le` set.
 ///
 /// The SDK then holds exactly: the count, every bucket count (the values
-/// lie in their buckets and the SDK's buckets are ours), and the sum (the
+/// lie in their buckets and the SDK's buckets are ours; at the round
+/// `DEFAULT_DURATION_LE` bounds of a `for_durations()` histogram, a value
+/// from the internal bucket that holds a bound may land on either side of
+/// it, as with the `metrics` replay), and the sum (the
 /// values are chosen in their buckets so that they add up to the recorded
 /// sum; in seconds, up to `f64` addition). `min` and `max`
 /// are only as close as the buckets (within 1/16 with the default ones).
