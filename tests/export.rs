@@ -151,6 +151,42 @@ fn sink_that_lost_unretained_batches_counts_the_loss() {
     assert_eq!(stats.delivered, 8); // as confirmed, once each
 }
 
+/// A sink down for longer than `retain` that comes back without batches it
+/// had confirmed (a restart from an old state) gets them again: time spent
+/// failing does not age the retained batches.
+#[test]
+fn an_outage_longer_than_retain_still_repairs_the_gap() {
+    let sink = Flaky {
+        inner: Arc::new(Mutex::new(MemorySink::new())),
+        calls: Arc::new(AtomicU64::new(0)),
+        nth: u64::MAX,
+        forget_at: Arc::new(Mutex::new(None)),
+    };
+    let c = Arc::new(RoughCounter::new());
+    let exporter = Exporter::with_config(
+        sink.clone(),
+        ExportConfig {
+            interval: Duration::from_secs(3600),
+            retain: Duration::from_millis(50),
+            ..fast()
+        },
+    );
+    exporter.register("c", Arc::clone(&c));
+    c.add(5);
+    exporter.flush(soon()).unwrap(); // batch 1 confirmed, retained
+    sink.inner.lock().unwrap().set_down(true);
+    c.add(2);
+    let down = Instant::now() + Duration::from_millis(200);
+    assert!(exporter.flush(down).is_err()); // failing past `retain`
+                                            // Back, from a state without batch 1.
+    *sink.forget_at.lock().unwrap() = Some(sink.calls.load(Ordering::Relaxed) + 1);
+    sink.inner.lock().unwrap().set_down(false);
+    exporter.flush(soon()).unwrap();
+    let stats = exporter.stats();
+    assert_eq!((stats.gaps, stats.lost), (1, 0), "{stats:?}");
+    assert_eq!(sink.inner.lock().unwrap().get("c"), 7);
+}
+
 /// A counter that says when it is dropped (and shows that a type of one's
 /// own registers through the contract).
 struct Tracked {

@@ -74,7 +74,9 @@ pub struct ExportConfig {
     /// The longest back-off.
     pub max_backoff: Duration,
     /// How long confirmed batches are kept to be sent again if the sink
-    /// turns out to have lost them (a gap). Default 3 s: Redis with
+    /// turns out to have lost them (a gap), not counting time while
+    /// deliveries fail (the sink down, restarting, unreachable, and the
+    /// back-off after each failure). Default 3 s: Redis with
     /// `appendfsync everysec` may confirm writes it has not yet written to
     /// its AOF when a background fsync is slow (it postpones the write for
     /// up to 2 s), and a `kill -9` then loses them.
@@ -234,6 +236,9 @@ struct Engine {
     next_seq: u64,
     /// Consecutive failed deliveries (for the back-off).
     failures: u32,
+    /// When the first of those failed: time the sink spends unreachable
+    /// does not age the retained batches.
+    failing_since: Option<Instant>,
     /// A cheap jitter source (xorshift), seeded from the writer id.
     rng: u64,
     stats: ExportStats,
@@ -342,6 +347,7 @@ impl Exporter {
                 writer,
                 next_seq: 1,
                 failures: 0,
+                failing_since: None,
                 rng: (writer.0 as u64) | 1,
                 stats,
             }),
@@ -690,6 +696,7 @@ impl Engine {
                 }
                 Err(e) => {
                     self.failures = self.failures.saturating_add(1);
+                    self.failing_since.get_or_insert_with(Instant::now);
                     self.stats.errors += 1;
                     self.stats.last_error = Some(e.to_string());
                     return Err(e);
@@ -726,7 +733,15 @@ impl Engine {
     /// would otherwise be resent for ever).
     fn settle(&mut self, outcomes: Vec<Outcome>) -> bool {
         let now = Instant::now();
-        self.prune(now);
+        // The sink answers again: the time it did not counts against no
+        // retained batch (a restart that loses confirmed writes often
+        // takes longer than `retain`, and the gap shows only now).
+        if let Some(since) = self.failing_since.take() {
+            let outage = now.saturating_duration_since(since);
+            for (confirmed, _) in &mut self.retained {
+                *confirmed += outage;
+            }
+        }
         let mut gap = None;
         let mut moved = true;
         for outcome in outcomes {
@@ -767,13 +782,14 @@ impl Engine {
         moved
     }
 
-    /// Lets go of confirmed batches older than `config.retain`.
+    /// Lets go of confirmed batches `config.retain` old or older (all of
+    /// them for a zero `retain`), in time the sink answered.
     fn prune(&mut self, now: Instant) {
         let retain = self.config.retain;
         while self
             .retained
             .front()
-            .is_some_and(|(t, _)| now.duration_since(*t) > retain)
+            .is_some_and(|(t, _)| now.saturating_duration_since(*t) >= retain)
         {
             self.retained.pop_front();
         }

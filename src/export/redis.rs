@@ -49,9 +49,11 @@
 //! this crate's tests on a busy host); a machine crash loses up to the last
 //! second or two too. The next batch then sees a gap, and the exporter sends
 //! the lost batches again from those it retained (`ExportConfig::retain`,
-//! 3 s) under a new writer id, so the totals stay exact. Losses older than
-//! that (no persistence, a failover to a lagging replica) are counted in
-//! `ExportStats::lost` and missing from Redis.
+//! 3 s, not counting time while deliveries fail: a restart of any length
+//! while counts keep coming) under a new writer id, so the totals stay
+//! exact.
+//! Losses older than that (no persistence, a failover to a lagging
+//! replica) are counted in `ExportStats::lost` and missing from Redis.
 //!
 //! # Keys, and others writing under the prefix
 //!

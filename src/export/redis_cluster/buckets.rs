@@ -63,6 +63,14 @@ impl BucketLog {
         }
     }
 
+    /// Makes every retained part `by` younger: time the sink spent
+    /// failing, which ages no part (`RedisClusterSink::deliver`).
+    pub(crate) fn postpone(&mut self, by: Duration) {
+        for sub in &mut self.retained {
+            sub.at += by;
+        }
+    }
+
     /// The writer field the bucket's parts go under.
     pub(crate) fn writer_field(&self) -> String {
         let w = self.writer.map_or(0, |w| w.0);

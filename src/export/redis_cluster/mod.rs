@@ -40,15 +40,17 @@
 //! keeps ([`RedisClusterSink::with_retain`], 10 s by default), under
 //! their numbers: the totals stay exact. Parts lost longer ago than that
 //! are counted in [`Repairs::lost`], and the bucket goes on under
-//! a new writer field. That is the default, [`Durability::Master`]: it
-//! loses nothing while failovers finish within the retain time, and
-//! costs nothing.
+//! a new writer field (time while deliveries fail ages no part). That is
+//! the default, [`Durability::Master`]: it costs nothing, and loses
+//! nothing unless exports pause longer than the retain time across a
+//! failover.
 //!
-//! Which to pick: the default keeps folds exact as long as a failover
-//! completes within the retain time, which a cluster's
-//! `cluster-node-timeout` bounds; pick [`Durability::Replicas`] when a
-//! failover may take longer, or when the process may also die meanwhile
-//! (its retained parts die with it).
+//! Which to pick: the default keeps folds exact through a failover of any
+//! length while exports go on (time while deliveries fail does not age
+//! the retained parts), and through a pause in exports shorter than the
+//! retain time; pick [`Durability::Replicas`] when exports may pause
+//! longer than that across a failover, or when the process may also die
+//! meanwhile (its retained parts die with it).
 //!
 //! [`Durability::Replicas`] confirms a delivery only once `WAIT` on every
 //! master says its replicas hold it, so a failover loses no confirmed

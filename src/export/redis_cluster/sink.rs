@@ -63,6 +63,8 @@ pub struct RedisClusterSink {
     durability: Durability,
     retain: Duration,
     repairs: Repairs,
+    /// Since when deliveries have failed: that time ages no retained part.
+    failing_since: Option<Instant>,
 }
 
 /// A [`RedisClusterSink`]'s failover repairs, readable after the sink was
@@ -184,6 +186,7 @@ impl RedisClusterSink {
             durability: Durability::Master,
             retain: Duration::from_secs(10),
             repairs: Repairs::default(),
+            failing_since: None,
         })
     }
 
@@ -239,9 +242,13 @@ impl RedisClusterSink {
     }
 
     /// Sets how long each bucket keeps the batches it confirmed, to send
-    /// them again if a failover loses them (default 10 s: more than a
-    /// failover takes with the default `cluster-node-timeout` of 15 s is
-    /// rare, but set it above yours).
+    /// them again if a failover loses them (default 10 s). Time while
+    /// deliveries fail (a master down until its replica is promoted, at
+    /// least `cluster-node-timeout`) does not count, so a failover under
+    /// steady exports is repaired however long it takes; with no export
+    /// meanwhile (nothing to deliver, so nothing fails), the wait counts,
+    /// so set it above your failovers' length if folds may pause that
+    /// long.
     ///
     /// ```
     /// use shardcount::export::redis_cluster::{ClusterKeys, RedisClusterSink};
@@ -405,8 +412,11 @@ impl RedisClusterSink {
     fn deliver_once(&mut self, batches: &[Batch]) -> Result<Vec<Outcome>, SinkError> {
         let now = Instant::now();
         let writer = batches[0].writer();
+        // While deliveries fail, parts age only up to the first failure:
+        // the delivery that finds a failover's gap is the first to succeed.
+        let aged_to = self.failing_since.unwrap_or(now);
         for log in &mut self.logs {
-            log.start(writer, now, self.retain);
+            log.start(writer, aged_to, self.retain);
         }
         if let Err(e) = self.connect() {
             return Err(self.fail(e));
@@ -555,7 +565,19 @@ impl Sink for RedisClusterSink {
         if batches.is_empty() {
             return Ok(Vec::new());
         }
-        self.deliver_once(batches)
+        let delivered = self.deliver_once(batches);
+        match (&delivered, self.failing_since) {
+            (Err(_), None) => self.failing_since = Some(Instant::now()),
+            (Ok(_), Some(since)) => {
+                let outage = Instant::now().saturating_duration_since(since);
+                for log in &mut self.logs {
+                    log.postpone(outage);
+                }
+                self.failing_since = None;
+            }
+            _ => {}
+        }
+        delivered
     }
 }
 
