@@ -302,7 +302,12 @@ impl FleetStock {
     /// # Errors
     ///
     /// [`FleetError::Redis`] if Redis could not confirm it: the next call
-    /// sends it again (it is applied once).
+    /// sends it again (it is applied once). [`FleetError::Invalid`] if the
+    /// Redis total would reach 2<sup>53</sup> (what its script can hold
+    /// exactly); nothing is added. Units leased out are not in that total
+    /// and come back to it: keep the total plus every lease below
+    /// 2<sup>53</sup>, as a return past it leaves the stock unreadable
+    /// ([`FleetError::Corrupt`] on every call) until fixed by hand.
     ///
     /// # Panics
     ///
