@@ -100,9 +100,10 @@ fn lost_replies_counted_once_while_threads_add() {
     );
 }
 
-/// The sink forgets everything once confirmed batch 1 is `age` old;
-/// returns (sink total, exporter stats, first writer).
-fn forgetful(retain: Duration) -> (i64, shardcount::export::ExportStats, Option<WriterId>) {
+/// A sink that never loses a reply (it may forget everything once, see
+/// `forget_at`), and an exporter of one counter, `c`, into it that
+/// delivers only when flushed and retains batches for `retain`.
+fn exporting_one(retain: Duration) -> (Flaky, Arc<RoughCounter>, Exporter) {
     let sink = Flaky {
         inner: Arc::new(Mutex::new(MemorySink::new())),
         calls: Arc::new(AtomicU64::new(0)),
@@ -119,6 +120,13 @@ fn forgetful(retain: Duration) -> (i64, shardcount::export::ExportStats, Option<
         },
     );
     exporter.register("c", Arc::clone(&c));
+    (sink, c, exporter)
+}
+
+/// The sink forgets everything once confirmed batch 1 is `age` old;
+/// returns (sink total, exporter stats, first writer).
+fn forgetful(retain: Duration) -> (i64, shardcount::export::ExportStats, Option<WriterId>) {
+    let (sink, c, exporter) = exporting_one(retain);
     c.add(5);
     exporter.flush(soon()).unwrap();
     let first = exporter.stats().writer;
@@ -156,22 +164,7 @@ fn sink_that_lost_unretained_batches_counts_the_loss() {
 /// failing does not age the retained batches.
 #[test]
 fn an_outage_longer_than_retain_still_repairs_the_gap() {
-    let sink = Flaky {
-        inner: Arc::new(Mutex::new(MemorySink::new())),
-        calls: Arc::new(AtomicU64::new(0)),
-        nth: u64::MAX,
-        forget_at: Arc::new(Mutex::new(None)),
-    };
-    let c = Arc::new(RoughCounter::new());
-    let exporter = Exporter::with_config(
-        sink.clone(),
-        ExportConfig {
-            interval: Duration::from_secs(3600),
-            retain: Duration::from_millis(50),
-            ..fast()
-        },
-    );
-    exporter.register("c", Arc::clone(&c));
+    let (sink, c, exporter) = exporting_one(Duration::from_millis(50));
     c.add(5);
     exporter.flush(soon()).unwrap(); // batch 1 confirmed, retained
     sink.inner.lock().unwrap().set_down(true);

@@ -70,21 +70,28 @@ pub(crate) enum Layout {
     Bounds(Arc<[u64]>),
 }
 
+/// Panics unless `bounds` increase strictly, naming the first bad one (as
+/// the user wrote it) and `from`, the constructor the user called.
+#[track_caller]
+fn assert_increasing<T: PartialOrd + std::fmt::Debug>(bounds: &[T], from: &str) {
+    for (i, w) in bounds.windows(2).enumerate() {
+        assert!(
+            w[0] < w[1],
+            "shardcount: {from}: the bounds must increase strictly, \
+             but bound {} ({:?}) is not above bound {i} ({:?})",
+            i + 1,
+            w[1],
+            w[0]
+        );
+    }
+}
+
 impl Layout {
     /// Checks user bounds, naming the first bad one and `from`, the
     /// constructor the user called.
     #[track_caller]
     pub(crate) fn bounds(bounds: &[u64], from: &str) -> Layout {
-        for (i, w) in bounds.windows(2).enumerate() {
-            assert!(
-                w[0] < w[1],
-                "shardcount: {from}: the bounds must increase strictly, \
-                 but bound {} ({}) is not above bound {i} ({})",
-                i + 1,
-                w[1],
-                w[0]
-            );
-        }
+        assert_increasing(bounds, from);
         // The overflow bucket starts one above the last bound.
         assert!(
             bounds.last() != Some(&u64::MAX),
@@ -99,16 +106,7 @@ impl Layout {
     /// `u64::MAX` ns (about 584 years), which is the `+Inf` bucket's.
     #[track_caller]
     pub(crate) fn duration_bounds(bounds: &[Duration], from: &str) -> Layout {
-        for (i, w) in bounds.windows(2).enumerate() {
-            assert!(
-                w[0] < w[1],
-                "shardcount: {from}: the bounds must increase strictly, \
-                 but bound {} ({:?}) is not above bound {i} ({:?})",
-                i + 1,
-                w[1],
-                w[0]
-            );
-        }
+        assert_increasing(bounds, from);
         let ns: Vec<u64> = bounds
             .iter()
             .enumerate()
