@@ -212,6 +212,46 @@ fn gauges_pass_through_and_histograms_fold_within_a_32nd() {
     assert_eq!(recorder.keys(), 1, "only counters are sharded");
 }
 
+/// Over an exporter that forgets idle series: a key counted again after
+/// the exporter forgot it shows again (the layer registers it again after
+/// a quiet pass, not into the forgotten handle), counters and histograms.
+#[test]
+fn keys_come_back_after_the_exporter_forgot_them() {
+    let prometheus = PrometheusBuilder::new()
+        .idle_timeout(
+            metrics_util::MetricKindMask::ALL,
+            Some(Duration::from_millis(100)),
+        )
+        .build_recorder();
+    let render = prometheus.handle();
+    let recorder = ShardedLayer::new()
+        .with_interval(Duration::from_millis(5))
+        .wrap(prometheus);
+    let count_all = |jobs: u64, ms: f64| {
+        metrics::with_local_recorder(&recorder, || {
+            metrics::counter!("jobs").increment(jobs);
+            metrics::histogram!("lat").record(ms);
+        });
+        recorder.flush();
+        render.render()
+    };
+    let text = count_all(1, 1.0);
+    assert_eq!(
+        (count(&text, "jobs"), count(&text, "lat_count")),
+        (1, 1),
+        "{text}"
+    );
+    std::thread::sleep(Duration::from_millis(250));
+    let text = render.render(); // idle past the timeout: forgotten
+    assert!(!samples(&text).contains_key("jobs"), "{text}");
+    let text = count_all(5, 2.0);
+    assert_eq!(
+        (count(&text, "jobs"), count(&text, "lat_count")),
+        (5, 1),
+        "{text}"
+    );
+}
+
 /// A thread's cache belongs to one recorder: the same key on a second
 /// recorder, used on the same thread, counts there and only there.
 #[test]

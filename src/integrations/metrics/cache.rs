@@ -18,7 +18,7 @@ use ::metrics::Key;
 use std::cell::RefCell;
 
 /// A thread's own handle to a counter key.
-type Handle = Local<::metrics::Counter>;
+type Handle = Local<super::table::Registered<::metrics::Counter>>;
 
 /// One thread's handles for one recorder.
 ///

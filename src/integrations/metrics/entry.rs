@@ -57,6 +57,11 @@ use std::time::Instant;
 pub(crate) trait Inner {
     /// Adds what a fold took.
     fn add(&self, delta: u64);
+
+    /// Asks the recorder underneath for the key's counter again, before the
+    /// first delta after a quiet pass: it may have forgotten an idle series
+    /// (an exporter's idle timeout), and a forgotten handle shows nothing.
+    fn renew(&mut self) {}
 }
 
 /// What counts a key's increments.
@@ -69,16 +74,21 @@ pub(super) enum Backing {
 /// count it in a handle of their own, and the inner recorder's counter.
 pub(crate) struct Entry<I> {
     counter: Backing,
-    inner: I,
-    /// Held while a delta moves to `inner` (protocol notes above).
+    /// Held while a delta moves to the inner counter (protocol notes
+    /// above), which it holds.
     pub(super) fold: Mutex<Folded<I>>,
     /// Set once, by the pass that takes the entry out of the map (under
     /// this entry's `fold` lock); never cleared (`evict.rs`).
     pub(super) evicted: AtomicBool,
 }
 
-/// What an entry has folded so far.
+/// What an entry has folded so far, and where to.
 pub(crate) struct Folded<I> {
+    /// The inner recorder's counter.
+    pub(super) inner: I,
+    /// Background passes since a fold last moved a delta: from 1, the next
+    /// delta renews `inner` first.
+    pub(super) quiet_passes: u32,
     /// The `RoughCounter`'s sum at the last fold.
     rough: u64,
     /// The owned handles (see [`Local`]) and each one's word at the last
@@ -96,8 +106,10 @@ pub(crate) struct Folded<I> {
 }
 
 impl<I> Folded<I> {
-    fn new() -> Self {
+    fn new(inner: I) -> Self {
         Folded {
+            inner,
+            quiet_passes: 0,
             rough: 0,
             locals: Vec::new(),
             moved: false,
@@ -118,8 +130,7 @@ impl<I> Entry<I> {
             } else {
                 Backing::Exact(Counter::new())
             },
-            inner,
-            fold: Mutex::new(Folded::new()),
+            fold: Mutex::new(Folded::new(inner)),
             evicted: AtomicBool::new(false),
         }
     }
@@ -131,11 +142,6 @@ impl<I> Entry<I> {
             Backing::Exact(c) => c.add(value),
             Backing::Rough(c) => c.add(value),
         }
-    }
-
-    /// The inner recorder's counter.
-    pub(super) fn inner(&self) -> &I {
-        &self.inner
     }
 
     /// What counts the key's increments.
@@ -181,8 +187,11 @@ impl<I: Inner> Entry<I> {
             !retired
         });
         if delta != 0 {
+            if std::mem::take(&mut folded.quiet_passes) > 0 {
+                folded.inner.renew();
+            }
             folded.moved = true;
-            self.inner.add(delta);
+            folded.inner.add(delta);
         }
         folded
     }

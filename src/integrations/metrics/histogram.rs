@@ -23,6 +23,7 @@
 //! handle, so it takes every record.
 
 use super::key::KeyMap;
+use super::table::{Registered, Registrar};
 use crate::contract::CountRef;
 use crate::contract::DistributionFamily;
 use crate::histogram::HistogramUnit;
@@ -38,16 +39,20 @@ const SCALE: f64 = 1e9;
 /// The largest value kept sharded: `u64::MAX` units, about 1.8 × 10^10.
 const MAX_SHARDED: f64 = u64::MAX as f64 / SCALE;
 
-/// One key: the sharded histogram and the inner recorder's.
+/// One key: the sharded histogram and (under `fold`) the inner
+/// recorder's.
 struct Entry {
     histogram: crate::Histogram,
-    inner: ::metrics::Histogram,
     fold: Mutex<Activity>,
 }
 
-/// When an entry last moved records (the counters' `Folded` fields of the
-/// same names).
+/// The inner recorder's histogram, and when an entry last moved records
+/// (the counters' `Folded` fields of the same names).
 struct Activity {
+    inner: Registered<::metrics::Histogram>,
+    /// Background passes since a fold last took records: from 1, the next
+    /// records renew `inner` first (as a counter's, `entry.rs`).
+    quiet_passes: u32,
     /// A fold took records since the last background pass looked.
     moved: bool,
     /// The last pass that saw records moved, or the entry's creation.
@@ -64,6 +69,9 @@ impl Entry {
         let mut held = lock(&self.fold);
         let taken = self.histogram.take();
         if taken.count() != 0 {
+            if std::mem::take(&mut held.quiet_passes) > 0 {
+                held.inner.renew();
+            }
             held.moved = true;
         }
         for (value, count) in taken.representatives() {
@@ -71,7 +79,7 @@ impl Entry {
             let mut left = count;
             while left > 0 {
                 let n = usize::try_from(left).unwrap_or(usize::MAX);
-                self.inner.record_many(value as f64 / SCALE, n);
+                held.inner.handle.record_many(value as f64 / SCALE, n);
                 left -= n as u64;
             }
         }
@@ -85,8 +93,9 @@ impl HistogramFn for Entry {
         if (0.0..MAX_SHARDED).contains(&value) {
             self.histogram.record((value * SCALE).round() as u64);
         } else {
-            // Negative, NaN or huge: passed on as it is, exactly.
-            self.inner.record(value);
+            // Negative, NaN or huge: passed on as it is, exactly (under the
+            // fold lock, which holds the inner histogram).
+            lock(&self.fold).inner.handle.record(value);
         }
     }
 }
@@ -105,6 +114,7 @@ impl Folds {
     pub(super) fn handle<R: Recorder>(
         &self,
         inner: &R,
+        registrar: &Arc<dyn Registrar>,
         key: &Key,
         metadata: &Metadata<'_>,
     ) -> ::metrics::Histogram {
@@ -114,12 +124,14 @@ impl Folds {
         // Registered without our lock held, as for counters; a racing
         // registration of the same key wins.
         let inner = inner.register_histogram(key, metadata);
+        let inner = Registered::new(inner, key, metadata, registrar);
         let mut entries = lock(&self.entries);
         let e = entries.entry(key.clone()).or_insert_with(|| {
             Arc::new(Entry {
                 histogram: crate::Histogram::new(),
-                inner,
                 fold: Mutex::new(Activity {
+                    inner,
+                    quiet_passes: 0,
                     moved: false,
                     active_at: Instant::now(),
                     quiet: Quiet::new(Instant::now()),
@@ -175,6 +187,8 @@ impl Folds {
             if let Some((now, merge_idle)) = pass {
                 if std::mem::take(&mut held.moved) {
                     held.active_at = now;
+                } else {
+                    held.quiet_passes = held.quiet_passes.saturating_add(1);
                 }
                 let rows = e.histogram.rows();
                 if held.quiet.look(|out| rows.row_totals(out), now, merge_idle) {

@@ -143,14 +143,12 @@ impl ShardedLayer {
     /// early only costs a fresh registration (a lock and the inner
     /// recorder's `register_counter`) when it comes back.
     ///
-    /// **Over an exporter that forgets idle series** (the Prometheus
-    /// exporter's `idle_timeout`), set this below that time, less one
-    /// [interval](Self::with_interval). The layer keeps each key's inner
-    /// handle while it keeps the key, and folds into it; once the exporter
-    /// has forgotten the series, what is folded into that handle shows
-    /// nowhere. Evicted first, a key counted again is registered again and
-    /// its series comes back. Without eviction, such an exporter loses
-    /// every increment of a key made after its first quiet spell.
+    /// Over an exporter that forgets idle series (the Prometheus
+    /// exporter's `idle_timeout`), with or without this: a key's first
+    /// fold after a pass that saw it quiet registers the key again in the
+    /// inner recorder before it hands over the count, so a series the
+    /// exporter forgot comes back (from the counts since), as it would
+    /// without the layer.
     ///
     /// ```
     /// use metrics_exporter_prometheus::PrometheusBuilder;

@@ -44,9 +44,11 @@
 //!   folded one last time and taken out; each thread lets go of its handle
 //!   at its next `counter!` call or its exit, and the key's memory goes
 //!   with the last handle, so memory follows the keys in use. Nothing is
-//!   lost or counted twice, and a key counted again is registered again.
-//!   Over an exporter that forgets idle series (`idle_timeout`), set it
-//!   below that time: see [`ShardedLayer::evict_idle_after`];
+//!   lost or counted twice, and a key counted again is registered again;
+//! * a key quiet for a pass is registered again in the inner recorder
+//!   before its next count is handed over, so an exporter that forgot the
+//!   idle series (`idle_timeout`) shows it again; each key keeps its name,
+//!   labels and metadata for that;
 //! * each histogram key gets one sharded [`Histogram`](crate::Histogram)
 //!   (see below), folded into the inner recorder's histogram on the same
 //!   interval and flushes, and evicted as counter keys are;

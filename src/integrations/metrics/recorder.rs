@@ -19,7 +19,7 @@ use super::cache;
 use super::entry::{Backing, Entry, Local};
 use super::handle::FlushHandle;
 use super::layer::ShardedLayer;
-use super::table::{CounterEntry, KeyTable};
+use super::table::{CounterEntry, KeyTable, Registered, Registrar};
 use crate::primitive::sync::{lock, Arc};
 use crate::worker::Worker;
 use ::metrics::{
@@ -39,12 +39,11 @@ impl CounterFn for CounterEntry {
     /// under the fold lock: the inner counter sees every increment taken so
     /// far before it sees `absolute`.
     fn absolute(&self, value: u64) {
-        let _held = self.fold();
-        self.inner().absolute(value);
+        self.fold().inner.handle.absolute(value);
     }
 }
 
-impl CounterFn for Local<::metrics::Counter> {
+impl CounterFn for Local<Registered<::metrics::Counter>> {
     #[inline]
     fn increment(&self, value: u64) {
         Local::increment(self, value);
@@ -58,6 +57,8 @@ impl CounterFn for Local<::metrics::Counter> {
 /// A recorder whose counters are shardcount [`Counter`]s, folded into the
 /// inner recorder's counters every interval; see [the module
 /// docs](super). Build it with [`ShardedLayer`] or [`new`](Self::new).
+/// The inner recorder must be `Send + Sync + 'static` (every exporter is):
+/// the background thread registers quiet keys in it again.
 ///
 /// Dropping it stops its background thread and flushes. A recorder
 /// installed with `metrics::set_global_recorder` is never dropped: call
@@ -83,13 +84,13 @@ impl CounterFn for Local<::metrics::Counter> {
 ///
 /// [`Counter`]: crate::Counter
 pub struct ShardedRecorder<R> {
-    inner: R,
+    inner: Arc<R>,
     pub(super) shared: Arc<KeyTable>,
     layer: ShardedLayer,
     worker: Worker,
 }
 
-impl<R: Recorder> ShardedRecorder<R> {
+impl<R: Recorder + Send + Sync + 'static> ShardedRecorder<R> {
     /// `inner` with sharded counters, folded every
     /// [`ShardedLayer::DEFAULT_INTERVAL`]: the same as
     /// `ShardedLayer::new().layer(inner)`.
@@ -132,12 +133,12 @@ impl ShardedLayer {
     /// assert!(render.render().contains("hot 9"));
     /// ```
     #[must_use]
-    pub fn wrap<R: Recorder>(self, inner: R) -> ShardedRecorder<R> {
+    pub fn wrap<R: Recorder + Send + Sync + 'static>(self, inner: R) -> ShardedRecorder<R> {
         Layer::layer(&self, inner)
     }
 }
 
-impl<R: Recorder> Layer<R> for ShardedLayer {
+impl<R: Recorder + Send + Sync + 'static> Layer<R> for ShardedLayer {
     type Output = ShardedRecorder<R>;
 
     fn layer(&self, inner: R) -> ShardedRecorder<R> {
@@ -145,9 +146,14 @@ impl<R: Recorder> Layer<R> for ShardedLayer {
     }
 }
 
-impl<R> ShardedRecorder<R> {
+impl<R: Recorder + Send + Sync + 'static> ShardedRecorder<R> {
     pub(super) fn build(inner: R, layer: ShardedLayer) -> Self {
-        let shared = Arc::new(KeyTable::new(layer.interval(), layer.idle_eviction()));
+        let inner = Arc::new(inner);
+        let shared = Arc::new(KeyTable::new(
+            layer.interval(),
+            layer.idle_eviction(),
+            Arc::clone(&inner) as Arc<dyn Registrar>,
+        ));
         let worker = Worker::spawn("shardcount-metrics", layer.interval(), {
             let shared = Arc::clone(&shared);
             move || shared.pass(Instant::now())
@@ -159,7 +165,9 @@ impl<R> ShardedRecorder<R> {
             worker,
         }
     }
+}
 
+impl<R> ShardedRecorder<R> {
     /// Moves every key's delta into the inner recorder now. When it returns,
     /// the inner counters include every increment that happened-before the
     /// call.
@@ -300,6 +308,7 @@ impl<R: Recorder> ShardedRecorder<R> {
         // same key wins and ours is dropped (the inner recorder hands both
         // the same counter).
         let inner = self.inner.register_counter(key, metadata);
+        let inner = Registered::new(inner, key, metadata, &self.shared.inner);
         let mut entries = lock(&self.shared.entries);
         let e = entries
             .entry(key.clone())
@@ -363,7 +372,9 @@ impl<R: Recorder> Recorder for ShardedRecorder<R> {
     }
 
     fn register_histogram(&self, key: &Key, metadata: &Metadata<'_>) -> Histogram {
-        self.shared.histograms.handle(&self.inner, key, metadata)
+        self.shared
+            .histograms
+            .handle(&*self.inner, &self.shared.inner, key, metadata)
     }
 }
 

@@ -20,16 +20,101 @@ use super::histogram;
 use super::key::KeyMap;
 use crate::counter::Counter;
 use crate::primitive::sync::{lock, Arc, Mutex};
+use ::metrics::{Key, Level, Metadata, Recorder};
 use std::time::{Duration, Instant};
 
 /// A counter key's entry, folding into the inner recorder's counter.
-pub(super) type CounterEntry = Entry<::metrics::Counter>;
+pub(super) type CounterEntry = Entry<Registered<::metrics::Counter>>;
 
-/// The folds hand their deltas to the inner recorder's counter.
-impl Inner for ::metrics::Counter {
+/// The folds hand their deltas to the inner recorder's counter, and after
+/// a quiet pass register the key there again first.
+impl Inner for Registered<::metrics::Counter> {
     #[inline]
     fn add(&self, delta: u64) {
-        self.increment(delta);
+        self.handle.increment(delta);
+    }
+
+    fn renew(&mut self) {
+        self.handle = self
+            .meta
+            .with(|meta| self.inner.register_counter(&self.key, meta));
+    }
+}
+
+/// What the layer needs of the recorder underneath once a key is
+/// registered: to register it again (the recorder as a trait object, so
+/// that the keys need not name its type).
+pub(super) trait Registrar: Send + Sync {
+    fn register_counter(&self, key: &Key, meta: &Metadata<'_>) -> ::metrics::Counter;
+    fn register_histogram(&self, key: &Key, meta: &Metadata<'_>) -> ::metrics::Histogram;
+}
+
+impl<R: Recorder + Send + Sync> Registrar for R {
+    fn register_counter(&self, key: &Key, meta: &Metadata<'_>) -> ::metrics::Counter {
+        Recorder::register_counter(self, key, meta)
+    }
+    fn register_histogram(&self, key: &Key, meta: &Metadata<'_>) -> ::metrics::Histogram {
+        Recorder::register_histogram(self, key, meta)
+    }
+}
+
+/// The folds hand their records to the inner recorder's histogram, and
+/// after a quiet pass register the key there again first.
+impl Registered<::metrics::Histogram> {
+    pub(super) fn renew(&mut self) {
+        self.handle = self
+            .meta
+            .with(|meta| self.inner.register_histogram(&self.key, meta));
+    }
+}
+
+/// A key's handle from the recorder underneath, with what it takes to ask
+/// for it again.
+pub(super) struct Registered<H> {
+    pub(super) handle: H,
+    key: Key,
+    meta: Meta,
+    inner: Arc<dyn Registrar>,
+}
+
+impl<H> Registered<H> {
+    pub(super) fn new(
+        handle: H,
+        key: &Key,
+        meta: &Metadata<'_>,
+        inner: &Arc<dyn Registrar>,
+    ) -> Self {
+        Registered {
+            handle,
+            key: key.clone(),
+            meta: Meta::of(meta),
+            inner: Arc::clone(inner),
+        }
+    }
+}
+
+/// A key's metadata, owned (a registration lends it for the call only).
+struct Meta {
+    target: String,
+    level: Level,
+    module_path: Option<String>,
+}
+
+impl Meta {
+    fn of(meta: &Metadata<'_>) -> Self {
+        Meta {
+            target: meta.target().to_owned(),
+            level: *meta.level(),
+            module_path: meta.module_path().map(str::to_owned),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&Metadata<'_>) -> T) -> T {
+        f(&Metadata::new(
+            &self.target,
+            self.level,
+            self.module_path.as_deref(),
+        ))
     }
 }
 
@@ -38,7 +123,9 @@ impl Inner for ::metrics::Counter {
 pub(super) struct KeyTable {
     pub(super) entries: Mutex<KeyMap<Arc<CounterEntry>>>,
     /// Entries taken out of `entries`, folded until freed (`evict.rs`).
-    pub(super) evicted: Evicted<::metrics::Counter>,
+    pub(super) evicted: Evicted<Registered<::metrics::Counter>>,
+    /// The recorder underneath, to register keys with (`Registered`).
+    pub(super) inner: Arc<dyn Registrar>,
     /// [`ShardedLayer::evict_idle_after`](super::ShardedLayer::evict_idle_after).
     evict_idle: Option<Duration>,
     /// How long no pass may see two rows of a key's counter change before
@@ -54,8 +141,13 @@ const MERGE_AFTER: u32 = 10;
 impl KeyTable {
     /// An empty table for a recorder whose background thread passes every
     /// `interval`, evicting keys idle for `evict_idle` if set.
-    pub(super) fn new(interval: Duration, evict_idle: Option<Duration>) -> Self {
+    pub(super) fn new(
+        interval: Duration,
+        evict_idle: Option<Duration>,
+        inner: Arc<dyn Registrar>,
+    ) -> Self {
         KeyTable {
+            inner,
             entries: Mutex::new(KeyMap::default()),
             evicted: Evicted::new(),
             evict_idle,
@@ -98,6 +190,8 @@ impl KeyTable {
             if let Some(now) = now {
                 if std::mem::take(&mut folded.moved) {
                     folded.active_at = now;
+                } else {
+                    folded.quiet_passes = folded.quiet_passes.saturating_add(1);
                 }
                 if let Backing::Exact(c) = e.backing() {
                     if folded
