@@ -148,7 +148,10 @@ pub trait Label: Sized {
 
     /// The text of label `dim` (an index into [`NAMES`](Self::NAMES)) for
     /// the value whose index is `index`, as exported; `None` past
-    /// [`COUNT`](Self::COUNT) or `NAMES.len()`.
+    /// [`COUNT`](Self::COUNT) or `NAMES.len()`. Not empty, and without a
+    /// comma: the [`Exporter`](crate::export::Exporter)'s keys and serde's
+    /// snapshots join a member's texts with commas (the derive refuses
+    /// both).
     ///
     /// ```
     /// #[derive(shardcount::Label)]

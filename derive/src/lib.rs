@@ -28,9 +28,10 @@ use syn::{Data, DeriveInput, Fields, Ident, LitStr};
 ///
 /// * on an enum: `name = "..."`, the label's name (default: the type's
 ///   name in snake case);
-/// * on a variant: `rename = "..."`, its text, not empty (default: its
-///   name in snake case, a run of capitals kept as one word: `HTTPError`
-///   is `http_error`, `IPv6` is `i_pv6`, so rename such names);
+/// * on a variant: `rename = "..."`, its text, not empty and without a
+///   comma (default: its name in snake case, a run of capitals kept as
+///   one word: `HTTPError` is `http_error`, `IPv6` is `i_pv6`, so rename
+///   such names);
 /// * on a struct field: `name = "..."`, the label's name (default: the
 ///   field's name).
 #[proc_macro_derive(Label, attributes(label))]
@@ -157,6 +158,14 @@ fn expand_enum(input: &DeriveInput, e: &syn::DataEnum) -> syn::Result<TokenStrea
                     lit,
                     "a label's text cannot be empty: Prometheus reads an empty value as no \
                      label, so this series could not be told from an unlabelled one",
+                ));
+            }
+            Some(lit) if lit.value().contains(',') => {
+                return Err(syn::Error::new_spanned(
+                    lit,
+                    "a label's text cannot hold a comma: the exporter's keys and serde's \
+                     snapshots join a member's texts with commas, so two members could \
+                     read alike",
                 ));
             }
             Some(lit) => lit.value(),
@@ -361,6 +370,7 @@ mod tests {
         assert!(error("enum E { A { x: u8 } }").contains("fieldless variants only"));
         assert!(error("enum E {}").contains("at least one variant"));
         assert!(error(r#"enum E { #[label(rename = "")] A }"#).contains("cannot be empty"));
+        assert!(error(r#"enum E { #[label(rename = "1,000+")] A }"#).contains("comma"));
         assert!(error("enum E<T> { A, B(T) }").contains("generic"));
         assert!(error("struct S<T> { a: T }").contains("generic"));
         assert!(error("enum E where u8: Copy { A }").contains("generic"));
