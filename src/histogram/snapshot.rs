@@ -39,8 +39,9 @@ pub const DEFAULT_LE: [u64; 54] = {
 /// The internal buckets stay log-linear (quantiles within 1/32), so a
 /// round bound usually falls inside one: the count at a bound is every
 /// record in the buckets that end at or below it, never a record above
-/// it, and may leave out records less than 1/32 below it (they count at
-/// the next bound). For exact counts at bounds of your own, use
+/// it, and may leave out records less than 1/16 below it (at most 3.6%
+/// for these 16 bounds: 96.5 to 100 ms miss `le="0.1"`); they count at
+/// the next bound. For exact counts at bounds of your own, use
 /// [`with_duration_bounds`](crate::Histogram::with_duration_bounds).
 ///
 /// ```
@@ -374,7 +375,9 @@ impl HistogramSnapshot {
     ///
     /// The exact `q`-quantile of the records is the record of rank
     /// `ceil(q × count)` (at least 1) in increasing order: the smallest
-    /// record with at least `q × count` records at or below it. This
+    /// record with at least `q × count` records at or below it, the
+    /// product taken as the decimal `q` means (`0.07 × 100` is 7, though
+    /// in `f64` it is a rounding step above). This
     /// answers with a value from that record's bucket:
     ///
     /// * default buckets: the bucket's midpoint, within 1/32 of the exact
@@ -394,6 +397,11 @@ impl HistogramSnapshot {
     /// let p99 = h.snapshot().quantile(0.99).unwrap();
     /// assert!(p99.abs_diff(990) <= 990 / 32);
     /// assert_eq!(shardcount::Histogram::new().snapshot().quantile(0.5), None);
+    ///
+    /// let small = shardcount::Histogram::new();
+    /// (1..=100).for_each(|v| small.record(v)); // exact below 32
+    /// let ranks = [0.07, 0.14, 0.28].map(|q| small.snapshot().quantile(q));
+    /// assert_eq!(ranks, [Some(7), Some(14), Some(28)]);
     /// ```
     #[must_use]
     #[track_caller]
@@ -407,7 +415,16 @@ impl HistogramSnapshot {
         if total == 0 {
             return None;
         }
-        let rank = ((q * total as f64).ceil() as u128).clamp(1, total);
+        // A product a rounding step above a whole number (0.07 × 100 is
+        // 7.000000000000001) is that number: p7 of 100 records is the 7th.
+        let exact = q * total as f64;
+        let near = exact.round();
+        let rank = if (exact - near).abs() <= near * 4.0 * f64::EPSILON {
+            near
+        } else {
+            exact.ceil()
+        };
+        let rank = (rank as u128).clamp(1, total);
         let mut seen = 0u128;
         let mut last = 0;
         for (i, &c) in self.counts.iter().enumerate() {
