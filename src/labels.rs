@@ -320,8 +320,8 @@ impl<A: Label, B: Label, C: Label> Label for (A, B, C) {
 ///
 /// The counters are a [`CounterSet`] of `L::COUNT` (sharded the same way,
 /// with the same guarantees: exact at quiescence, lossless takes), made
-/// on the first add or take; reads of a family never added to return
-/// zeros without making it.
+/// on the first add or `split`; reads and takes of a family never added
+/// to return zeros without making it.
 ///
 /// ```
 /// use shardcount::{Label, LabelledCounter};

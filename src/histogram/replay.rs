@@ -22,7 +22,8 @@ pub(crate) struct Replayed {
 /// Calls `f` with one value per record in `now` that the previous replay
 /// (kept in `state`) did not hold, and keeps `now` in `state`; returns
 /// how many. A bucket that fell means a take or reset since: the replay
-/// starts over from `now`. The values add up to the sum recorded since,
+/// starts over from `now` (a take whose buckets all refilled past their
+/// old counts goes unseen; the integrations' docs forbid takes). The values add up to the sum recorded since,
 /// plus what earlier replays owed, as far as their buckets allow.
 // Used by the integrations, each behind its feature.
 #[allow(dead_code)]

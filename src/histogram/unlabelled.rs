@@ -34,7 +34,7 @@ pub(super) const SUM: usize = 0;
 /// whatever was recorded: the user's bounds; for the default buckets of
 /// a duration histogram, the 16 round bounds of [`DEFAULT_DURATION_LE`]
 /// (100 µs to 10 s, 1-2.5-5 per decade; a count there may leave out
-/// records less than 1/32 below its bound); for other default buckets
+/// records up to 1/16 below its bound, 3.6% at most); for other default buckets
 /// the 54 bounds of [`DEFAULT_LE`] (`2^k - 1` up to `2^53 - 1`, each the
 /// top of a bucket, so every cumulative count is exact, and each written
 /// exactly as an `f64`); then `+Inf`. A histogram made by

@@ -338,8 +338,8 @@ where
     /// Records into the current recorder (`metrics::with_recorder`) every
     /// value recorded since the last replay; returns how many. Replays are
     /// serialised. As [`opentelemetry::HistogramReplay::replay`](crate::integrations::opentelemetry::HistogramReplay::replay)
-    /// for a record caught halfway, and for a take or reset between
-    /// replays.
+    /// for a record caught halfway, and for takes and resets (do not take
+    /// or reset a histogram you replay).
     pub fn replay(&self) -> u64 {
         static META: Metadata<'static> =
             Metadata::new(module_path!(), ::metrics::Level::INFO, Some(module_path!()));

@@ -150,9 +150,14 @@ where
     /// buckets, so their sum can differ from the recorded one by up to
     /// that record's value; the difference is carried, and the next
     /// replay with records enough to carry it brings the SDK's sum back
-    /// to the recorded one: the differences never pile up. A
-    /// take or reset of the histogram between replays starts the replay
-    /// over from what it holds (the SDK's totals then miss what was taken).
+    /// to the recorded one: the differences never pile up.
+    ///
+    /// **Do not take or reset a histogram you replay.** The replay tells a
+    /// take only by a bucket that fell since the last replay; then it
+    /// starts over from what the histogram holds, and the SDK's totals
+    /// miss what was taken. A take after which every bucket refilled to at
+    /// least its old count before the next replay goes unseen, and the
+    /// records made since it are missed too.
     ///
     /// ```
     /// use opentelemetry::metrics::MeterProvider;
