@@ -33,6 +33,11 @@ shardcount::local_counter!(static LOCAL, batch = 1);
 // interning one allocates under the map's lock.
 static MAP: LazyLock<CounterMap<u32>> = LazyLock::new(CounterMap::new);
 
+/// Two maps for mode 9, and the key each of its adds makes new.
+static TWO_MAPS: LazyLock<[CounterMap<u64>; 2]> =
+    LazyLock::new(|| [CounterMap::new(), CounterMap::new()]);
+static NEXT_KEY: AtomicU64 = AtomicU64::new(0);
+
 /// Which counter the allocator adds to (0: none).
 static MODE: AtomicUsize = AtomicUsize::new(0);
 /// The same count, in one shared atomic.
@@ -44,6 +49,8 @@ static FREES: RoughCounter = RoughCounter::new();
 static FREES_REFERENCE: AtomicU64 = AtomicU64::new(0);
 
 std::thread_local! {
+    /// Under mode 9, the map this thread's allocations count into.
+    static OTHER: Cell<Option<usize>> = const { Cell::new(None) };
     /// Whether this thread's frees are counted (workers only, so that no
     /// other thread leaves counts unfolded).
     static COUNT_FREES: Cell<bool> = const { Cell::new(false) };
@@ -73,6 +80,13 @@ unsafe impl GlobalAlloc for Counting {
             6 => LOCAL.inc(),
             7 => LABELLED_HISTOGRAM.record(Size::Small, layout.size() as u64),
             8 => MAP.inc(&layout.size().next_power_of_two().trailing_zeros()),
+            // Into the other thread's map, by a new key, while this thread
+            // evicts from its own (see the test).
+            9 => match OTHER.try_with(Cell::get) {
+                Ok(Some(other)) => TWO_MAPS[other].inc(&NEXT_KEY.fetch_add(1, Ordering::Relaxed)),
+                // SAFETY: the caller's layout, passed on.
+                _ => return unsafe { System.alloc(layout) },
+            },
             // SAFETY: the caller's layout, passed on.
             _ => return unsafe { System.alloc(layout) },
         }
@@ -94,12 +108,16 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
+/// One mode at a time: the tests share `MODE` and the reference.
+fn one_mode() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_MODE: Mutex<()> = Mutex::new(());
+    ONE_MODE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Four threads, each boxing values (their first adds allocate inside the
 /// allocator), counted under `mode`; returns the reference's count.
 fn allocate_under(mode: usize) -> u64 {
-    // One mode at a time: the tests share `MODE` and the reference.
-    static ONE_MODE: Mutex<()> = Mutex::new(());
-    let _one = ONE_MODE.lock().unwrap_or_else(PoisonError::into_inner);
+    let _one = one_mode();
     let before = REFERENCE.load(Ordering::Relaxed);
     MODE.store(mode, Ordering::Relaxed);
     let threads: Vec<_> = (0..4)
@@ -187,6 +205,64 @@ fn a_map_interning_keys_inside_a_global_allocator_counts_every_allocation_once()
     let keyed: u64 = MAP.snapshot().iter().map(|(_, v)| v).sum();
     assert!(MAP.len() >= 2, "size classes: {:?}", MAP.snapshot());
     assert_eq!(keyed + MAP.overflow(), n, "keyed {keyed} + overflow");
+}
+
+/// Two threads, each evicting keys from its own map while its allocations
+/// (the eviction's own among them, made under that map's lock) add new
+/// keys to the other's: an add by a new key made while its thread holds a
+/// map's lock counts in the overflow, so neither waits for the other's
+/// lock. Every allocation counted is in one map, keyed or in overflow.
+#[test]
+fn evicting_maps_whose_allocations_count_in_each_other_never_wait() {
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+    static DONE: AtomicBool = AtomicBool::new(false);
+    LazyLock::force(&TWO_MAPS);
+    std::thread::spawn(|| {
+        let start = Instant::now();
+        while !DONE.load(Ordering::Relaxed) {
+            if start.elapsed() > Duration::from_secs(60) {
+                MODE.store(0, Ordering::Relaxed); // printing allocates
+                eprintln!("two evicting maps waited for each other for 60 s");
+                std::process::exit(1);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let _one = one_mode();
+    let before = REFERENCE.load(Ordering::Relaxed);
+    MODE.store(9, Ordering::Relaxed);
+    let evicted: u64 = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..2usize)
+            .map(|me| {
+                s.spawn(move || {
+                    let mut evicted = 0;
+                    for _ in 0..500 {
+                        for k in 0..8 {
+                            TWO_MAPS[me].inc(&k);
+                        }
+                        let _ = TWO_MAPS[me].evict_idle(Duration::ZERO); // notes
+                        OTHER.with(|o| o.set(Some(1 - me)));
+                        let gone = TWO_MAPS[me].evict_idle(Duration::ZERO);
+                        OTHER.with(|o| o.set(None));
+                        evicted += gone.iter().map(|(_, v)| v).sum::<u64>();
+                    }
+                    evicted
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).sum()
+    });
+    MODE.store(0, Ordering::Relaxed);
+    DONE.store(true, Ordering::Relaxed);
+    let counted = REFERENCE.load(Ordering::Relaxed) - before;
+    let kept: u64 = TWO_MAPS
+        .iter()
+        .map(|m| m.snapshot().iter().map(|(_, v)| v).sum::<u64>() + m.overflow())
+        .sum();
+    assert!(counted > 0, "no allocation counted");
+    // The maps hold the allocations counted and the test's own adds.
+    assert_eq!(kept + evicted, counted + 2 * 500 * 8);
 }
 
 /// A thread's exit hands its slots over one counter at a time, and drops

@@ -187,46 +187,53 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     ///   is back in the map, at what it held: a series never falls while
     ///   its key is in use;
     /// * removed: the list less `gone`'s keys: their series end.
-    fn depart(&self, w: &Writer<K>, gone: &[(&K, u64)], why: Gone) {
+    ///
+    /// Returns the list it replaced, for the caller to drop once the lock
+    /// is let go (a key's `drop` is the caller's code).
+    #[must_use]
+    fn depart(&self, w: &Writer<K>, gone: &[(&K, u64)], why: Gone) -> Vec<(K, u64)> {
         let mut departed = lock(&self.departed);
         if departed.is_empty() && why == Gone::Removed {
-            return;
+            return Vec::new();
         }
-        // Hashing, comparing and cloning keys: the caller's code, as
-        // `read_each_key` runs it under the lock.
-        index::callers_code(|| {
-            let old = std::mem::take(&mut *departed);
-            let mut held: HashMap<&K, u64> = HashMap::with_capacity(old.len());
-            for (k, t) in &old {
-                let h = held.entry(k).or_insert(0);
-                *h = h.wrapping_add(*t);
+        // Hashing, comparing and cloning keys under the lock, as
+        // `read_each_key` does: with the thread still marked as holding a
+        // map's lock (no `callers_code`), so that what this allocates, or
+        // the keys' code adds, from a global allocator counting with a map
+        // goes to the overflow and never waits for another map's lock.
+        let old = std::mem::take(&mut *departed);
+        let mut held: HashMap<&K, u64> = HashMap::with_capacity(old.len());
+        for (k, t) in &old {
+            let h = held.entry(k).or_insert(0);
+            *h = h.wrapping_add(*t);
+        }
+        let mut next = Vec::new();
+        for &(k, t) in gone {
+            let before = held.remove(k).unwrap_or(0);
+            if why == Gone::Evicted {
+                next.push((k.clone(), t.wrapping_add(before)));
             }
-            let mut next = Vec::new();
-            for &(k, t) in gone {
-                let before = held.remove(k).unwrap_or(0);
-                if why == Gone::Evicted {
-                    next.push((k.clone(), t.wrapping_add(before)));
-                }
-            }
-            match why {
-                Gone::Evicted if !held.is_empty() => {
-                    for e in w.entries() {
-                        if let Some(t) = held.remove(&e.key) {
-                            next.push((e.key.clone(), t));
-                        }
+        }
+        match why {
+            Gone::Evicted if !held.is_empty() => {
+                for e in w.entries() {
+                    if let Some(t) = held.remove(&e.key) {
+                        next.push((e.key.clone(), t));
                     }
                 }
-                Gone::Evicted => {}
-                Gone::Removed => {
-                    next = old
-                        .iter()
-                        .filter(|(k, _)| held.contains_key(k))
-                        .cloned()
-                        .collect();
-                }
             }
-            *departed = next;
-        });
+            Gone::Evicted => {}
+            Gone::Removed => {
+                next = old
+                    .iter()
+                    .filter(|(k, _)| held.contains_key(k))
+                    .cloned()
+                    .collect();
+            }
+        }
+        *departed = next;
+        drop(held);
+        old
     }
 
     /// Removes the keys at positions `victims` (found under `w`, none
@@ -245,7 +252,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     ) {
         if victims.is_empty() {
             if why == Gone::Evicted {
-                self.depart(&w, &[], why);
+                let old = self.depart(&w, &[], why);
+                drop(w);
+                drop(old);
             }
             return;
         }
@@ -277,9 +286,10 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             .map(|e| &e.key)
             .zip(totals.iter().copied())
             .collect();
-        self.depart(&w, &keys, why);
+        let old = self.depart(&w, &keys, why);
         drop(keys);
         drop(w);
+        drop(old);
         for (e, total) in gone.into_iter().zip(totals) {
             each(e.key, total);
         }
