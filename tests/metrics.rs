@@ -227,29 +227,65 @@ fn keys_come_back_after_the_exporter_forgot_them() {
     let recorder = ShardedLayer::new()
         .with_interval(Duration::from_millis(5))
         .wrap(prometheus);
+    // Through a fold, and straight through (an absolute, a negative value).
     let count_all = |jobs: u64, ms: f64| {
         metrics::with_local_recorder(&recorder, || {
             metrics::counter!("jobs").increment(jobs);
             metrics::histogram!("lat").record(ms);
+            metrics::counter!("abs").absolute(jobs);
+            metrics::histogram!("neg").record(-ms);
         });
         recorder.flush();
-        render.render()
+        let text = render.render();
+        let counts = ["jobs", "lat_count", "abs", "neg_count"].map(|s| count(&text, s));
+        (counts, text)
     };
-    let text = count_all(1, 1.0);
-    assert_eq!(
-        (count(&text, "jobs"), count(&text, "lat_count")),
-        (1, 1),
-        "{text}"
-    );
+    let (counts, text) = count_all(1, 1.0);
+    assert_eq!(counts, [1, 1, 1, 1], "{text}");
     std::thread::sleep(Duration::from_millis(250));
     let text = render.render(); // idle past the timeout: forgotten
     assert!(!samples(&text).contains_key("jobs"), "{text}");
-    let text = count_all(5, 2.0);
-    assert_eq!(
-        (count(&text, "jobs"), count(&text, "lat_count")),
-        (5, 1),
-        "{text}"
-    );
+    let (counts, text) = count_all(5, 2.0);
+    assert_eq!(counts, [5, 1, 5, 1], "{text}");
+}
+
+/// The recorder underneath goes with the layer's recorder, though threads'
+/// caches and kept handles still hold its keys.
+#[test]
+fn dropping_the_recorder_drops_the_one_underneath() {
+    use metrics::{Key, KeyName, Metadata, SharedString, Unit};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct Flagged(Arc<AtomicBool>, metrics::NoopRecorder);
+    impl Drop for Flagged {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    impl Recorder for Flagged {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, k: &Key, m: &Metadata<'_>) -> metrics::Counter {
+            self.1.register_counter(k, m)
+        }
+        fn register_gauge(&self, k: &Key, m: &Metadata<'_>) -> metrics::Gauge {
+            self.1.register_gauge(k, m)
+        }
+        fn register_histogram(&self, k: &Key, m: &Metadata<'_>) -> metrics::Histogram {
+            self.1.register_histogram(k, m)
+        }
+    }
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flagged = Flagged(Arc::clone(&dropped), metrics::NoopRecorder);
+    let recorder = ShardedLayer::new().wrap(flagged);
+    let kept = metrics::with_local_recorder(&recorder, || {
+        metrics::counter!("cached").increment(1); // in this thread's cache
+        metrics::histogram!("h").record(1.0);
+        metrics::counter!("kept")
+    });
+    drop(recorder);
+    assert!(dropped.load(Ordering::Relaxed));
+    kept.increment(1); // counted nowhere, and no panic
 }
 
 /// A thread's cache belongs to one recorder: the same key on a second

@@ -117,13 +117,13 @@ use std::time::Duration;
 /// block with the tally and 128-byte slots by thread index, in buckets of
 /// 1, 1, 2, 4, ... slots: a thread's first add allocates its index's whole
 /// bucket, so a thread of index `i` adds about `128 × i` bytes at most to a
-/// counter it is the first of its bucket to use (130 KB at index 1,100,
-/// 1 KB at index 1). Thread indexes are dense and reused once a thread
-/// exits, so memory follows the peak number of threads alive at once in
-/// the process, not how many came and went. Each
-/// thread's exit registry holds a reference to the block, so dropping the counter while threads
-/// still hold slots is safe: the block is freed when the last of them exits
-/// or notices the drop.
+/// counter it is the first of its bucket to use (about 130 KB at index
+/// 1,100; one 128-byte slot at index 1). Thread indexes are dense and
+/// reused once a thread exits, so memory follows the peak number of
+/// threads alive at once in the process, not how many came and went. Each
+/// thread's exit registry holds a reference to the block, so dropping the
+/// counter while threads still hold slots is safe: the block is freed
+/// when the last of them exits or notices the drop.
 ///
 /// # Example
 ///

@@ -94,8 +94,14 @@ impl HistogramFn for Entry {
             self.histogram.record((value * SCALE).round() as u64);
         } else {
             // Negative, NaN or huge: passed on as it is, exactly (under the
-            // fold lock, which holds the inner histogram).
-            lock(&self.fold).inner.handle.record(value);
+            // fold lock, which holds the inner histogram), as a fold's
+            // records: after a quiet pass, registered again first.
+            let mut held = lock(&self.fold);
+            if std::mem::take(&mut held.quiet_passes) > 0 {
+                held.inner.renew();
+            }
+            held.moved = true;
+            held.inner.handle.record(value);
         }
     }
 }
@@ -114,7 +120,7 @@ impl Folds {
     pub(super) fn handle<R: Recorder>(
         &self,
         inner: &R,
-        registrar: &Arc<dyn Registrar>,
+        registrar: &std::sync::Weak<dyn Registrar>,
         key: &Key,
         metadata: &Metadata<'_>,
     ) -> ::metrics::Histogram {

@@ -148,7 +148,10 @@ impl ShardedLayer {
     /// fold after a pass that saw it quiet registers the key again in the
     /// inner recorder before it hands over the count, so a series the
     /// exporter forgot comes back (from the counts since), as it would
-    /// without the layer.
+    /// without the layer. Keep the exporter's idle time well above the
+    /// [interval](Self::with_interval): a key counted in every interval
+    /// is never quiet for a pass, so one the exporter forgets between two
+    /// folds is not registered again.
     ///
     /// ```
     /// use metrics_exporter_prometheus::PrometheusBuilder;

@@ -16,7 +16,7 @@
 //!   the key's fold lock.
 
 use super::cache;
-use super::entry::{Backing, Entry, Local};
+use super::entry::{Backing, Entry, Inner, Local};
 use super::handle::FlushHandle;
 use super::layer::ShardedLayer;
 use super::table::{CounterEntry, KeyTable, Registered, Registrar};
@@ -39,7 +39,13 @@ impl CounterFn for CounterEntry {
     /// under the fold lock: the inner counter sees every increment taken so
     /// far before it sees `absolute`.
     fn absolute(&self, value: u64) {
-        self.fold().inner.handle.absolute(value);
+        let mut held = self.fold();
+        // As a fold's delta: after a quiet pass, registered again first.
+        if std::mem::take(&mut held.quiet_passes) > 0 {
+            held.inner.renew();
+        }
+        held.moved = true;
+        held.inner.handle.absolute(value);
     }
 }
 
@@ -152,7 +158,7 @@ impl<R: Recorder + Send + Sync + 'static> ShardedRecorder<R> {
         let shared = Arc::new(KeyTable::new(
             layer.interval(),
             layer.idle_eviction(),
-            Arc::clone(&inner) as Arc<dyn Registrar>,
+            Arc::downgrade(&inner) as std::sync::Weak<dyn Registrar>,
         ));
         let worker = Worker::spawn("shardcount-metrics", layer.interval(), {
             let shared = Arc::clone(&shared);

@@ -21,6 +21,7 @@ use super::key::KeyMap;
 use crate::counter::Counter;
 use crate::primitive::sync::{lock, Arc, Mutex};
 use ::metrics::{Key, Level, Metadata, Recorder};
+use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 /// A counter key's entry, folding into the inner recorder's counter.
@@ -35,9 +36,11 @@ impl Inner for Registered<::metrics::Counter> {
     }
 
     fn renew(&mut self) {
-        self.handle = self
-            .meta
-            .with(|meta| self.inner.register_counter(&self.key, meta));
+        if let Some(inner) = self.inner.upgrade() {
+            self.handle = self
+                .meta
+                .with(|meta| inner.register_counter(&self.key, meta));
+        }
     }
 }
 
@@ -62,9 +65,11 @@ impl<R: Recorder + Send + Sync> Registrar for R {
 /// after a quiet pass register the key there again first.
 impl Registered<::metrics::Histogram> {
     pub(super) fn renew(&mut self) {
-        self.handle = self
-            .meta
-            .with(|meta| self.inner.register_histogram(&self.key, meta));
+        if let Some(inner) = self.inner.upgrade() {
+            self.handle = self
+                .meta
+                .with(|meta| inner.register_histogram(&self.key, meta));
+        }
     }
 }
 
@@ -74,7 +79,9 @@ pub(super) struct Registered<H> {
     pub(super) handle: H,
     key: Key,
     meta: Meta,
-    inner: Arc<dyn Registrar>,
+    /// Weak: the recorder underneath is the `ShardedRecorder`'s, and goes
+    /// with it (keys live on in threads' caches and kept handles).
+    inner: Weak<dyn Registrar>,
 }
 
 impl<H> Registered<H> {
@@ -82,13 +89,13 @@ impl<H> Registered<H> {
         handle: H,
         key: &Key,
         meta: &Metadata<'_>,
-        inner: &Arc<dyn Registrar>,
+        inner: &Weak<dyn Registrar>,
     ) -> Self {
         Registered {
             handle,
             key: key.clone(),
             meta: Meta::of(meta),
-            inner: Arc::clone(inner),
+            inner: Weak::clone(inner),
         }
     }
 }
@@ -125,7 +132,7 @@ pub(super) struct KeyTable {
     /// Entries taken out of `entries`, folded until freed (`evict.rs`).
     pub(super) evicted: Evicted<Registered<::metrics::Counter>>,
     /// The recorder underneath, to register keys with (`Registered`).
-    pub(super) inner: Arc<dyn Registrar>,
+    pub(super) inner: Weak<dyn Registrar>,
     /// [`ShardedLayer::evict_idle_after`](super::ShardedLayer::evict_idle_after).
     evict_idle: Option<Duration>,
     /// How long no pass may see two rows of a key's counter change before
@@ -144,7 +151,7 @@ impl KeyTable {
     pub(super) fn new(
         interval: Duration,
         evict_idle: Option<Duration>,
-        inner: Arc<dyn Registrar>,
+        inner: Weak<dyn Registrar>,
     ) -> Self {
         KeyTable {
             inner,
