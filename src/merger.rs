@@ -406,15 +406,33 @@ fn pass(state: &Mutex<State>, idle: Duration) {
 /// each), the others alone. Whether each is done, in `quiet`'s order.
 fn merge_quiet(watched: &[Watched], quiet: &[usize]) -> Vec<bool> {
     let mut batch = Batch(Vec::new());
-    // Each quiet counter's parts, or `None`: merged alone.
-    let spans: Vec<Option<std::ops::Range<usize>>> = quiet
+    // Each table once (a counter may be watched twice): its first part.
+    let mut first = std::collections::HashMap::new();
+    // Each quiet counter's parts by index, or `None`: merged alone.
+    let spans: Vec<Option<Vec<usize>>> = quiet
         .iter()
         .map(|&i| {
             let start = batch.0.len();
-            watched[i]
-                .target
-                .merge_parts(&mut batch)
-                .then_some(start..batch.0.len())
+            if !watched[i].target.merge_parts(&mut batch) {
+                return None;
+            }
+            let mut mine = Vec::new();
+            let mut k = start;
+            while k < batch.0.len() {
+                let table = std::ptr::from_ref(batch.0[k].table);
+                match first.get(&table) {
+                    Some(&at) => {
+                        mine.push(at);
+                        batch.0.remove(k);
+                    }
+                    None => {
+                        first.insert(table, k);
+                        mine.push(k);
+                        k += 1;
+                    }
+                }
+            }
+            Some(mine)
         })
         .collect();
     let parts = &mut batch.0;
@@ -425,7 +443,7 @@ fn merge_quiet(watched: &[Watched], quiet: &[usize]) -> Vec<bool> {
         .iter()
         .zip(spans)
         .map(|(&i, span)| match span {
-            Some(span) => parts[span].iter().all(|p| p.done),
+            Some(mine) => mine.iter().all(|&k| parts[k].done),
             None => watched[i].target.merge(),
         })
         .collect()

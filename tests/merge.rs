@@ -440,3 +440,21 @@ fn a_merger_counts_its_counters_while_a_pass_merges_them() {
     }
     assert_eq!(merger.watched(), N);
 }
+
+/// A counter watched twice is one table in a pass's batch: both watches
+/// count it merged, none pending.
+#[test]
+fn a_counter_watched_twice_merges_once_and_counts_for_both() {
+    let merger = Merger::new(Duration::from_millis(4));
+    let c = Arc::new(Counter::new());
+    c.split(2);
+    c.inc();
+    merger.watch(Arc::clone(&c));
+    merger.watch(Arc::clone(&c));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while merger.merges() < 2 {
+        assert!(Instant::now() < deadline, "{merger:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!((merger.pending(), c.shards(), c.sum()), (0, 0, 1));
+}
