@@ -108,6 +108,23 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
+/// Fails the test process, naming `what`, if `done` is not set within a
+/// minute: a wait inside the allocator would otherwise hang the test.
+fn watchdog(done: &'static std::sync::atomic::AtomicBool, what: &'static str) {
+    use std::time::{Duration, Instant};
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        while !done.load(Ordering::Relaxed) {
+            if start.elapsed() > Duration::from_secs(60) {
+                MODE.store(0, Ordering::Relaxed); // printing allocates
+                eprintln!("{what} waited for 60 s");
+                std::process::exit(1);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+}
+
 /// One mode at a time: the tests share `MODE` and the reference.
 fn one_mode() -> std::sync::MutexGuard<'static, ()> {
     static ONE_MODE: Mutex<()> = Mutex::new(());
@@ -177,20 +194,9 @@ fn counters_inside_a_global_allocator_count_every_allocation_once() {
 #[test]
 fn a_map_interning_keys_inside_a_global_allocator_counts_every_allocation_once() {
     use std::sync::atomic::AtomicBool;
-    use std::time::{Duration, Instant};
     static COUNTED: AtomicBool = AtomicBool::new(false);
     LazyLock::force(&MAP);
-    std::thread::spawn(|| {
-        let start = Instant::now();
-        while !COUNTED.load(Ordering::Relaxed) {
-            if start.elapsed() > Duration::from_secs(60) {
-                MODE.store(0, Ordering::Relaxed); // printing allocates
-                eprintln!("a map's add inside the allocator waited for 60 s");
-                std::process::exit(1);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    });
+    watchdog(&COUNTED, "a map's add inside the allocator");
     // Set however `allocate_under` ends, so the watchdog only fails a wait.
     struct Counted;
     impl Drop for Counted {
@@ -215,20 +221,10 @@ fn a_map_interning_keys_inside_a_global_allocator_counts_every_allocation_once()
 #[test]
 fn evicting_maps_whose_allocations_count_in_each_other_never_wait() {
     use std::sync::atomic::AtomicBool;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     static DONE: AtomicBool = AtomicBool::new(false);
     LazyLock::force(&TWO_MAPS);
-    std::thread::spawn(|| {
-        let start = Instant::now();
-        while !DONE.load(Ordering::Relaxed) {
-            if start.elapsed() > Duration::from_secs(60) {
-                MODE.store(0, Ordering::Relaxed); // printing allocates
-                eprintln!("two evicting maps waited for each other for 60 s");
-                std::process::exit(1);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    });
+    watchdog(&DONE, "two evicting maps");
     let _one = one_mode();
     let before = REFERENCE.load(Ordering::Relaxed);
     MODE.store(9, Ordering::Relaxed);
