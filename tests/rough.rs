@@ -137,9 +137,9 @@ fn adds_that_wrap_a_slot_total_are_still_checked() {
     assert_eq!(c.sum(), 999);
 }
 
-/// The thread's last-used cache is keyed by the counter's shared block,
-/// not its address: a counter moved away leaves its address to the next
-/// one, whose adds must not reach the first one's slot.
+/// A thread finds its word by the counter's position, not its address: a
+/// counter moved away leaves its address to the next one, whose adds must
+/// not reach the first one's slot.
 #[test]
 fn a_new_counter_at_a_used_counters_address_counts_on_its_own() {
     let mut moved = Vec::new();
@@ -151,6 +151,33 @@ fn a_new_counter_at_a_used_counters_address_counts_on_its_own() {
     }
     for c in &moved {
         assert_eq!(c.sum(), 2);
+    }
+}
+
+/// A dropped counter's position in the threads' arenas goes to the next
+/// counter once every thread handed its slot back (a thread does so for
+/// dropped counters as it takes new ones, and at exit): each thread's
+/// word there must then be free, so the new counter's first add takes its
+/// slot over and every count is its own.
+#[test]
+fn counters_on_reused_positions_count_only_their_own_adds() {
+    let threads: Vec<_> = (0..3u64)
+        .map(|t| {
+            thread::spawn(move || {
+                for i in 0..3_000u64 {
+                    // Installed at once, so the first add takes the hot
+                    // path to the thread's word at the counter's position.
+                    let c = RoughCounter::from(1).with_interval(Duration::MAX);
+                    let n = i % 7 + t;
+                    c.add(n);
+                    c.add(n);
+                    assert_eq!(c.sum(), 1 + 2 * n, "thread {t}, counter {i}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
     }
 }
 

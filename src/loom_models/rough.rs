@@ -228,6 +228,50 @@ fn slot_reuse_races_flush_all() {
     });
 }
 
+/// A counter's position in the threads' arenas goes back to the pool only
+/// once each thread's word there is free (its slot handed back at exit),
+/// and the next counter takes it with an `Acquire` load that orders its
+/// adds after that: a thread that may hold the first thread's index and
+/// arena counts the new counter from zero while the main thread sums.
+/// (With the word left as the first thread's slot had it, the adds stay
+/// in it: no carry, no takeover, and `b` sums 0.)
+#[test]
+fn a_reused_position_counts_from_zero() {
+    super::model(|| {
+        let a = counter(100);
+        let first = {
+            let a = a.clone();
+            thread::spawn(move || a.add(3))
+        };
+        first.join().unwrap();
+        wait_for_exit_folds(&a);
+        drop(a);
+        // Installed at once: the second thread's first add takes the hot
+        // path to its word at the position.
+        let b = Arc::new(
+            RoughCounter::from(0)
+                .with_batch(100)
+                .with_interval(Duration::MAX),
+        );
+        let other = counter(100);
+        let second = {
+            let (b, other) = (b.clone(), other.clone());
+            thread::spawn(move || {
+                // An index first (perhaps the first thread's, with its
+                // arena), so the adds to `b` take the hot path.
+                other.add(1);
+                b.add(1);
+                b.add(1);
+            })
+        };
+        let s = b.sum();
+        assert!(s <= 2, "sum {s} counts adds of the dropped counter");
+        second.join().unwrap();
+        wait_for_exit_folds(&b);
+        assert_eq!((b.sum(), b.approx()), (2, 2));
+    });
+}
+
 /// `|sum - approx|` of a counter, as a distance around the `u64` circle.
 fn lag(c: &RoughCounter) -> u64 {
     (c.sum().wrapping_sub(c.approx()) as i64).unsigned_abs()

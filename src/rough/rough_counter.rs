@@ -1,13 +1,12 @@
 //! `RoughCounter` itself: the API, and the add path over `thread::slots`
 //! (the protocol is in the `rough` module docs and in `slot.rs`).
 
-use super::slot::{Core, Slot};
-use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
+use super::slot::{self, Core, Slot};
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use crate::primitive::sync::Arc;
 use crate::thread;
 use std::fmt;
 use std::ptr;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 /// A `u64` counter whose adds cost about a thread-local add: each thread
@@ -102,8 +101,9 @@ use std::time::Duration;
 /// # Signal handlers and `fork`
 ///
 /// An add from a signal handler that interrupts an add to the same counter
-/// on the same thread may be lost: the add's slower paths (a due check, a
-/// cache miss) write the slot with a load and a later store. For counts
+/// on the same thread may be lost: the add's slower paths (a due check, the
+/// thread's first add to the counter) write the slot with a load and a
+/// later store. For counts
 /// made in signal handlers use [`Counter`](crate::Counter): each of its
 /// adds changes its word with one read-modify-write instruction (the
 /// crate's tests add from a `SIGUSR1` handler on x86-64 Linux). In the
@@ -125,6 +125,15 @@ use std::time::Duration;
 /// counter while threads still hold slots is safe: the block is freed
 /// when the last of them exits or notices the drop.
 ///
+/// A slot's hot word lives apart from it, in its thread's *arena*: one
+/// 8-byte word per counter, at the counter's *position* (a number it takes
+/// at first use and gives back when its block is freed; positions are dense
+/// and reused, so they follow the peak number of `RoughCounter`s alive at
+/// once). An arena grows in buckets of 1, 1, 2, 4, ... words as its thread
+/// uses counters at higher positions (8 KB for a thread using the 1,000th
+/// counter alive), belongs to a thread index and goes with it to the next
+/// thread, and is never freed.
+///
 /// # Example
 ///
 /// ```
@@ -145,12 +154,19 @@ use std::time::Duration;
 pub struct RoughCounter {
     /// Null until first use, then an `Arc<Core>` from `Arc::into_raw`.
     shared: AtomicPtr<Core>,
+    /// The shared block's position in the threads' arenas
+    /// (`thread::arena`), where each thread's hot word for this counter
+    /// is: bucket 0 until stored, after `shared` and `offset`, by the
+    /// thread that installed it.
+    bucket: AtomicU32,
+    /// See `bucket`.
+    offset: AtomicU32,
     /// Adds made inside one of this thread's own slow paths (from a global
     /// allocator that counts with this counter: the path allocated), which
     /// must not allocate again (`thread::reentry`). Part of both reads.
     /// std's atomic even under loom: the models never count inside an
     /// allocator, so it stays 0 there and adds no interleavings.
-    reentered: AtomicU64,
+    reentered: std::sync::atomic::AtomicU64,
     batch: u64,
     /// Nanoseconds; `u64::MAX` means never.
     interval: u64,
@@ -195,7 +211,9 @@ impl RoughCounter {
         pub const fn new() -> Self {
             RoughCounter {
                 shared: AtomicPtr::new(ptr::null_mut()),
-                reentered: AtomicU64::new(0),
+                bucket: AtomicU32::new(0),
+                offset: AtomicU32::new(0),
+                reentered: std::sync::atomic::AtomicU64::new(0),
                 batch: Self::DEFAULT_BATCH,
                 interval: Self::DEFAULT_INTERVAL.as_nanos() as u64,
             }
@@ -289,14 +307,16 @@ impl RoughCounter {
 
     /// Adds `n`, wrapping at 2<sup>64</sup>.
     ///
-    /// Costs one add to a word of the thread's own slot, with no locked
+    /// Costs one add to the thread's word for this counter, with no locked
     /// instruction and no clock unless a check is due (every 512 to 32,768
     /// counts while only adding: see the type docs): the add's carry says
-    /// when. The slot of the counter the thread used last is cached;
-    /// any other is found in O(1) by the thread's index, however many
-    /// counters the thread uses. A `sub`, or an add larger than what is
-    /// left before the next check, takes an out-of-line call (still no
-    /// locked instruction unless a check is due).
+    /// when. The word is found by the counter's position in the thread's
+    /// arena (see the type docs), the same few instructions however many
+    /// counters the thread uses: a thread adding round-robin to 1,024
+    /// counters reads each counter's first line and 8 bytes of its own
+    /// arena. A `sub`, or an add larger than what is left before the next
+    /// check, takes an out-of-line call (still no locked instruction
+    /// unless a check is due); so does the thread's first add.
     ///
     /// ```
     /// let c = shardcount::RoughCounter::new();
@@ -305,67 +325,70 @@ impl RoughCounter {
     /// ```
     #[inline]
     pub fn add(&self, n: u64) {
-        // Relaxed: compared with the thread's cached owner (a cached slot was
-        // reached through Acquire loads on this thread's slower path), and
-        // dereferenced only after an Acquire fence (`add_table`).
-        let p = self.shared.load(Ordering::Relaxed).cast_const();
-        let cached = thread::slots::cached(p.cast());
-        // The hit laid out as the fall-through: else LLVM may put it out of
-        // the loop, and each add takes two jumps.
-        if let Some(slot) = cached.filter(|_| crate::shard::likely(cached.is_some())) {
-            // SAFETY: the cache names a slot of this counter taken over by
-            // this thread, whose exit registry keeps the counter's shared
-            // block (and so the slot) alive, and clears the cache before it
-            // lets go of it.
-            let slot = unsafe { &*slot.cast::<Slot>() };
-            slot.add_owned(n, || self.check_cold(slot));
+        // Acquire: pairs with the Release store in `install`, so `offset`
+        // (stored before it) is this counter's. (The thread's word there is
+        // free or its own slot's: each word is freed by its index's holder,
+        // and the index pool's mutex hands it to the next one.)
+        let bucket = self.bucket.load(Ordering::Acquire);
+        // Relaxed: stored before `bucket`, which the Acquire above read.
+        let offset = self.offset.load(Ordering::Relaxed);
+        if let Some(b) = thread::arena::bucket(bucket) {
+            // SAFETY: the calling thread's bucket at this counter's
+            // position, and the position's offset.
+            unsafe { slot::add_word(b, offset as usize, n, |word| self.due(word, n)) };
             return;
         }
-        self.add_table::<true>(p, n);
+        self.add_table::<true>(n);
     }
 
-    /// A due add on the cached path, already made: check if it left the
-    /// window (else the headroom is set again).
+    /// The hot path's add carried: the word was free (the thread's first
+    /// add here: undo it, then add through the table), or the owner's
+    /// window may be over.
     #[cold]
     #[inline(never)]
-    fn check_cold(&self, slot: &Slot) {
-        if slot.window_passed() {
-            // SAFETY: the slot is cached, so the counter has its shared
-            // block (our own reference keeps it alive while we are
-            // borrowed).
-            let shared = unsafe { &*self.shared_or_init() };
-            self.check(shared, slot);
+    fn due(&self, word: &AtomicU64, n: u64) {
+        // Acquire: as in `shared` (a position is stored after its block).
+        let p = self.shared.load(Ordering::Acquire);
+        // SAFETY: non-null means installed from Arc::into_raw; our own
+        // reference is released only in `drop`, which takes `&mut self`.
+        if let Some(shared) = unsafe { p.as_ref() } {
+            let (bucket, offset) = thread::slot_position();
+            if let Some(slot) = shared.slots.at(bucket, offset) {
+                if Core::owns(slot) && slot.is_at(word) {
+                    if slot.window_passed() {
+                        self.check(shared, slot);
+                    }
+                    return;
+                }
+            }
         }
+        // No slot of this thread is at the word, so it was free: only this
+        // thread writes it, and it carried.
+        thread::arena::free(word);
+        self.add_table::<false>(n);
     }
 
-    /// A cache miss: the thread's slot through the table, O(1) in the
-    /// number of counters the thread uses, and cached. A thread rotating
-    /// over many counters comes here on every add, so it reads no more
-    /// than the bucket and the slot's first line: an add that is not due
-    /// proves the slot taken over (only the owner's check arms a window; a
-    /// free slot's headroom is 1, so every add is due).
+    /// An add through the table: the thread's slot, found in O(1) by its
+    /// index. For a thread whose word here has no bucket yet, a counter
+    /// beyond the arenas' reach, or the first add of a thread or a
+    /// counter.
     ///
     /// Out of line, and generic only so that it is compiled in the
     /// caller's crate, where its thread-local reads are plain `fs:` loads
     /// (a copy compiled in this crate, in a user's build without LTO,
-    /// calls `__tls_get_addr`). Inline it cost 4 instructions fewer per
-    /// rotating add, but LLVM then laid the miss out as the hit's
-    /// fall-through, whatever the hints: two taken jumps per hit, and
-    /// `RoughCounter` at 2 threads ran 15-20% slower (`docs/benchmarks.md`).
+    /// calls `__tls_get_addr`).
     #[inline(never)]
-    fn add_table<const IN_CALLER: bool>(&self, p: *const Core, n: u64) {
+    fn add_table<const IN_CALLER: bool>(&self, n: u64) {
+        // Acquire: pairs with the AcqRel exchange in `install`, so the
+        // block is initialised.
+        let p = self.shared.load(Ordering::Acquire);
         if !p.is_null() {
-            // Acquire (with the Relaxed load of `p`): pairs with the AcqRel
-            // exchange in `install`, so the block is initialised.
-            crate::primitive::sync::atomic::fence(Ordering::Acquire);
             // SAFETY: non-null means installed from Arc::into_raw; our own
             // reference is released only in `drop`, which takes `&mut self`.
             let shared = unsafe { &*p };
             let (bucket, offset) = thread::slot_position();
             if let Some(slot) = shared.slots.at(bucket, offset) {
-                if slot.try_bump(n) {
-                    thread::slots::cache(p.cast(), std::ptr::from_ref(slot).cast());
-                } else {
+                if !slot.try_bump(n) {
                     self.add_due(shared, slot, n);
                 }
                 return;
@@ -375,7 +398,7 @@ impl RoughCounter {
     }
 
     /// A due add through the table: the thread's first add to its slot
-    /// (taken over here) or a check; then caches the slot.
+    /// (taken over here) or a check.
     #[cold]
     #[inline(never)]
     fn add_due(&self, shared: &Core, slot: &Slot, n: u64) {
@@ -384,12 +407,6 @@ impl RoughCounter {
             return self.add_reentered(n);
         };
         self.add_checked(shared, slot, n);
-        if Core::owns(slot) {
-            thread::slots::cache(
-                std::ptr::from_ref(shared).cast(),
-                std::ptr::from_ref(slot).cast(),
-            );
-        }
     }
 
     /// An add to the thread's slot that is due for a check: the slot's
@@ -405,6 +422,11 @@ impl RoughCounter {
                 shared.add_orphan(n);
                 return;
             }
+            // Its hot word moves to the thread's arena (a free word), so
+            // later adds go there without the table; this also closes the
+            // sequence lock a previous holder left open.
+            let (bucket, offset) = shared.position.get();
+            slot.attach(thread::arena::word_or_alloc(bucket, offset));
             // The first check: a new generation (for folds still claiming
             // from the previous owner's time) and a window.
             shared.check(slot, self.batch, None);
@@ -499,7 +521,16 @@ impl RoughCounter {
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
-            Ok(_) => new,
+            Ok(_) => {
+                // SAFETY: just installed; our own reference keeps it alive.
+                let (bucket, offset) = unsafe { (*new).position.get() };
+                // Relaxed: published by the Release store of `bucket`.
+                self.offset.store(offset, Ordering::Relaxed);
+                // Release: pairs with the hot path's Acquire load (see
+                // `add`).
+                self.bucket.store(bucket, Ordering::Release);
+                new
+            }
             Err(winner) => {
                 // SAFETY: `new` came from Arc::into_raw above, never shared.
                 drop(unsafe { Arc::from_raw(new) });

@@ -29,20 +29,22 @@
 //! Each `Slot` holds:
 //!
 //! * the slot's **total**: the cumulative sum of every add ever made
-//!   through the slot, kept as `biased` minus `bias` (wrapping).
-//!   `biased: AtomicU64` is the hot word: only the owning thread writes
-//!   it, with one unlocked add to memory (a `Relaxed` load + store: no
-//!   locked instruction), and the owner sets `bias` so that the add
+//!   through the slot, kept as the hot word minus `bias` (wrapping). The
+//!   hot word is `biased` until the slot is first taken over, then an
+//!   arena word (`word`, see "Finding the slot"): only the owning thread
+//!   writes it, with one unlocked add to memory (a `Relaxed` load + store:
+//!   no locked instruction), and the owner sets `bias` so that the add
 //!   carries out of 64 bits exactly when it reaches the window's upper
-//!   end (see "Finding the slot"). The owner rewrites `bias` and `biased`
-//!   together only at a check (`set_headroom`), as a sequence lock: it
-//!   stores the total in `stable` (`Release`), makes `seq` odd
+//!   end. The owner rewrites `bias` and the hot word together only at a
+//!   check (`set_headroom`), a takeover or a hand-back, as a sequence
+//!   lock: it stores the total in `stable` (`Release`), makes `seq` odd
 //!   (`Release`), issues a `Release` fence, stores the pair, and makes
-//!   `seq` even (`Release`). A reader (`Slot::total`) loads `seq`
-//!   (`Acquire`), the pair, issues an `Acquire` fence and loads `seq`
-//!   again: if it was even and did not move, the pair agrees; otherwise it
-//!   reads `stable` (`Acquire`), the total all through the rewrite, as the
-//!   owner does not add meanwhile. So a read never waits for the owner,
+//!   `seq` even (`Release`), except at a hand-back, which leaves it odd
+//!   until the next takeover. A reader (`Slot::total`) loads `seq`
+//!   (`Acquire`), `bias`, `word` and the hot word, issues an `Acquire`
+//!   fence and loads `seq` again: if it was even and did not move, the
+//!   pair agrees; otherwise it reads `stable` (`Acquire`), the total all
+//!   through the rewrite, as nothing adds to it meanwhile. So a read never waits for the owner,
 //!   returns a total the slot had during the call, and never goes back
 //!   for one reader (a `stable` read from a later rewrite acquires
 //!   everything stored before it). The total is never reset: when a thread
@@ -141,30 +143,42 @@
 //!
 //! # Finding the slot
 //!
-//! The hot path compares the counter's shared block with the thread's
-//! last-used cache (`thread::slots`) and, on a hit, adds to the cached
-//! slot's `biased`: one add to memory, its carry the whole test. `arm`
-//! sets the headroom to `w`, the distance to the window's upper end
-//! (`biased = 2^64 - w`), so an add of less than the headroom stays inside
-//! the window and one that reaches it carries; a sub (an add of 2^64 - n)
-//! carries too, and the slow path tests the window both ways (`lo`,
-//! `width`), setting the headroom again if the total is still inside. The
-//! carrying add has been made: the owner checks before its next add, so
-//! readers never see a carried word without the check that follows. The
-//! total's own wrap needs no care: the carry is of `biased`, not of the
-//! total.
+//! A slot's hot word is `biased` until a thread first takes it over, then
+//! the arena word of the slot's thread index at the counter's position
+//! (`thread::arena`), the same for every later holder of the index; the
+//! slot's `word` says which. The hot path loads the counter's position
+//! (`Acquire` on its bucket, paired with the installer's `Release`, for
+//! the offset stored before it), the bucket from the thread's `Held` copy
+//! of its arena, and adds to the word: one add to memory, its carry the
+//! whole test. `arm` sets the headroom to `w`, the distance to the
+//! window's upper end (`biased = 2^64 - w`), so an add of less than the
+//! headroom stays inside the window and one that reaches it carries; a
+//! sub (an add of 2^64 - n) carries too, and the slow path tests the
+//! window both ways (`lo`, `width`), setting the headroom again if the
+//! total is still inside. The carrying add has been made: the owner
+//! checks before its next add, so readers never see a carried word
+//! without the check that follows. The total's own wrap needs no care:
+//! the carry is of the word, not of the total.
 //!
-//! On a miss (another counter was used last), it loads the thread's
-//! position (a `const` thread-local without a destructor), the position's
-//! bucket in `slots` (`Acquire`) and the slot, adds, and caches the slot
-//! if the add was not due. That add tests before it adds (`try_bump`), so
-//! a due add changes nothing there. A slot the thread has not taken over
-//! yet has a headroom of 1 and an empty window (`width` 0), so the first
-//! add runs the slow check, which takes it over: marks it in use, adds,
-//! starts a generation, arms a window and asks the thread's exit registry
-//! for a [`ThreadExit`] call, which folds and frees the slot when the
-//! thread exits. An add that is not due therefore proves the slot taken
-//! over by the calling thread.
+//! A word whose slot is not taken over is free (`u64::MAX`, a headroom of
+//! 1), so any add of at least 1 to it carries: the slow path finds the
+//! thread's slot (its index's bucket in `slots`, `Acquire`), sees it is
+//! not the thread's, sets the word free again and adds through the table
+//! (`try_bump`, which tests before it adds). A slot not taken over has an
+//! empty window (`width` 0), so that add runs the slow check, which takes
+//! it over: marks it in use, points its hot word at the arena word and
+//! closes its sequence lock (`attach`), adds, starts a generation, arms a
+//! window and asks the thread's exit registry for a [`ThreadExit`] call.
+//! That call folds the slot and hands it back with a headroom of 1 (which
+//! frees the word) and its sequence lock left open (`hand_back`), so
+//! readers read the total from `stable` while the next holder's first add
+//! carries through the word. The registry makes the call for every
+//! counter before it lets go of it (at exit, or when it prunes dropped
+//! counters), so a counter's block is freed, and its position given back,
+//! only with every arena word at that position free. A word's writers are
+//! its index's holders, one at a time, handed over by the index pool's
+//! mutex; arenas are never freed, so no reader follows a pointer into
+//! freed memory.
 //!
 //! # How often a thread checks
 //!
@@ -175,10 +189,14 @@
 //! clock) once per tens of thousands of adds, and a slow one still reads
 //! the clock every `MIN_SPAN` counts. With no interval (`Duration::MAX`),
 //! the span is `MAX_SPAN` and the clock is never read.
-use crate::primitive::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering, UnsharedU64};
+use crate::primitive::sync::atomic::{
+    fence, AtomicBool, AtomicPtr, AtomicU64, Ordering, UnsharedPtr, UnsharedU64,
+};
 use crate::primitive::sync::Arc;
+use crate::thread::arena::Position;
 use crate::thread::slots::{SlotTable, ThreadExit};
 use crossbeam_utils::CachePadded;
+use std::ptr;
 
 /// The fewest counts between a thread's checks of one counter (or half of
 /// `batch`, if smaller): where the span starts, and where a thread that
@@ -191,25 +209,100 @@ pub(super) const MIN_SPAN: u64 = 512;
 /// instruction, the clock), a share of each add that this makes small.
 pub(super) const MAX_SPAN: u64 = 1 << 15;
 
+/// The hot-path add to the calling thread's arena word `bucket[offset]`
+/// (`thread::arena`), in one read-modify-write: the add is made whether
+/// or not it is due, and its carry says which. If it carried, calls `due`
+/// with the word, which must, before the thread's next add to it, either
+/// set it free again (it was free: no slot of this thread is at it, and
+/// any add of at least 1 to a free word carries) or run the owner's
+/// [`window_passed`](Slot::window_passed) and check. An add of 0 never
+/// carries (it changes nothing).
+///
+/// Only the index's holder writes the word while it is not free, so the
+/// add needs no locked instruction; a reader reads it only through a
+/// slot's sequence lock, and a free word is no slot's.
+///
+/// # Safety
+///
+/// `bucket[offset]` is a word of the calling thread's arena (`bucket`
+/// from `thread::arena::bucket`, `offset` from the same position).
+#[inline(always)]
+pub(super) unsafe fn add_word(
+    bucket: *mut AtomicU64,
+    offset: usize,
+    n: u64,
+    due: impl FnOnce(&AtomicU64),
+) {
+    // One `add` to memory and a jump on no carry past `due`: LLVM does
+    // not fold an atomic load and store into an add to memory when the
+    // flags are used, and its three instructions, or a jump on carry
+    // to `due` (laid out with a jump back), ran the loop up to half as
+    // fast again as the owned `Counter` add (`docs/benchmarks.md`).
+    #[cfg(all(target_arch = "x86_64", not(miri), not(shardcount_loom)))]
+    {
+        // SAFETY: the caller's word, valid and 8-aligned, addressed as
+        // base plus index so the compiler adds nothing. An unlocked `add`
+        // to memory is a load and a store of the word, each single-copy
+        // atomic on x86-64 for an aligned quadword: the Relaxed load and
+        // store of the portable path below, with the calling thread the
+        // word's only writer. No stack, and no other memory touched.
+        unsafe {
+            std::arch::asm!(
+                "add qword ptr [{b} + {o} * 8], {n}",
+                "jnc {done}",
+                b = in(reg) bucket,
+                o = in(reg) offset,
+                n = in(reg) n,
+                done = label { return; },
+                options(nostack),
+            );
+        }
+    }
+    // SAFETY: the caller's word, never freed.
+    let word = unsafe { &*bucket.add(offset) };
+    #[cfg(all(target_arch = "x86_64", not(miri), not(shardcount_loom)))]
+    due(word);
+    #[cfg(not(all(target_arch = "x86_64", not(miri), not(shardcount_loom))))]
+    {
+        // Relaxed, both: the only writer reading its own last store; readers
+        // order their loads of the word by the slot's `seq`.
+        let (b, carry) = word.load(Ordering::Relaxed).overflowing_add(n);
+        word.store(b, Ordering::Relaxed);
+        if carry {
+            due(word);
+        }
+    }
+}
+
 /// One per-thread slot, padded to its own cache lines.
 pub(super) struct Slot {
-    /// The hot word: the slot's total plus `bias` (wrapping), which the
-    /// owner sets so that `biased` carries out of 64 bits exactly when an
-    /// add reaches the window's upper end. The owner's add is one
-    /// read-modify-write of this word, and its carry is the whole test.
+    /// The hot word while `word` is null: the slot's total plus `bias`
+    /// (wrapping), which the owner sets so that it carries out of 64 bits
+    /// exactly when an add reaches the window's upper end. The owner's
+    /// add is one read-modify-write of the hot word, and its carry is the
+    /// whole test.
     biased: AtomicU64,
-    /// `biased - total`: written only by the owner's `set_headroom`, between
-    /// the odd and even values of `seq`.
+    /// The hot word's place: null for `biased`, else the arena word of
+    /// the slot's thread index at the counter's position
+    /// (`thread::arena`), set at the first takeover and kept. Written only
+    /// by the owner, with the sequence lock open, so readers read it under
+    /// the lock like the word.
+    word: AtomicPtr<AtomicU64>,
+    /// The hot word minus the total: written only by the owner, while
+    /// `seq` is odd.
     bias: AtomicU64,
-    /// Even while `bias` and `biased` agree; odd while the owner rewrites
-    /// them. Readers that see it move use `stable`.
+    /// Even while `bias` and the hot word agree; odd while the owner
+    /// rewrites them, and while the slot is free. Readers that see it odd
+    /// or moving use `stable`.
     seq: AtomicU64,
-    /// Owner-only copies of `bias` and `seq`, for the owner's own reads.
+    /// Owner-only copies of `word`, `bias` and `seq`, for the owner's own
+    /// reads.
+    own_word: UnsharedPtr<AtomicU64>,
     own_bias: UnsharedU64,
     own_seq: UnsharedU64,
-    /// The total as of the owner's last `set_headroom`, stored before `seq`
-    /// goes odd: the total all through the rewrite, as the owner does not
-    /// add meanwhile.
+    /// The total as of the owner's last rewrite, stored before `seq` goes
+    /// odd: the total all through the rewrite (or while the slot is free),
+    /// as nothing adds to it meanwhile.
     stable: AtomicU64,
     /// The prefix of `total` already moved into the tally.
     folded: AtomicU64,
@@ -246,6 +339,8 @@ impl Slot {
             // A total of 0 and a headroom of 1: every add is due, so the
             // first one takes the slot over (see `try_bump`).
             biased: AtomicU64::new(u64::MAX),
+            word: AtomicPtr::new(ptr::null_mut()),
+            own_word: UnsharedPtr::new(ptr::null_mut()),
             bias: AtomicU64::new(u64::MAX),
             seq: AtomicU64::new(0),
             own_bias: UnsharedU64::new(u64::MAX),
@@ -278,8 +373,9 @@ impl Slot {
     /// proves ownership as the headroom test did.)
     #[inline]
     pub(super) fn try_bump(&self, n: u64) -> bool {
+        let hot = self.hot();
         // Relaxed: the only writer reading its own last store.
-        let old = self.biased.load(Ordering::Relaxed);
+        let old = hot.load(Ordering::Relaxed);
         let b = old.wrapping_add(n);
         // One compare for both: the add carried (`b < old`) or was 0.
         if b <= old {
@@ -287,52 +383,23 @@ impl Slot {
         }
         // Relaxed: readers order their loads of this word by `seq` (see
         // `total`); the hot path never moves `seq`.
-        self.biased.store(b, Ordering::Relaxed);
+        hot.store(b, Ordering::Relaxed);
         true
     }
 
-    /// [`try_bump`](Self::try_bump) on a slot the calling thread has taken
-    /// over (its cached slot), in one read-modify-write: the add is made
-    /// whether or not it is due, and its carry says which. If it was due,
-    /// calls `due` (which must run [`window_passed`](Self::window_passed),
-    /// and the check, before the thread's next add to the slot). An add of
-    /// 0 is never due here (it changes nothing).
-    #[inline(always)]
-    pub(super) fn add_owned(&self, n: u64, due: impl FnOnce()) {
-        // One `add` to memory and a jump on no carry past `due`: LLVM does
-        // not fold an atomic load and store into an add to memory when the
-        // flags are used, and its three instructions, or a jump on carry
-        // to `due` (laid out with a jump back), ran the loop up to half as
-        // fast again as the owned `Counter` add (`docs/benchmarks.md`).
-        #[cfg(all(target_arch = "x86_64", not(miri), not(shardcount_loom)))]
-        {
-            // SAFETY: the pointer is `biased`'s, valid and 8-aligned for
-            // the borrow. An unlocked `add` to memory is a load and a store
-            // of the word, each single-copy atomic on x86-64 for an aligned
-            // quadword: the Relaxed load and store of the portable path
-            // below, with the owner the word's only writer. No stack, and
-            // no other memory touched.
-            unsafe {
-                std::arch::asm!(
-                    "add qword ptr [{p}], {n}",
-                    "jnc {done}",
-                    p = in(reg) self.biased.as_ptr(),
-                    n = in(reg) n,
-                    done = label { return; },
-                    options(nostack),
-                );
-            }
-            due();
-        }
-        #[cfg(not(all(target_arch = "x86_64", not(miri), not(shardcount_loom))))]
-        {
-            // Relaxed, both: as in `try_bump`.
-            let (b, carry) = self.biased.load(Ordering::Relaxed).overflowing_add(n);
-            self.biased.store(b, Ordering::Relaxed);
-            if carry {
-                due();
-            }
-        }
+    /// Owner only: the hot word (see `word`).
+    #[inline]
+    fn hot(&self) -> &AtomicU64 {
+        // Relaxed: owner-only.
+        let w = self.own_word.load(Ordering::Relaxed);
+        // SAFETY: non-null means an arena word, never freed.
+        unsafe { w.as_ref() }.unwrap_or(&self.biased)
+    }
+
+    /// Whether the slot's hot word is `word`.
+    pub(super) fn is_at(&self, word: &AtomicU64) -> bool {
+        // Relaxed: owner-only.
+        ptr::eq(self.own_word.load(Ordering::Relaxed), word)
     }
 
     /// Owner only: the slot's total (the owner's own last store, or its
@@ -340,7 +407,7 @@ impl Slot {
     #[inline(always)]
     fn own_total(&self) -> u64 {
         // Relaxed, both: only the owner writes them.
-        let b = self.biased.load(Ordering::Relaxed);
+        let b = self.hot().load(Ordering::Relaxed);
         b.wrapping_sub(self.own_bias.load(Ordering::Relaxed))
     }
 
@@ -349,7 +416,7 @@ impl Slot {
     /// has already seen of the slot. Wait-free: no loop, whatever the owner
     /// does.
     pub(super) fn total(&self) -> u64 {
-        // Acquire: pairs with `set_headroom`'s Release stores of `seq`: an
+        // Acquire: pairs with the owner's Release stores of `seq`: an
         // even value read here makes the `bias` and `biased` stored before
         // it visible, and an odd one the `stable` stored before it.
         let s = self.seq.load(Ordering::Acquire);
@@ -357,9 +424,16 @@ impl Slot {
             // Relaxed, both: bounded by the Acquire above and, against
             // newer stores, by the fence and the second load of `seq`.
             let bias = self.bias.load(Ordering::Relaxed);
-            let b = self.biased.load(Ordering::Relaxed);
-            // Acquire fence: if either load read a store made after
-            // `set_headroom`'s Release fence, the odd `seq` stored before
+            // Acquire: pairs with the Release store in `attach`, so an
+            // arena word read through it is initialised. (It is checked
+            // by `seq` like the others.)
+            let w = self.word.load(Ordering::Acquire);
+            // SAFETY: non-null means an arena word, never freed.
+            let b = unsafe { w.as_ref() }
+                .unwrap_or(&self.biased)
+                .load(Ordering::Relaxed);
+            // Acquire fence: if a load above read a store made after
+            // `open`'s Release fence, the odd `seq` stored before
             // that fence is visible to the load below.
             fence(Ordering::Acquire);
             // Acquire: as the first load, for `stable` below.
@@ -367,9 +441,12 @@ impl Slot {
                 return b.wrapping_sub(bias);
             }
         }
-        // The owner is rewriting `bias` and `biased`, or did since `s`: it
-        // stored the total it had then in `stable` first, and it adds
-        // nothing while `seq` is odd. The Acquire loads of `seq` make the
+        // The owner is rewriting `bias` and the hot word, or did since `s`,
+        // or the slot is free (handed back with the lock open): the owner
+        // stored the total in `stable` first, and nothing changes the
+        // total while `seq` is odd (a next holder's first add carries
+        // through the word, and sets it free again, before it takes the
+        // slot over). The Acquire loads of `seq` make the
         // `stable` stored before the value they read visible. Acquire: a
         // newer `stable` is a later total, and reading it makes every
         // store before it visible, so no later read here goes back.
@@ -395,23 +472,67 @@ impl Slot {
     /// so an add right after the check that takes the slot over leaves the
     /// headroom as that check set it.
     pub(super) fn bump(&self, n: u64) -> bool {
-        let (b, carry) = self.biased.load(Ordering::Relaxed).overflowing_add(n);
+        let hot = self.hot();
+        let (b, carry) = hot.load(Ordering::Relaxed).overflowing_add(n);
         // Relaxed: as in `try_bump`.
-        self.biased.store(b, Ordering::Relaxed);
+        hot.store(b, Ordering::Relaxed);
         carry && self.window_passed()
     }
 
-    /// Owner only: sets `bias` and `biased` so that an add carries exactly
-    /// when it brings the total `h` (at least 1) or more above what it is
-    /// now. Rare (at a check, at most every `MIN_SPAN` counts), so it
-    /// may take a few stores to keep readers exact.
+    /// Owner only: sets `bias` and the hot word so that an add carries
+    /// exactly when it brings the total `h` (at least 1) or more above
+    /// what it is now. Rare (at a check, at most every `MIN_SPAN` counts),
+    /// so it may take a few stores to keep readers exact.
     pub(super) fn set_headroom(&self, h: u64) {
-        debug_assert!(h >= 1, "a headroom of 0 would never carry");
-        let t = self.own_total();
-        let b = h.wrapping_neg();
+        self.open();
+        self.store_headroom(h);
+        self.close();
+    }
+
+    /// Owner only, at the takeover: a headroom of 1, the hot word moved to
+    /// `word` (the thread's free arena word at the counter's position) if
+    /// it is not there yet, and the sequence lock closed (a free slot's is
+    /// left open: `hand_back`).
+    pub(super) fn attach(&self, word: Option<&'static AtomicU64>) {
         // Relaxed: owner-only.
-        let s = self.own_seq.load(Ordering::Relaxed);
-        self.own_seq.store(s.wrapping_add(2), Ordering::Relaxed);
+        if self.own_seq.load(Ordering::Relaxed) & 1 == 0 {
+            self.open();
+        }
+        if let Some(word) = word {
+            debug_assert_eq!(word.load(Ordering::Relaxed), crate::thread::arena::FREE);
+            // Relaxed: owner-only.
+            if self.own_word.load(Ordering::Relaxed).is_null() {
+                let p = ptr::from_ref(word).cast_mut();
+                // Release: pairs with readers' Acquire load, so the word's
+                // initial state is visible through the pointer. Inside the
+                // open lock, so a reader that reads it sees `seq` move.
+                self.word.store(p, Ordering::Release);
+                self.own_word.store(p, Ordering::Relaxed);
+            }
+        }
+        self.store_headroom(1);
+        self.close();
+    }
+
+    /// Owner only, when it hands the slot back: a headroom of 1, which sets
+    /// an arena word free (`u64::MAX`), and the sequence lock left open, so
+    /// readers read the total from `stable` while the next holder's first
+    /// add carries through the word (and sets it free again) before it
+    /// takes the slot over. The slot keeps its word: it is the same for
+    /// every holder of the index, as long as the counter lives.
+    fn hand_back(&self) {
+        self.open();
+        self.store_headroom(1);
+    }
+
+    /// Owner only: opens the sequence lock (`seq` odd), with the total in
+    /// `stable` for readers meanwhile.
+    fn open(&self) {
+        let t = self.own_total();
+        // Relaxed: owner-only.
+        let s = self.own_seq.load(Ordering::Relaxed).wrapping_add(1);
+        debug_assert!(s & 1 == 1, "the lock is open already");
+        self.own_seq.store(s, Ordering::Relaxed);
         // Release: a reader whose Acquire load reads this value sees every
         // store made before it, so its later reads of the slot return this
         // total or a newer one (the exact path could otherwise return a
@@ -419,17 +540,33 @@ impl Slot {
         self.stable.store(t, Ordering::Release);
         // Release: a reader whose Acquire load reads this odd value sees
         // `stable` above.
-        self.seq.store(s.wrapping_add(1), Ordering::Release);
-        // Release fence: a reader whose loads of `bias` or `biased` read a
-        // store below (or a later hot-path add), followed by its Acquire
-        // fence, sees the odd `seq` above and falls back to `stable`.
+        self.seq.store(s, Ordering::Release);
+        // Release fence: a reader whose loads of `bias`, `word` or the hot
+        // word read a store after it (or a later add), followed by its
+        // Acquire fence, sees the odd `seq` above and falls back to
+        // `stable`.
         fence(Ordering::Release);
-        // Relaxed, both: ordered by the fence above and the store below.
+    }
+
+    /// Owner only, with the lock open: sets `bias` and the hot word for a
+    /// headroom of `h`, keeping the total.
+    fn store_headroom(&self, h: u64) {
+        debug_assert!(h >= 1, "a headroom of 0 would never carry");
+        let t = self.own_total();
+        let b = h.wrapping_neg();
+        // Relaxed, all: ordered by `open`'s fence and `close`'s store.
         self.bias.store(b.wrapping_sub(t), Ordering::Relaxed);
         self.own_bias.store(b.wrapping_sub(t), Ordering::Relaxed);
-        self.biased.store(b, Ordering::Relaxed);
-        // Release: pairs with readers' Acquire loads, as the odd store.
-        self.seq.store(s.wrapping_add(2), Ordering::Release);
+        self.hot().store(b, Ordering::Relaxed);
+    }
+
+    /// Owner only: closes the sequence lock (`seq` even).
+    fn close(&self) {
+        // Relaxed: owner-only.
+        let s = self.own_seq.load(Ordering::Relaxed).wrapping_add(1);
+        self.own_seq.store(s, Ordering::Relaxed);
+        // Release: pairs with readers' Acquire loads, as `open`'s store.
+        self.seq.store(s, Ordering::Release);
     }
 
     /// Owner only: starts a new generation and returns the unfolded distance
@@ -519,6 +656,29 @@ pub(super) struct Core {
     pub(super) dropped: AtomicBool,
     /// Origin of the owner-only `last_fold` timestamps, on `clock::nanos`.
     epoch: u64,
+    /// The counter's position in every thread's arena: its slots' hot
+    /// words. Given back after `drop` frees them.
+    pub(super) position: Position,
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        // Every thread that took a slot over handed it back (its exit
+        // registry calls `thread_exit`, at its exit or when it prunes a
+        // dropped counter, before letting go of the block), setting its
+        // arena word free: the next counter at this position finds every
+        // word free.
+        #[cfg(debug_assertions)]
+        self.for_each_thread_slot(|s| {
+            // Relaxed: `&mut self`: every store happened-before.
+            let w = s.word.load(Ordering::Relaxed);
+            // SAFETY: non-null means an arena word, never freed.
+            if let Some(w) = unsafe { w.as_ref() } {
+                let free = w.load(Ordering::Relaxed) == crate::thread::arena::FREE;
+                debug_assert!(free, "an arena word not handed back");
+            }
+        });
+    }
 }
 
 impl Default for Slot {
@@ -547,6 +707,7 @@ impl Core {
             orphan: CachePadded::new(orphan),
             dropped: AtomicBool::new(false),
             epoch: super::clock::nanos(),
+            position: Position::take(),
         }
     }
 
@@ -714,7 +875,7 @@ impl Core {
         self.fold_and_wait(slot);
         // An empty window: the next holder's first add takes the slot over.
         slot.width.store(0, Ordering::Relaxed);
-        slot.set_headroom(1);
+        slot.hand_back();
         // Release: pairs with `live_slots`'s Acquire, so a slot read as free
         // has its exit fold visible.
         slot.in_use.store(false, Ordering::Release);

@@ -8,6 +8,7 @@
 //! [`take_index`] gives, and drops it (giving the index back) after every
 //! slot under it has been handed over.
 
+use super::arena::{Arena, Buckets, NO_BUCKETS};
 use super::pool::Pool;
 use crate::primitive::sync::{lock, Arc, Mutex};
 use std::cell::Cell;
@@ -16,40 +17,50 @@ crate::primitive::global! {
     // Behind an Arc that each lease shares, so giving an index back never
     // needs the static: under loom, statics are gone before the main
     // thread's thread-local destructors run.
-    static POOL: Arc<Mutex<Pool>> = Arc::new(Mutex::new(Pool::new()));
+    static POOL: Arc<Mutex<Indexes>> = Arc::new(Mutex::new(Indexes {
+        pool: Pool::new(),
+        arenas: Vec::new(),
+    }));
+}
+
+/// The index pool, and each index's arena (`thread::arena`), handed over
+/// with it.
+struct Indexes {
+    pool: Pool,
+    /// `arenas[i - 1]` is index `i`'s, once an index in the slot tables'
+    /// reach took it.
+    arenas: Vec<&'static Arena>,
 }
 
 /// A thread's index, where its slot is in every slot table (computed
 /// once when the index is taken, so the hot path does no arithmetic on
-/// it), and its last-used slot (`thread::slots`). One thread-local, so a
-/// rough add's cache hit and its miss through the table share one base
-/// address: a register fewer in a caller's loop (`docs/benchmarks.md`).
+/// it), and its index's arena (`thread::arena`). One thread-local, so a
+/// rough add's arena word and its slot through the table share one base
+/// address.
 pub(crate) struct Held {
     index: Cell<usize>,
     /// The slot table bucket (0, never allocated, for "none").
     bucket: Cell<usize>,
     /// The slot's position in the bucket.
     offset: Cell<usize>,
-    /// The last-used cache's owner (`thread::slots`).
-    pub(crate) last_owner: Cell<*const ()>,
-    /// The last-used cache's slot.
-    pub(crate) last_slot: Cell<*const ()>,
+    /// The index's arena, while the thread has an index in the slot
+    /// tables' reach.
+    pub(crate) arena: Cell<Option<&'static Arena>>,
+    /// The arena's bucket pointers, copied (`thread::arena`); null while
+    /// the thread has none.
+    pub(crate) words: Buckets,
 }
-
-/// An owner address no owner has (odd, not null: a counter not yet used
-/// has a null owner).
-pub(crate) const NO_OWNER: *const () = std::ptr::without_provenance(1);
 
 crate::primitive::const_thread_local! {
     /// The calling thread's index (0 if none), its slot position and its
-    /// last-used slot. No destructor: the hot path reads it with a bare
+    /// arena. No destructor: the hot path reads it with a bare
     /// TLS load.
     static INDEX: Held = Held {
         index: Cell::new(0),
         bucket: Cell::new(0),
         offset: Cell::new(0),
-        last_owner: Cell::new(NO_OWNER),
-        last_slot: Cell::new(std::ptr::null()),
+        arena: Cell::new(None),
+        words: NO_BUCKETS,
     };
 }
 
@@ -76,16 +87,18 @@ pub(crate) fn slot_position() -> (usize, usize) {
         .unwrap_or((0, 0))
 }
 
-fn set(i: usize) {
+fn set(i: usize, arena: Option<&'static Arena>) {
     let (bucket, offset) = super::buckets::position(i);
-    // Ignoring the error: a thread being torn down keeps no index. The
-    // last-used cache never outlives the index its slot was found by.
+    // Ignoring the error: a thread being torn down keeps no index.
     let _ = INDEX.try_with(|h| {
         h.index.set(i);
         h.bucket.set(bucket);
         h.offset.set(offset);
-        h.last_owner.set(NO_OWNER);
-        h.last_slot.set(std::ptr::null());
+        h.arena.set(arena);
+        match arena {
+            Some(a) => a.copy_to(&h.words),
+            None => h.words.iter().for_each(|w| w.set(std::ptr::null_mut())),
+        }
     });
 }
 
@@ -96,7 +109,7 @@ fn set(i: usize) {
 /// another gave back happens-after everything that thread did before.
 pub(crate) struct IndexLease {
     index: usize,
-    pool: Arc<Mutex<Pool>>,
+    pool: Arc<Mutex<Indexes>>,
 }
 
 impl IndexLease {
@@ -108,14 +121,25 @@ impl IndexLease {
 /// Gives the calling thread an index (it must have none).
 pub(crate) fn take_index() -> IndexLease {
     let pool = Arc::clone(&POOL);
-    let index = lock(&pool).take();
-    set(index);
+    let mut indexes = lock(&pool);
+    let index = indexes.pool.take();
+    // Only indexes with a slot get an arena: a word is a slot's hot word.
+    let arena = if super::buckets::position(index).0 == 0 {
+        None
+    } else {
+        if indexes.arenas.len() < index {
+            indexes.arenas.resize_with(index, Arena::leak);
+        }
+        Some(indexes.arenas[index - 1])
+    };
+    drop(indexes);
+    set(index, arena);
     IndexLease { index, pool }
 }
 
 impl Drop for IndexLease {
     fn drop(&mut self) {
-        set(0);
-        lock(&self.pool).give(self.index);
+        set(0, None);
+        lock(&self.pool).pool.give(self.index);
     }
 }

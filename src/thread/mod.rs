@@ -1,7 +1,8 @@
 //! Everything per-thread, written once: each thread's identity (its shard
 //! probe), the contention sampler, the per-thread slot registry (thread
-//! indexes), and the owner ids that give the threads adding to a sharded
-//! table their own rows (`owner`).
+//! indexes) and each index's arena of hot words (`arena`), and the owner
+//! ids that give the threads adding to a sharded table their own rows
+//! (`owner`).
 //!
 //! A thread gets a probe once, from a process-wide sequence so the first
 //! threads spread over distinct shards, kept in a `const`-initialised
@@ -9,6 +10,7 @@
 //! id. A thread that keeps colliding with others moves by rehashing its probe
 //! (xorshift, which never yields zero from a non-zero input).
 
+pub(crate) mod arena;
 mod buckets;
 pub(crate) mod grace;
 mod index;

@@ -14,14 +14,6 @@
 //!   folds and frees the slot), and only then gives the index back, so the
 //!   next thread to take it finds every slot under it handed over.
 //!
-//! * The **last-used cache** holds the `(owner, slot)` pair the thread
-//!   used last, so the common case (one hot counter) is a compare and a
-//!   load. It lives in the thread's index thread-local (`thread::index`:
-//!   `const`, no destructor). A pair is cached only for an owner the
-//!   thread's registry holds (so the slot is alive); the registry clears
-//!   the cache after each owner's exit call and before it lets go of any
-//!   owner, and taking or giving back an index clears it too.
-//!
 //! Orderings: buckets are published with a `Release` compare-exchange
 //! (`get_or_alloc`) and every load of a bucket (`at`, `get_or_alloc`,
 //! `for_each`) is `Acquire`, so a slot's initial state is visible to every
@@ -29,7 +21,6 @@
 //! happened-before).
 
 use super::buckets::{assert_position, bucket_len, locate, position, BUCKETS, BUCKETS_POW2};
-use super::index::{held, NO_OWNER};
 use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
 use std::cell::{Cell, RefCell};
 use std::ptr;
@@ -133,31 +124,6 @@ pub(crate) trait ThreadExit {
     fn is_dropped(&self) -> bool;
 }
 
-/// The calling thread's cached slot in `owner`, if cached.
-#[inline(always)]
-pub(crate) fn cached(owner: *const ()) -> Option<*const ()> {
-    // A matching owner always comes with its slot (`cache` sets both).
-    held(|l| (l.last_owner.get() == owner).then(|| l.last_slot.get())).flatten()
-}
-
-/// Caches `slot` as the calling thread's slot in `owner`. The caller must
-/// have registered `owner` with [`on_exit`] on this thread (which keeps the
-/// slot alive until the registry lets go, clearing the cache first).
-#[inline]
-pub(crate) fn cache(owner: *const (), slot: *const ()) {
-    held(|l| {
-        l.last_owner.set(owner);
-        l.last_slot.set(slot);
-    });
-}
-
-fn clear_cache() {
-    held(|l| {
-        l.last_owner.set(NO_OWNER);
-        l.last_slot.set(ptr::null());
-    });
-}
-
 struct Registry {
     /// The thread's index while it holds one.
     lease: RefCell<Option<super::index::IndexLease>>,
@@ -177,15 +143,9 @@ impl Registry {
 
 impl Drop for Registry {
     fn drop(&mut self) {
-        // Later adds on this thread (from other thread-locals' destructors,
-        // or an allocator counting the frees below) must not reach a slot
-        // handed over below. An add between two exits may cache the slot
-        // of an owner whose exit is still to come: cleared after each.
-        clear_cache();
         let index = self.index();
         for owner in self.owners.get_mut().drain(..) {
             owner.thread_exit(index);
-            clear_cache();
         }
         // Only now, with every slot under it handed over, is the index
         // given back (the lease drops after this body).
@@ -222,8 +182,6 @@ pub(crate) fn on_exit(owner: Box<dyn ThreadExit>) -> bool {
             if owners.len() >= r.prune_at.get() {
                 // Owners dropped meanwhile get their exit call now: the
                 // list then follows the owners alive, not all ever used.
-                // The cache may name one of them: it must not outlive it.
-                clear_cache();
                 let index = r.index();
                 owners.retain(|o| {
                     let gone = o.is_dropped();

@@ -1,0 +1,190 @@
+//! Arenas: one dense array of hot words per thread index, a word per
+//! counter, so a thread that adds to many counters touches each counter's
+//! own line and one word of its own arena (`RoughCounter` uses them).
+//!
+//! * A counter takes a **position** at first use: a small, dense, reused
+//!   number from a pool of its own, stored as a bucket and an offset so
+//!   the hot path does no arithmetic on it. Bucket 0 (never allocated) is
+//!   what a counter has before first use, or beyond the arenas' reach;
+//!   its adds take the counter's own slow path.
+//! * An **arena** belongs to a thread index, not to a thread: it is made
+//!   for the index's first holder and handed, with the index, to every
+//!   later one (`thread::index`), and never freed (its size follows the
+//!   counters alive at once, as the index pool follows the threads). Its
+//!   buckets hold 1, 1, 2, 4, ... words and never move, so a counter's
+//!   slot can point at its word. The bucket pointers are plain cells:
+//!   only the index's holder reads or writes them, and the index pool's
+//!   mutex hands them over with the index. The holder keeps a copy in
+//!   its `Held` thread-local, one load from the hot path.
+//! * A word is **free** (`u64::MAX`) unless it is the hot word of the
+//!   slot that its index's holder took over in the counter holding its
+//!   position; any add of at least 1 to a free word carries, so the hot
+//!   path's carry test also says "not taken over". The counter's code
+//!   sets a word free again when its slot is handed back, and every word
+//!   of a counter when the counter goes (before the position is given
+//!   back: the pool's mutex then orders the next counter's first adds
+//!   after it).
+use super::buckets::{bucket_len, locate};
+use super::index::held;
+use crate::primitive::sync::atomic::{AtomicU64, Ordering};
+use crate::primitive::sync::{lock, Arc, Mutex};
+use std::cell::Cell;
+use std::ptr;
+
+/// Positions at or above `2^MAX_POSITION_LOG2` are beyond reach (about
+/// 16.8 M counters alive at once).
+#[cfg(not(shardcount_loom))]
+const MAX_POSITION_LOG2: usize = 24;
+/// Models use one or two counters.
+#[cfg(shardcount_loom)]
+const MAX_POSITION_LOG2: usize = 2;
+const BUCKETS: usize = MAX_POSITION_LOG2 + 1;
+/// A power of two, so a mask keeps any bucket number in range.
+const BUCKETS_POW2: usize = BUCKETS.next_power_of_two();
+
+/// A free word: any add of at least 1 carries.
+pub(crate) const FREE: u64 = u64::MAX;
+
+/// Where one thread index's words are: a pointer per bucket, null until
+/// allocated.
+pub(crate) type Buckets = [Cell<*mut AtomicU64>; BUCKETS_POW2];
+
+/// No bucket: a thread without an index, or a new arena.
+#[allow(clippy::declare_interior_mutable_const)] // a fresh array each use
+pub(crate) const NO_BUCKETS: Buckets = [const { Cell::new(ptr::null_mut()) }; BUCKETS_POW2];
+
+/// One thread index's words, in buckets allocated on first use. The
+/// index's holder keeps a copy of the bucket pointers in its `Held`
+/// thread-local, so the hot path reaches a word in one load from it.
+pub(crate) struct Arena {
+    buckets: Buckets,
+}
+
+// SAFETY: the bucket pointers (the only non-`Sync` part) are read and
+// written only by the thread holding the arena's index; the index pool's
+// mutex orders one holder's accesses before the next one's. The words
+// themselves are atomics.
+unsafe impl Sync for Arena {}
+// SAFETY: as for `Sync`: handed from holder to holder under a mutex.
+unsafe impl Send for Arena {}
+
+impl Arena {
+    /// A new arena for a thread index, kept for the process's life.
+    pub(super) fn leak() -> &'static Arena {
+        Box::leak(Box::new(Arena {
+            buckets: NO_BUCKETS,
+        }))
+    }
+
+    /// Copies the bucket pointers into `to` (the new holder's copy).
+    pub(super) fn copy_to(&self, to: &Buckets) {
+        for (to, from) in to.iter().zip(&self.buckets) {
+            to.set(from.get());
+        }
+    }
+}
+
+/// The word at `(bucket, offset)` (a [`Position`]'s) in the calling
+/// thread's arena: its bucket, if allocated, and the offset. Bucket 0 is
+/// never allocated.
+#[inline(always)]
+pub(crate) fn bucket(bucket: u32) -> Option<*mut AtomicU64> {
+    debug_assert!((bucket as usize) < BUCKETS);
+    held(|h| {
+        // SAFETY: every position's bucket is below `BUCKETS` (`Position::take`),
+        // within the array.
+        let p = unsafe { h.words.get_unchecked(bucket as usize) }.get();
+        (!p.is_null()).then_some(p)
+    })
+    .flatten()
+}
+
+/// The word at `(bucket, offset)` in the calling thread's arena, if its
+/// bucket exists.
+#[inline]
+pub(crate) fn word(bucket: u32, offset: u32) -> Option<&'static AtomicU64> {
+    // SAFETY: a non-null bucket `b` holds `bucket_len(b)` words, never
+    // freed, and a position's offset is below its bucket's length.
+    self::bucket(bucket).map(|p| unsafe { &*p.add(offset as usize) })
+}
+
+/// The word at `(bucket, offset)` in the calling thread's arena,
+/// allocating its bucket if needed; `None` for bucket 0 or a thread
+/// without an arena.
+#[cold]
+pub(crate) fn word_or_alloc(bucket: u32, offset: u32) -> Option<&'static AtomicU64> {
+    let b = bucket as usize;
+    if b == 0 || b >= BUCKETS {
+        return None;
+    }
+    held(|h| {
+        let arena = h.arena.get()?;
+        if h.words[b].get().is_null() {
+            let words: Box<[AtomicU64]> =
+                (0..bucket_len(b)).map(|_| AtomicU64::new(FREE)).collect();
+            let p: *mut AtomicU64 = Box::into_raw(words).cast();
+            // Only this thread (the index's holder) touches either copy.
+            arena.buckets[b].set(p);
+            h.words[b].set(p);
+        }
+        Some(())
+    })
+    .flatten()?;
+    word(bucket, offset)
+}
+
+crate::primitive::global! {
+    // Behind an Arc that each position shares, so giving one back never
+    // needs the static (as the index pool: under loom, statics are gone
+    // before the main thread's thread-local destructors run).
+    static POSITIONS: Arc<Mutex<super::pool::Pool>> = Arc::new(Mutex::new(super::pool::Pool::new()));
+}
+
+/// A counter's position in every arena, held while the counter lives;
+/// dropping it gives the position back (after the counter freed its
+/// words).
+pub(crate) struct Position {
+    number: usize,
+    bucket: u32,
+    offset: u32,
+    pool: Arc<Mutex<super::pool::Pool>>,
+}
+
+impl Position {
+    /// Takes the smallest free position.
+    pub(crate) fn take() -> Position {
+        let pool = Arc::clone(&POSITIONS);
+        let number = lock(&pool).take();
+        let (bucket, offset) = match locate(number) {
+            (b, off) if b < BUCKETS => (b as u32, off as u32),
+            _ => (0, 0),
+        };
+        Position {
+            number,
+            bucket,
+            offset,
+            pool,
+        }
+    }
+
+    /// The position as the hot path reads it, `(bucket, offset)`: bucket
+    /// 0 (never allocated) if beyond reach.
+    pub(crate) fn get(&self) -> (u32, u32) {
+        (self.bucket, self.offset)
+    }
+}
+
+impl Drop for Position {
+    fn drop(&mut self) {
+        lock(&self.pool).give(self.number);
+    }
+}
+
+/// Sets `word` free: its slot was handed back, or its counter is going.
+/// The caller must make sure no add to the word is in flight.
+pub(crate) fn free(word: &AtomicU64) {
+    // Relaxed: the next writer of the word happens-after this store,
+    // through the index pool's mutex (a slot handed back at thread exit)
+    // or the position pool's (a counter going).
+    word.store(FREE, Ordering::Relaxed);
+}
