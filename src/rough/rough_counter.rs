@@ -2,7 +2,7 @@
 //! (the protocol is in the `rough` module docs and in `slot.rs`).
 
 use super::slot::{self, Core, Slot};
-use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::primitive::sync::Arc;
 use crate::thread;
 use std::fmt;
@@ -155,12 +155,10 @@ pub struct RoughCounter {
     /// Null until first use, then an `Arc<Core>` from `Arc::into_raw`.
     shared: AtomicPtr<Core>,
     /// The shared block's position in the threads' arenas
-    /// (`thread::arena`), where each thread's hot word for this counter
-    /// is: bucket 0 until stored, after `shared` and `offset`, by the
-    /// thread that installed it.
-    bucket: AtomicU32,
-    /// See `bucket`.
-    offset: AtomicU32,
+    /// (`thread::arena`, packed), where each thread's hot word for this
+    /// counter is: 0 until stored, after `shared`, by the thread that
+    /// installed it.
+    pos: AtomicU64,
     /// Adds made inside one of this thread's own slow paths (from a global
     /// allocator that counts with this counter: the path allocated), which
     /// must not allocate again (`thread::reentry`). Part of both reads.
@@ -211,8 +209,7 @@ impl RoughCounter {
         pub const fn new() -> Self {
             RoughCounter {
                 shared: AtomicPtr::new(ptr::null_mut()),
-                bucket: AtomicU32::new(0),
-                offset: AtomicU32::new(0),
+                pos: AtomicU64::new(0),
                 reentered: std::sync::atomic::AtomicU64::new(0),
                 batch: Self::DEFAULT_BATCH,
                 interval: Self::DEFAULT_INTERVAL.as_nanos() as u64,
@@ -325,20 +322,43 @@ impl RoughCounter {
     /// ```
     #[inline]
     pub fn add(&self, n: u64) {
-        // Acquire: pairs with the Release store in `install`, so `offset`
-        // (stored before it) is this counter's. (The thread's word there is
-        // free or its own slot's: each word is freed by its index's holder,
-        // and the index pool's mutex hands it to the next one.)
-        let bucket = self.bucket.load(Ordering::Acquire);
-        // Relaxed: stored before `bucket`, which the Acquire above read.
-        let offset = self.offset.load(Ordering::Relaxed);
-        if let Some(b) = thread::arena::bucket(bucket) {
-            // SAFETY: the calling thread's bucket at this counter's
-            // position, and the position's offset.
-            unsafe { slot::add_word(b, offset as usize, n, |word| self.due(word, n)) };
+        // Acquire: pairs with the Release store in `install`. (The
+        // thread's word there is free or its own slot's: each word is
+        // freed by its index's holder, and the index pool's mutex hands it
+        // to the next one; the position pool's mutex orders a counter's
+        // install after the last counter at its position was freed.)
+        let pos = self.pos.load(Ordering::Acquire);
+        // The hit laid out as the fall-through: else LLVM may put it out of
+        // the loop, and each add takes two jumps.
+        let cached = thread::arena::cached(pos);
+        if let Some(word) = cached.filter(|_| crate::shard::likely(cached.is_some())) {
+            // SAFETY: a cached word is a word of the thread's arena, never
+            // freed (`thread::arena::cached`).
+            let word = unsafe { &*word };
+            slot::add_word(word, n, || self.due(word, n));
             return;
         }
-        self.add_table::<true>(n);
+        self.add_uncached::<true>(pos, n);
+    }
+
+    /// The thread's word at another position than its last: found in its
+    /// arena (and cached) with no search, or, for a thread whose word here
+    /// has no bucket yet, a counter beyond the arenas' reach or the first
+    /// add of a thread or a counter, an add through the table.
+    ///
+    /// Out of line, and generic only so that it is compiled in the
+    /// caller's crate, where its thread-local reads are plain `fs:` loads
+    /// (a copy compiled in this crate, in a user's build without LTO,
+    /// calls `__tls_get_addr`). Inline, LLVM laid the miss out as the
+    /// hit's fall-through, whatever the hints: two taken jumps per hit
+    /// (`docs/benchmarks.md`).
+    #[inline(never)]
+    fn add_uncached<const IN_CALLER: bool>(&self, pos: u64, n: u64) {
+        if let Some(word) = thread::arena::find(pos) {
+            slot::add_word(word, n, || self.due(word, n));
+            return;
+        }
+        self.add_table::<IN_CALLER>(n);
     }
 
     /// The hot path's add carried: the word was free (the thread's first
@@ -369,14 +389,7 @@ impl RoughCounter {
     }
 
     /// An add through the table: the thread's slot, found in O(1) by its
-    /// index. For a thread whose word here has no bucket yet, a counter
-    /// beyond the arenas' reach, or the first add of a thread or a
-    /// counter.
-    ///
-    /// Out of line, and generic only so that it is compiled in the
-    /// caller's crate, where its thread-local reads are plain `fs:` loads
-    /// (a copy compiled in this crate, in a user's build without LTO,
-    /// calls `__tls_get_addr`).
+    /// index.
     #[inline(never)]
     fn add_table<const IN_CALLER: bool>(&self, n: u64) {
         // Acquire: pairs with the AcqRel exchange in `install`, so the
@@ -524,11 +537,9 @@ impl RoughCounter {
             Ok(_) => {
                 // SAFETY: just installed; our own reference keeps it alive.
                 let (bucket, offset) = unsafe { (*new).position.get() };
-                // Relaxed: published by the Release store of `bucket`.
-                self.offset.store(offset, Ordering::Relaxed);
                 // Release: pairs with the hot path's Acquire load (see
                 // `add`).
-                self.bucket.store(bucket, Ordering::Release);
+                self.pos.store(thread::arena::pack(bucket, offset), Ordering::Release);
                 new
             }
             Err(winner) => {

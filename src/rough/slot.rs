@@ -209,10 +209,10 @@ pub(super) const MIN_SPAN: u64 = 512;
 /// instruction, the clock), a share of each add that this makes small.
 pub(super) const MAX_SPAN: u64 = 1 << 15;
 
-/// The hot-path add to the calling thread's arena word `bucket[offset]`
+/// The hot-path add to an arena word of the calling thread
 /// (`thread::arena`), in one read-modify-write: the add is made whether
-/// or not it is due, and its carry says which. If it carried, calls `due`
-/// with the word, which must, before the thread's next add to it, either
+/// or not it is due, and its carry says which. If it carried, calls
+/// `due`, which must, before the thread's next add to the word, either
 /// set it free again (it was free: no slot of this thread is at it, and
 /// any add of at least 1 to a free word carries) or run the owner's
 /// [`window_passed`](Slot::window_passed) and check. An add of 0 never
@@ -221,18 +221,8 @@ pub(super) const MAX_SPAN: u64 = 1 << 15;
 /// Only the index's holder writes the word while it is not free, so the
 /// add needs no locked instruction; a reader reads it only through a
 /// slot's sequence lock, and a free word is no slot's.
-///
-/// # Safety
-///
-/// `bucket[offset]` is a word of the calling thread's arena (`bucket`
-/// from `thread::arena::bucket`, `offset` from the same position).
 #[inline(always)]
-pub(super) unsafe fn add_word(
-    bucket: *mut AtomicU64,
-    offset: usize,
-    n: u64,
-    due: impl FnOnce(&AtomicU64),
-) {
+pub(super) fn add_word(word: &AtomicU64, n: u64, due: impl FnOnce()) {
     // One `add` to memory and a jump on no carry past `due`: LLVM does
     // not fold an atomic load and store into an add to memory when the
     // flags are used, and its three instructions, or a jump on carry
@@ -240,28 +230,24 @@ pub(super) unsafe fn add_word(
     // fast again as the owned `Counter` add (`docs/benchmarks.md`).
     #[cfg(all(target_arch = "x86_64", not(miri), not(shardcount_loom)))]
     {
-        // SAFETY: the caller's word, valid and 8-aligned, addressed as
-        // base plus index so the compiler adds nothing. An unlocked `add`
-        // to memory is a load and a store of the word, each single-copy
-        // atomic on x86-64 for an aligned quadword: the Relaxed load and
-        // store of the portable path below, with the calling thread the
-        // word's only writer. No stack, and no other memory touched.
+        // SAFETY: the pointer is the word's, valid and 8-aligned for the
+        // borrow. An unlocked `add` to memory is a load and a store of the
+        // word, each single-copy atomic on x86-64 for an aligned quadword:
+        // the Relaxed load and store of the portable path below, with the
+        // calling thread the word's only writer. No stack, and no other
+        // memory touched.
         unsafe {
             std::arch::asm!(
-                "add qword ptr [{b} + {o} * 8], {n}",
+                "add qword ptr [{p}], {n}",
                 "jnc {done}",
-                b = in(reg) bucket,
-                o = in(reg) offset,
+                p = in(reg) word.as_ptr(),
                 n = in(reg) n,
                 done = label { return; },
                 options(nostack),
             );
         }
+        due();
     }
-    // SAFETY: the caller's word, never freed.
-    let word = unsafe { &*bucket.add(offset) };
-    #[cfg(all(target_arch = "x86_64", not(miri), not(shardcount_loom)))]
-    due(word);
     #[cfg(not(all(target_arch = "x86_64", not(miri), not(shardcount_loom))))]
     {
         // Relaxed, both: the only writer reading its own last store; readers
@@ -269,7 +255,7 @@ pub(super) unsafe fn add_word(
         let (b, carry) = word.load(Ordering::Relaxed).overflowing_add(n);
         word.store(b, Ordering::Relaxed);
         if carry {
-            due(word);
+            due();
         }
     }
 }

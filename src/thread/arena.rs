@@ -84,28 +84,50 @@ impl Arena {
     }
 }
 
-/// The word at `(bucket, offset)` (a [`Position`]'s) in the calling
-/// thread's arena: its bucket, if allocated, and the offset. Bucket 0 is
-/// never allocated.
-#[inline(always)]
-pub(crate) fn bucket(bucket: u32) -> Option<*mut AtomicU64> {
-    debug_assert!((bucket as usize) < BUCKETS);
-    held(|h| {
-        // SAFETY: every position's bucket is below `BUCKETS` (`Position::take`),
-        // within the array.
-        let p = unsafe { h.words.get_unchecked(bucket as usize) }.get();
-        (!p.is_null()).then_some(p)
-    })
-    .flatten()
+/// A position as the hot path keeps it: `(bucket << 32) | offset`; 0
+/// (bucket 0, never allocated) for none.
+pub(crate) fn pack(bucket: u32, offset: u32) -> u64 {
+    (u64::from(bucket) << 32) | u64::from(offset)
 }
 
-/// The word at `(bucket, offset)` in the calling thread's arena, if its
-/// bucket exists.
-#[inline]
-pub(crate) fn word(bucket: u32, offset: u32) -> Option<&'static AtomicU64> {
-    // SAFETY: a non-null bucket `b` holds `bucket_len(b)` words, never
-    // freed, and a position's offset is below its bucket's length.
-    self::bucket(bucket).map(|p| unsafe { &*p.add(offset as usize) })
+/// The cache's key while it holds nothing: no position packs to it.
+pub(crate) const NO_POSITION: u64 = u64::MAX;
+
+/// The calling thread's word at `pos` if it is the position the thread
+/// used last: a compare and a load. The cache holds only an address (a
+/// word of the thread's own arena, never freed), so it stays right
+/// whichever counter holds the position; it is cleared when the thread's
+/// index (and so its arena) changes.
+///
+/// A raw pointer (a word of the thread's arena, never freed), so the hit
+/// tests the key alone: as a reference in an `Option`, it was tested for
+/// null too.
+#[inline(always)]
+pub(crate) fn cached(pos: u64) -> Option<*const AtomicU64> {
+    held(|h| (h.last_pos.get() == pos).then(|| h.last_word.get())).flatten()
+}
+
+/// The calling thread's word at `pos` (packed), if its bucket exists;
+/// cached as the position the thread used last.
+#[inline(always)]
+pub(crate) fn find(pos: u64) -> Option<&'static AtomicU64> {
+    let b = (pos >> 32) as usize;
+    debug_assert!(b < BUCKETS);
+    held(|h| {
+        // SAFETY: every position's bucket is below `BUCKETS`
+        // (`Position::take`), within the array.
+        let p = unsafe { h.words.get_unchecked(b) }.get();
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null bucket holds `bucket_len(b)` words, never
+        // freed, and a position's offset is below its bucket's length.
+        let word = unsafe { &*p.add(pos as u32 as usize) };
+        h.last_pos.set(pos);
+        h.last_word.set(word);
+        Some(word)
+    })
+    .flatten()
 }
 
 /// The word at `(bucket, offset)` in the calling thread's arena,
@@ -130,7 +152,7 @@ pub(crate) fn word_or_alloc(bucket: u32, offset: u32) -> Option<&'static AtomicU
         Some(())
     })
     .flatten()?;
-    word(bucket, offset)
+    find(pack(bucket, offset))
 }
 
 crate::primitive::global! {

@@ -8,7 +8,8 @@
 //! [`take_index`] gives, and drops it (giving the index back) after every
 //! slot under it has been handed over.
 
-use super::arena::{Arena, Buckets, NO_BUCKETS};
+use super::arena::{Arena, Buckets, NO_BUCKETS, NO_POSITION};
+use crate::primitive::sync::atomic::AtomicU64;
 use super::pool::Pool;
 use crate::primitive::sync::{lock, Arc, Mutex};
 use std::cell::Cell;
@@ -49,6 +50,10 @@ pub(crate) struct Held {
     /// The arena's bucket pointers, copied (`thread::arena`); null while
     /// the thread has none.
     pub(crate) words: Buckets,
+    /// The position the thread found a word at last (`arena::cached`).
+    pub(crate) last_pos: Cell<u64>,
+    /// That word.
+    pub(crate) last_word: Cell<*const AtomicU64>,
 }
 
 crate::primitive::const_thread_local! {
@@ -61,6 +66,8 @@ crate::primitive::const_thread_local! {
         offset: Cell::new(0),
         arena: Cell::new(None),
         words: NO_BUCKETS,
+        last_pos: Cell::new(NO_POSITION),
+        last_word: Cell::new(std::ptr::null()),
     };
 }
 
@@ -95,6 +102,7 @@ fn set(i: usize, arena: Option<&'static Arena>) {
         h.bucket.set(bucket);
         h.offset.set(offset);
         h.arena.set(arena);
+        h.last_pos.set(NO_POSITION);
         match arena {
             Some(a) => a.copy_to(&h.words),
             None => h.words.iter().for_each(|w| w.set(std::ptr::null_mut())),
