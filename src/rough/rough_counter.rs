@@ -307,8 +307,10 @@ impl RoughCounter {
     /// Costs one add to the thread's word for this counter, with no locked
     /// instruction and no clock unless a check is due (every 512 to 32,768
     /// counts while only adding: see the type docs): the add's carry says
-    /// when. The word is found by the counter's position in the thread's
-    /// arena (see the type docs), the same few instructions however many
+    /// when. The word of the counter the thread last checked (its busiest
+    /// one, as a rule) is cached: a compare and a load. Any other is found
+    /// in line by the counter's position in the thread's arena (see the
+    /// type docs), with no search and no store but the add, however many
     /// counters the thread uses: a thread adding round-robin to 1,024
     /// counters reads each counter's first line and 8 bytes of its own
     /// arena. A `sub`, or an add larger than what is left before the next
@@ -328,37 +330,22 @@ impl RoughCounter {
         // to the next one; the position pool's mutex orders a counter's
         // install after the last counter at its position was freed.)
         let pos = self.pos.load(Ordering::Acquire);
-        // The hit laid out as the fall-through: else LLVM may put it out of
-        // the loop, and each add takes two jumps.
+        // The cached word laid out as the fall-through; a miss takes the
+        // word from the thread's arena in line (no call, no store but the
+        // add): a thread adding round-robin to many counters misses every
+        // time. An add on each path, so the hit takes no jump to a shared
+        // one.
         let cached = thread::arena::cached(pos);
         if let Some(word) = cached.filter(|_| crate::shard::likely(cached.is_some())) {
             // SAFETY: a cached word is a word of the thread's arena, never
             // freed (`thread::arena::cached`).
             let word = unsafe { &*word };
             slot::add_word(word, n, || self.due(word, n));
-            return;
-        }
-        self.add_uncached::<true>(pos, n);
-    }
-
-    /// The thread's word at another position than its last: found in its
-    /// arena (and cached) with no search, or, for a thread whose word here
-    /// has no bucket yet, a counter beyond the arenas' reach or the first
-    /// add of a thread or a counter, an add through the table.
-    ///
-    /// Out of line, and generic only so that it is compiled in the
-    /// caller's crate, where its thread-local reads are plain `fs:` loads
-    /// (a copy compiled in this crate, in a user's build without LTO,
-    /// calls `__tls_get_addr`). Inline, LLVM laid the miss out as the
-    /// hit's fall-through, whatever the hints: two taken jumps per hit
-    /// (`docs/benchmarks.md`).
-    #[inline(never)]
-    fn add_uncached<const IN_CALLER: bool>(&self, pos: u64, n: u64) {
-        if let Some(word) = thread::arena::find(pos) {
+        } else if let Some(word) = thread::arena::find(pos) {
             slot::add_word(word, n, || self.due(word, n));
-            return;
+        } else {
+            self.add_table::<true>(n);
         }
-        self.add_table::<IN_CALLER>(n);
     }
 
     /// The hot path's add carried: the word was free (the thread's first
@@ -366,7 +353,7 @@ impl RoughCounter {
     /// window may be over.
     #[cold]
     #[inline(never)]
-    fn due(&self, word: &AtomicU64, n: u64) {
+    fn due(&self, word: &'static AtomicU64, n: u64) {
         // Acquire: as in `shared` (a position is stored after its block).
         let p = self.shared.load(Ordering::Acquire);
         // SAFETY: non-null means installed from Arc::into_raw; our own
@@ -378,6 +365,8 @@ impl RoughCounter {
                     if slot.window_passed() {
                         self.check(shared, slot);
                     }
+                    // Relaxed: our own store, in `install` or seen by `add`.
+                    thread::arena::remember(self.pos.load(Ordering::Relaxed), word);
                     return;
                 }
             }
@@ -389,7 +378,14 @@ impl RoughCounter {
     }
 
     /// An add through the table: the thread's slot, found in O(1) by its
-    /// index.
+    /// index. For a thread whose word here has no bucket yet, a counter
+    /// beyond the arenas' reach, or the first add of a thread or a
+    /// counter.
+    ///
+    /// Out of line, and generic only so that it is compiled in the
+    /// caller's crate, where its thread-local reads are plain `fs:` loads
+    /// (a copy compiled in this crate, in a user's build without LTO,
+    /// calls `__tls_get_addr`).
     #[inline(never)]
     fn add_table<const IN_CALLER: bool>(&self, n: u64) {
         // Acquire: pairs with the AcqRel exchange in `install`, so the
@@ -439,7 +435,11 @@ impl RoughCounter {
             // later adds go there without the table; this also closes the
             // sequence lock a previous holder left open.
             let (bucket, offset) = shared.position.get();
-            slot.attach(thread::arena::word_or_alloc(bucket, offset));
+            let word = thread::arena::word_or_alloc(bucket, offset);
+            slot.attach(word);
+            if let Some(word) = word {
+                thread::arena::remember(thread::arena::pack(bucket, offset), word);
+            }
             // The first check: a new generation (for folds still claiming
             // from the previous owner's time) and a window.
             shared.check(slot, self.batch, None);
@@ -539,7 +539,8 @@ impl RoughCounter {
                 let (bucket, offset) = unsafe { (*new).position.get() };
                 // Release: pairs with the hot path's Acquire load (see
                 // `add`).
-                self.pos.store(thread::arena::pack(bucket, offset), Ordering::Release);
+                self.pos
+                    .store(thread::arena::pack(bucket, offset), Ordering::Release);
                 new
             }
             Err(winner) => {

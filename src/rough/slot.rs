@@ -147,10 +147,11 @@
 //! the arena word of the slot's thread index at the counter's position
 //! (`thread::arena`), the same for every later holder of the index; the
 //! slot's `word` says which. The hot path loads the counter's position
-//! (`Acquire` on its bucket, paired with the installer's `Release`, for
-//! the offset stored before it), the bucket from the thread's `Held` copy
-//! of its arena, and adds to the word: one add to memory, its carry the
-//! whole test. `arm` sets the headroom to `w`, the distance to the
+//! (`Acquire`, paired with the installer's `Release`) and compares it
+//! with the position the thread cached at its last takeover or check: on
+//! a match it adds to the cached word, else to the word it takes from the
+//! position's bucket in the thread's `Held` copy of its arena. The add is
+//! one add to memory, its carry the whole test. `arm` sets the headroom to `w`, the distance to the
 //! window's upper end (`biased = 2^64 - w`), so an add of less than the
 //! headroom stays inside the window and one that reaches it carries; a
 //! sub (an add of 2^64 - n) carries too, and the slow path tests the

@@ -94,10 +94,10 @@ pub(crate) fn pack(bucket: u32, offset: u32) -> u64 {
 pub(crate) const NO_POSITION: u64 = u64::MAX;
 
 /// The calling thread's word at `pos` if it is the position the thread
-/// used last: a compare and a load. The cache holds only an address (a
-/// word of the thread's own arena, never freed), so it stays right
-/// whichever counter holds the position; it is cleared when the thread's
-/// index (and so its arena) changes.
+/// cached last ([`remember`]): a compare and a load. The cache holds only
+/// an address (a word of the thread's own arena, never freed), so it stays
+/// right whichever counter holds the position; it is cleared when the
+/// thread's index (and so its arena) changes.
 ///
 /// A raw pointer (a word of the thread's arena, never freed), so the hit
 /// tests the key alone: as a reference in an `Option`, it was tested for
@@ -107,8 +107,7 @@ pub(crate) fn cached(pos: u64) -> Option<*const AtomicU64> {
     held(|h| (h.last_pos.get() == pos).then(|| h.last_word.get())).flatten()
 }
 
-/// The calling thread's word at `pos` (packed), if its bucket exists;
-/// cached as the position the thread used last.
+/// The calling thread's word at `pos` (packed), if its bucket exists.
 #[inline(always)]
 pub(crate) fn find(pos: u64) -> Option<&'static AtomicU64> {
     let b = (pos >> 32) as usize;
@@ -122,12 +121,20 @@ pub(crate) fn find(pos: u64) -> Option<&'static AtomicU64> {
         }
         // SAFETY: a non-null bucket holds `bucket_len(b)` words, never
         // freed, and a position's offset is below its bucket's length.
-        let word = unsafe { &*p.add(pos as u32 as usize) };
-        h.last_pos.set(pos);
-        h.last_word.set(word);
-        Some(word)
+        Some(unsafe { &*p.add(pos as u32 as usize) })
     })
     .flatten()
+}
+
+/// Caches `word` as the calling thread's word at `pos`. Only the slow
+/// paths call it (a takeover, a due check), so a thread's busiest counter
+/// stays cached while it adds to others now and then, and an add that
+/// misses writes nothing but its word.
+pub(crate) fn remember(pos: u64, word: &'static AtomicU64) {
+    held(|h| {
+        h.last_pos.set(pos);
+        h.last_word.set(word);
+    });
 }
 
 /// The word at `(bucket, offset)` in the calling thread's arena,
@@ -142,9 +149,17 @@ pub(crate) fn word_or_alloc(bucket: u32, offset: u32) -> Option<&'static AtomicU
     held(|h| {
         let arena = h.arena.get()?;
         if h.words[b].get().is_null() {
-            let words: Box<[AtomicU64]> =
-                (0..bucket_len(b)).map(|_| AtomicU64::new(FREE)).collect();
-            let p: *mut AtomicU64 = Box::into_raw(words).cast();
+            // Padded to whole 128-byte pairs of lines on both sides: a
+            // small bucket (1, 1, 2 words) beside other heap data would
+            // share its line with whatever other threads write there.
+            const PAD: usize = 128 / std::mem::size_of::<u64>();
+            let words: Box<[AtomicU64]> = (0..bucket_len(b) + 2 * PAD)
+                .map(|_| AtomicU64::new(FREE))
+                .collect();
+            let base: *mut AtomicU64 = Box::into_raw(words).cast();
+            // SAFETY: fewer than `PAD` words in, inside the allocation,
+            // which goes on for `bucket_len(b) + PAD` more (never freed).
+            let p = unsafe { base.add(base.align_offset(128).min(PAD - 1)) };
             // Only this thread (the index's holder) touches either copy.
             arena.buckets[b].set(p);
             h.words[b].set(p);

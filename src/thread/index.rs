@@ -9,8 +9,8 @@
 //! slot under it has been handed over.
 
 use super::arena::{Arena, Buckets, NO_BUCKETS, NO_POSITION};
-use crate::primitive::sync::atomic::AtomicU64;
 use super::pool::Pool;
+use crate::primitive::sync::atomic::AtomicU64;
 use crate::primitive::sync::{lock, Arc, Mutex};
 use std::cell::Cell;
 
