@@ -54,6 +54,8 @@ std::thread_local! {
     /// Whether this thread's frees are counted (workers only, so that no
     /// other thread leaves counts unfolded).
     static COUNT_FREES: Cell<bool> = const { Cell::new(false) };
+    /// Under mode 10, the counter this thread's allocations count into.
+    static FRESH: Cell<*const RoughCounter> = const { Cell::new(std::ptr::null()) };
 }
 
 struct Counting;
@@ -84,6 +86,13 @@ unsafe impl GlobalAlloc for Counting {
             // evicts from its own (see the test).
             9 => match OTHER.try_with(Cell::get) {
                 Ok(Some(other)) => TWO_MAPS[other].inc(&NEXT_KEY.fetch_add(1, Ordering::Relaxed)),
+                // SAFETY: the caller's layout, passed on.
+                _ => return unsafe { System.alloc(layout) },
+            },
+            10 => match FRESH.try_with(Cell::get) {
+                // SAFETY: the test sets it to a counter it keeps alive
+                // until it clears it.
+                Ok(fresh) if !fresh.is_null() => unsafe { &*fresh }.inc(),
                 // SAFETY: the caller's layout, passed on.
                 _ => return unsafe { System.alloc(layout) },
             },
@@ -259,6 +268,33 @@ fn evicting_maps_whose_allocations_count_in_each_other_never_wait() {
     assert!(counted > 0, "no allocation counted");
     // The maps hold the allocations counted and the test's own adds.
     assert_eq!(kept + evicted, counted + 2 * 500 * 8);
+}
+
+/// A dropped `RoughCounter` gives its arena position back under the
+/// position pool's lock, where the pool's heap may grow (allocate). An
+/// allocator that counts with a counter not used yet then installs it,
+/// which takes a position: it must not wait for the lock its own thread
+/// holds. Each round drops more counters at once than any before, so the
+/// heap grows during it, while the allocations count into a new counter.
+#[test]
+fn rough_counters_installed_while_positions_go_back_never_wait() {
+    use std::sync::atomic::AtomicBool;
+    static DONE: AtomicBool = AtomicBool::new(false);
+    watchdog(&DONE, "positions given back under a counting allocator");
+    let _one = one_mode();
+    for round in 0..12 {
+        let old: Vec<RoughCounter> = (0..1u64 << round).map(RoughCounter::from).collect();
+        let fresh = RoughCounter::new();
+        FRESH.with(|f| f.set(&fresh));
+        let before = REFERENCE.load(Ordering::Relaxed);
+        MODE.store(10, Ordering::Relaxed);
+        drop(old);
+        MODE.store(0, Ordering::Relaxed);
+        FRESH.with(|f| f.set(std::ptr::null()));
+        let counted = REFERENCE.load(Ordering::Relaxed) - before;
+        assert_eq!(fresh.sum(), counted, "round {round}");
+    }
+    DONE.store(true, Ordering::Relaxed);
 }
 
 /// A thread's exit hands its slots over one counter at a time, and drops

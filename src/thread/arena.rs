@@ -189,7 +189,14 @@ pub(crate) struct Position {
 
 impl Position {
     /// Takes the smallest free position.
+    ///
+    /// Inside the re-entry guard (`thread::reentry`): the pool's set-up
+    /// allocates, and an allocator that counts with a `RoughCounter` not
+    /// yet used would otherwise install it here, taking a position inside
+    /// the pool's own set-up. Under the guard such an add counts on the
+    /// counter's own word instead.
     pub(crate) fn take() -> Position {
+        let _inside = super::reentry::enter();
         let pool = Arc::clone(&POSITIONS);
         let number = lock(&pool).take();
         let (bucket, offset) = match locate(number) {
@@ -213,6 +220,10 @@ impl Position {
 
 impl Drop for Position {
     fn drop(&mut self) {
+        // Giving back may allocate under the lock (the pool's heap grows):
+        // as in `take`, an add that allocation makes must not install a
+        // counter, which would wait here for the lock this thread holds.
+        let _inside = super::reentry::enter();
         lock(&self.pool).give(self.number);
     }
 }
