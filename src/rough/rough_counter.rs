@@ -157,8 +157,11 @@ pub struct RoughCounter {
     /// The shared block's position in the threads' arenas
     /// (`thread::arena`, packed), where each thread's hot word for this
     /// counter is: 0 until stored, after `shared`, by the thread that
-    /// installed it.
-    pos: AtomicU64,
+    /// installed it. std's atomic even under loom: an adder uses it only
+    /// to index its own arena, whose words reach it through the index
+    /// pool's mutex (which the models do see), so a loom load here would
+    /// only add a step to every add.
+    pos: std::sync::atomic::AtomicU64,
     /// Adds made inside one of this thread's own slow paths (from a global
     /// allocator that counts with this counter: the path allocated), which
     /// must not allocate again (`thread::reentry`). Part of both reads.
@@ -209,7 +212,7 @@ impl RoughCounter {
         pub const fn new() -> Self {
             RoughCounter {
                 shared: AtomicPtr::new(ptr::null_mut()),
-                pos: AtomicU64::new(0),
+                pos: std::sync::atomic::AtomicU64::new(0),
                 reentered: std::sync::atomic::AtomicU64::new(0),
                 batch: Self::DEFAULT_BATCH,
                 interval: Self::DEFAULT_INTERVAL.as_nanos() as u64,
