@@ -673,7 +673,8 @@ impl RoughCounter {
 
     /// How many slots threads have taken in this counter: one per thread
     /// index that used it, so at most the peak number of threads alive at
-    /// once in the process. A diagnostic; it never shrinks.
+    /// once in the process (an add of 0, which changes nothing, may take
+    /// none). A diagnostic; it never shrinks.
     ///
     /// ```
     /// let c = shardcount::RoughCounter::new();
