@@ -613,10 +613,12 @@ fn flush_all_on_a_counter_made_from_a_value_returns() {
 
 /// An add of 0 proves nothing about a slot: a thread whose first add to a
 /// counter is 0, to a slot whose bucket another thread already made, must
-/// still take the slot over (through the due path), so that its exit folds
-/// what it adds later. No interval folds: only exit folds bring `approx` up.
+/// either take the slot over (through the table) or change nothing (its
+/// arena word stays free), so that its next add takes it over and its exit
+/// folds what it adds. No interval folds: only exit folds bring `approx`
+/// up.
 #[test]
-fn a_first_add_of_zero_still_takes_the_slot_over() {
+fn a_first_add_of_zero_leaves_later_adds_folded_at_exit() {
     const THREADS: usize = 16;
     let warm: &'static RoughCounter = Box::leak(Box::new(RoughCounter::new()));
     let c: &'static RoughCounter =
