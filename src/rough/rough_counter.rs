@@ -333,11 +333,10 @@ impl RoughCounter {
         // to the next one; the position pool's mutex orders a counter's
         // install after the last counter at its position was freed.)
         let pos = self.pos.load(Ordering::Acquire);
-        // The cached word laid out as the fall-through; a miss takes the
-        // word from the thread's arena in line (no call, no store but the
-        // add): a thread adding round-robin to many counters misses every
-        // time. An add on each path, so the hit takes no jump to a shared
-        // one.
+        // The cached word first; a miss takes the word from the thread's
+        // arena in line (no call, no store but the add): a thread adding
+        // round-robin to many counters misses every time. An add on each
+        // path, so the hit takes no jump to a shared one.
         let cached = thread::arena::cached(pos);
         if let Some(word) = cached.filter(|_| crate::shard::likely(cached.is_some())) {
             // SAFETY: a cached word is a word of the thread's arena, never
@@ -437,11 +436,11 @@ impl RoughCounter {
             // Its hot word moves to the thread's arena (a free word), so
             // later adds go there without the table; this also closes the
             // sequence lock a previous holder left open.
-            let (bucket, offset) = shared.position.get();
-            let word = thread::arena::word_or_alloc(bucket, offset);
+            let pos = shared.position.get();
+            let word = thread::arena::word_or_alloc(pos);
             slot.attach(word);
             if let Some(word) = word {
-                thread::arena::remember(thread::arena::pack(bucket, offset), word);
+                thread::arena::remember(pos, word);
             }
             // The first check: a new generation (for folds still claiming
             // from the previous owner's time) and a window.
@@ -539,11 +538,10 @@ impl RoughCounter {
         ) {
             Ok(_) => {
                 // SAFETY: just installed; our own reference keeps it alive.
-                let (bucket, offset) = unsafe { (*new).position.get() };
+                let pos = unsafe { (*new).position.get() };
                 // Release: pairs with the hot path's Acquire load (see
                 // `add`).
-                self.pos
-                    .store(thread::arena::pack(bucket, offset), Ordering::Release);
+                self.pos.store(pos, Ordering::Release);
                 new
             }
             Err(winner) => {

@@ -3,10 +3,11 @@
 //! own line and one word of its own arena (`RoughCounter` uses them).
 //!
 //! * A counter takes a **position** at first use: a small, dense, reused
-//!   number from a pool of its own, stored as a bucket and an offset so
-//!   the hot path does no arithmetic on it. Bucket 0 (never allocated) is
-//!   what a counter has before first use, or beyond the arenas' reach;
-//!   its adds take the counter's own slow path.
+//!   number from a pool of its own, kept packed as `(bucket << 32) |
+//!   offset` so the hot path does no arithmetic on it but a shift. 0
+//!   (bucket 0, never allocated) is what a counter has before first use,
+//!   or beyond the arenas' reach; its adds take the counter's own slow
+//!   path.
 //! * An **arena** belongs to a thread index, not to a thread: it is made
 //!   for the index's first holder and handed, with the index, to every
 //!   later one (`thread::index`), and never freed (its size follows the
@@ -19,11 +20,10 @@
 //! * A word is **free** (`u64::MAX`) unless it is the hot word of the
 //!   slot that its index's holder took over in the counter holding its
 //!   position; any add of at least 1 to a free word carries, so the hot
-//!   path's carry test also says "not taken over". The counter's code
-//!   sets a word free again when its slot is handed back, and every word
-//!   of a counter when the counter goes (before the position is given
-//!   back: the pool's mutex then orders the next counter's first adds
-//!   after it).
+//!   path's carry test also says "not taken over". A slot handed back
+//!   leaves its word free, and a counter's block (and so its position)
+//!   is freed only after every slot in it was handed back, so the next
+//!   counter at a position finds every word there free.
 use super::buckets::{bucket_len, locate};
 use super::index::held;
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
@@ -39,19 +39,17 @@ const MAX_POSITION_LOG2: usize = 24;
 #[cfg(shardcount_loom)]
 const MAX_POSITION_LOG2: usize = 2;
 const BUCKETS: usize = MAX_POSITION_LOG2 + 1;
-/// A power of two, so a mask keeps any bucket number in range.
-const BUCKETS_POW2: usize = BUCKETS.next_power_of_two();
 
 /// A free word: any add of at least 1 carries.
 pub(crate) const FREE: u64 = u64::MAX;
 
 /// Where one thread index's words are: a pointer per bucket, null until
 /// allocated.
-pub(crate) type Buckets = [Cell<*mut AtomicU64>; BUCKETS_POW2];
+pub(crate) type Buckets = [Cell<*mut AtomicU64>; BUCKETS];
 
 /// No bucket: a thread without an index, or a new arena.
 #[allow(clippy::declare_interior_mutable_const)] // a fresh array each use
-pub(crate) const NO_BUCKETS: Buckets = [const { Cell::new(ptr::null_mut()) }; BUCKETS_POW2];
+pub(crate) const NO_BUCKETS: Buckets = [const { Cell::new(ptr::null_mut()) }; BUCKETS];
 
 /// One thread index's words, in buckets allocated on first use. The
 /// index's holder keeps a copy of the bucket pointers in its `Held`
@@ -82,12 +80,6 @@ impl Arena {
             to.set(from.get());
         }
     }
-}
-
-/// A position as the hot path keeps it: `(bucket << 32) | offset`; 0
-/// (bucket 0, never allocated) for none.
-pub(crate) fn pack(bucket: u32, offset: u32) -> u64 {
-    (u64::from(bucket) << 32) | u64::from(offset)
 }
 
 /// The cache's key while it holds nothing: no position packs to it.
@@ -137,12 +129,11 @@ pub(crate) fn remember(pos: u64, word: &'static AtomicU64) {
     });
 }
 
-/// The word at `(bucket, offset)` in the calling thread's arena,
-/// allocating its bucket if needed; `None` for bucket 0 or a thread
-/// without an arena.
+/// The calling thread's word at `pos` (packed), allocating its bucket if
+/// needed; `None` for position 0 or a thread without an arena.
 #[cold]
-pub(crate) fn word_or_alloc(bucket: u32, offset: u32) -> Option<&'static AtomicU64> {
-    let b = bucket as usize;
+pub(crate) fn word_or_alloc(pos: u64) -> Option<&'static AtomicU64> {
+    let b = (pos >> 32) as usize;
     if b == 0 || b >= BUCKETS {
         return None;
     }
@@ -167,7 +158,7 @@ pub(crate) fn word_or_alloc(bucket: u32, offset: u32) -> Option<&'static AtomicU
         Some(())
     })
     .flatten()?;
-    find(pack(bucket, offset))
+    find(pos)
 }
 
 crate::primitive::global! {
@@ -182,8 +173,8 @@ crate::primitive::global! {
 /// words).
 pub(crate) struct Position {
     number: usize,
-    bucket: u32,
-    offset: u32,
+    /// Packed, as the hot path reads it.
+    pos: u64,
     pool: Arc<Mutex<super::pool::Pool>>,
 }
 
@@ -199,22 +190,17 @@ impl Position {
         let _inside = super::reentry::enter();
         let pool = Arc::clone(&POSITIONS);
         let number = lock(&pool).take();
-        let (bucket, offset) = match locate(number) {
-            (b, off) if b < BUCKETS => (b as u32, off as u32),
-            _ => (0, 0),
+        let pos = match locate(number) {
+            (b, off) if b < BUCKETS => ((b as u64) << 32) | off as u64,
+            _ => 0,
         };
-        Position {
-            number,
-            bucket,
-            offset,
-            pool,
-        }
+        Position { number, pos, pool }
     }
 
-    /// The position as the hot path reads it, `(bucket, offset)`: bucket
-    /// 0 (never allocated) if beyond reach.
-    pub(crate) fn get(&self) -> (u32, u32) {
-        (self.bucket, self.offset)
+    /// The position as the hot path reads it, packed: 0 (bucket 0, never
+    /// allocated) if beyond reach.
+    pub(crate) fn get(&self) -> u64 {
+        self.pos
     }
 }
 
@@ -228,11 +214,10 @@ impl Drop for Position {
     }
 }
 
-/// Sets `word` free: its slot was handed back, or its counter is going.
-/// The caller must make sure no add to the word is in flight.
+/// Sets `word` free again after the calling thread's add to it carried
+/// while it was free. Only the calling thread writes the word.
 pub(crate) fn free(word: &AtomicU64) {
-    // Relaxed: the next writer of the word happens-after this store,
-    // through the index pool's mutex (a slot handed back at thread exit)
-    // or the position pool's (a counter going).
+    // Relaxed: the word's next writer is this thread, or the next holder
+    // of its index, which happens-after it through the index pool's mutex.
     word.store(FREE, Ordering::Relaxed);
 }
