@@ -285,6 +285,18 @@ impl Histogram {
         unsafe { set.add_pair_unchecked(i + 1, 1, SUM, v) };
     }
 
+    /// Records `v` `n` times (the sum wrapping as `n` records would): for
+    /// records taken and not delivered, put back.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn record_n(&self, v: u64, n: u64) {
+        let i = self.layout.index(v);
+        // SAFETY: as in `record`.
+        unsafe {
+            self.set
+                .add_pair_unchecked(i + 1, n, SUM, v.wrapping_mul(n))
+        };
+    }
+
     /// Records a duration in nanoseconds; one above `u64::MAX` ns (about
     /// 584 years) is recorded as `u64::MAX`.
     ///

@@ -16,6 +16,12 @@
 //!   grows, and a read that happens-after another read of the same word
 //!   sees the same or a later value), so each delta is what was added in
 //!   between: nothing is counted twice.
+//! * A fold whose call into the inner recorder panics (`renew` or `add`)
+//!   adds its delta back to the key's counter and leaves the renewal due
+//!   before the panic goes on: the next fold hands the delta on, once. (A
+//!   recorder that panics after counting an increment would count that
+//!   delta twice; one that panics before, as a refused registration does,
+//!   loses and repeats nothing.)
 //! * A `Local` has `owner` (the id of the thread whose cache holds it, from
 //!   a process-wide sequence, never reused; 0 once retired) and `own`, which
 //!   only the owner writes. An increment from any other thread (the handle
@@ -187,11 +193,23 @@ impl<I: Inner> Entry<I> {
             !retired
         });
         if delta != 0 {
-            if std::mem::take(&mut folded.quiet_passes) > 0 {
-                folded.inner.renew();
+            let renew = std::mem::take(&mut folded.quiet_passes) > 0;
+            let inner = &mut folded.inner;
+            let handed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if renew {
+                    inner.renew();
+                }
+                inner.add(delta);
+            }));
+            if let Err(panic) = handed {
+                // The recorder underneath panicked (registering the key
+                // again, or taking the delta): the delta goes back to the
+                // key's counter, and the next fold renews and hands it on.
+                self.add(delta);
+                folded.quiet_passes = folded.quiet_passes.max(u32::from(renew));
+                std::panic::resume_unwind(panic);
             }
             folded.moved = true;
-            folded.inner.add(delta);
         }
         folded
     }

@@ -44,13 +44,14 @@
 //!   entries: increments through a cached handle before its sweep, through
 //!   a kept `metrics::Counter` (retired or not), or by a registration that
 //!   found the entry just before it left the map all reach the inner
-//!   counter. An entry leaves the list when `Arc::try_unwrap` succeeds: no
-//!   handle, cache, list or registration holds it (each `Local` holds its
-//!   entry, so its handle list is empty too), and none can again (it is in
-//!   no map). `try_unwrap` synchronises with every other reference's drop
-//!   (their Release decrements, its Acquire), and each increment through a
+//!   counter. An entry leaves the list when `Arc::get_mut` succeeds: no
+//!   handle, cache or registration holds it (each `Local` holds its entry,
+//!   so its handle list is empty too), and none can again (it is in no
+//!   map). `get_mut` synchronises with every other reference's drop (their
+//!   Release decrements, its Acquire), and each increment through a
 //!   reference is sequenced before its drop, so the last fold, on the
-//!   unwrapped entry, takes everything.
+//!   unique entry, takes everything. The list is folded in place, so a
+//!   fold that panics leaves every entry in it.
 //! * A key counted again after eviction gets a new entry and registers with
 //!   the inner recorder again; both entries fold into the inner counter the
 //!   recorder hands for the key (the same series for the usual recorders).
@@ -147,21 +148,32 @@ impl<I: Inner> Evicted<I> {
     /// more. The list stays locked throughout, so a flush that returns has
     /// waited for the folds of a concurrent one.
     pub(crate) fn fold(&self) {
-        let mut list = lock(&self.list);
-        for e in std::mem::take(&mut *list) {
-            // Also drops the handles retired since the last fold: each
-            // holds a reference to the entry.
-            drop(e.fold());
-            // Unique: no handle, cache or registration holds the entry, and
-            // none can again (it is in no map). `try_unwrap` synchronises
-            // with every other reference's drop, so the fold below reads
-            // every increment made through one. Until then, every fold
-            // takes what was added since the last: nothing lost, nothing
-            // twice.
-            match Arc::try_unwrap(e) {
-                Ok(last) => drop(last.fold()),
-                Err(e) => list.push(e),
-            }
+        // Also drops the handles retired since the last fold: each holds a
+        // reference to the entry.
+        fold_listed(&mut lock(&self.list), |e| drop(e.fold()));
+    }
+}
+
+/// Folds each entry of an evicted list, and lets go of each one the list
+/// alone holds, after one more fold. Unique: no handle, cache or
+/// registration holds the entry, and none can again (it is in no map);
+/// `Arc::get_mut` synchronises with every other reference's drop, so the
+/// last fold reads every increment made through one. Until then, every fold
+/// takes what was added since the last: nothing lost, nothing twice.
+///
+/// In place: a fold that panics (the recorder underneath did, and the fold
+/// handed its delta back) leaves every entry listed for the next pass; taken
+/// out of the list first, the entries not yet folded would go with the
+/// unwind, and their counts with them.
+pub(super) fn fold_listed<E>(list: &mut Vec<Arc<E>>, fold: impl Fn(&E)) {
+    let mut i = 0;
+    while i < list.len() {
+        fold(&list[i]);
+        if Arc::get_mut(&mut list[i]).is_some() {
+            fold(&list[i]);
+            drop(list.swap_remove(i));
+        } else {
+            i += 1;
         }
     }
 }

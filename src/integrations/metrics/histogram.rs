@@ -8,7 +8,8 @@
 //! inserted at registration. A fold holds the entry's `fold` lock from the
 //! take to the last inner record, so a flush that returns has waited for a
 //! fold in progress (as the counters' folds). The take is the histogram's
-//! lossless one.
+//! lossless one; what a fold took and could not hand on (the inner
+//! recorder panicked) is recorded again before the panic goes on.
 //!
 //! Eviction (`ShardedLayer::evict_idle_after`) is all under locks and
 //! reference counts, no atomics of ours: a histogram handle is a plain
@@ -18,8 +19,8 @@
 //! time and the map holds its only reference (`strong_count == 1`, read
 //! under that lock: no handle exists, and none can be made from the map
 //! before the removal). The removed entry goes to `evicted`, where every
-//! flush folds it until `Arc::try_unwrap` succeeds (at once, unless the
-//! count read was stale); that fold then happens-after every drop of a
+//! flush folds it until the list holds it alone (`evict::fold_listed`: at
+//! once, unless the count read was stale); that fold then happens-after every drop of a
 //! handle, so it takes every record.
 
 use super::key::KeyMap;
@@ -68,20 +69,38 @@ impl Entry {
     fn fold(&self) -> MutexGuard<'_, Activity> {
         let mut held = lock(&self.fold);
         let taken = self.histogram.take();
-        if taken.count() != 0 {
-            if std::mem::take(&mut held.quiet_passes) > 0 {
-                held.inner.renew();
-            }
-            held.moved = true;
+        if taken.count() == 0 {
+            return held;
         }
-        for (value, count) in taken.representatives() {
-            // A bucket count above usize::MAX (never on 64-bit) in steps.
-            let mut left = count;
-            while left > 0 {
-                let n = usize::try_from(left).unwrap_or(usize::MAX);
-                held.inner.handle.record_many(value as f64 / SCALE, n);
-                left -= n as u64;
+        let renew = std::mem::take(&mut held.quiet_passes) > 0;
+        held.moved = true;
+        // Handed on so far: whole buckets, then records of the next one.
+        let (mut buckets, mut records) = (0, 0);
+        let inner = &mut held.inner;
+        let handed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if renew {
+                inner.renew();
             }
+            for (value, count) in taken.representatives() {
+                // A bucket count above usize::MAX (never on 64-bit) in steps.
+                while records < count {
+                    let n = usize::try_from(count - records).unwrap_or(usize::MAX);
+                    inner.handle.record_many(value as f64 / SCALE, n);
+                    records += n as u64;
+                }
+                (buckets, records) = (buckets + 1, 0);
+            }
+        }));
+        if let Err(panic) = handed {
+            // The recorder underneath panicked: what it was not handed goes
+            // back (the call that panicked counted as not handed), and the
+            // next fold renews and hands it on, as a counter's delta.
+            for (value, count) in taken.representatives().skip(buckets) {
+                self.histogram
+                    .record_n(value, count - std::mem::take(&mut records));
+            }
+            held.quiet_passes = held.quiet_passes.max(u32::from(renew));
+            std::panic::resume_unwind(panic);
         }
         held
     }
@@ -207,19 +226,10 @@ impl Folds {
         }
     }
 
-    /// Folds every evicted entry and frees those nothing else holds.
+    /// Folds every evicted entry and frees those nothing else holds
+    /// (`evict::fold_listed`).
     fn fold_evicted(&self) {
-        let mut list = lock(&self.evicted);
-        for e in std::mem::take(&mut *list) {
-            match Arc::try_unwrap(e) {
-                // Synchronised with every handle's drop: takes every record.
-                Ok(last) => drop(last.fold()),
-                Err(e) => {
-                    drop(e.fold());
-                    list.push(e);
-                }
-            }
-        }
+        super::evict::fold_listed(&mut lock(&self.evicted), |e| drop(e.fold()));
     }
 
     /// How many shard rows the keys' histograms hold in all.

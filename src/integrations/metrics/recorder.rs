@@ -178,6 +178,13 @@ impl<R> ShardedRecorder<R> {
     /// the inner counters include every increment that happened-before the
     /// call.
     ///
+    /// # Panics
+    ///
+    /// If the inner recorder panics (registering a key, or taking a delta
+    /// or a record). The delta or records it was handed when it panicked go
+    /// back to the key, and a later flush or pass hands them on: nothing is
+    /// lost. (Keys after the one that panicked wait for that flush too.)
+    ///
     /// ```
     /// use metrics::Recorder;
     /// let r = shardcount::integrations::metrics::ShardedRecorder::new(

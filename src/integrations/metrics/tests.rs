@@ -487,3 +487,181 @@ mod recorder {
         assert_eq!(total.load(Relaxed), 7);
     }
 }
+
+/// Through the recorder: a recorder underneath that panics in a fold
+/// (`entry.rs`, `evict.rs`, `histogram.rs`) loses nothing.
+mod panics {
+    use super::super::evict::IGNORE_HANDLES;
+    use super::super::ShardedLayer;
+    use super::pass_idle;
+    use ::metrics::{Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// Makes the `n`th call from now panic, once (0: none).
+    #[derive(Default)]
+    struct Trip(AtomicU64);
+
+    impl Trip {
+        fn arm(&self, n: u64) {
+            self.0.store(n, Relaxed);
+        }
+
+        fn tick(&self) {
+            if self.0.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1)) == Ok(1) {
+                panic!("the recorder underneath panics");
+            }
+        }
+    }
+
+    /// What the recorder underneath was handed, and its trips.
+    #[derive(Default)]
+    struct Handed {
+        counts: AtomicU64,
+        records: AtomicU64,
+        registers: Trip,
+        adds: Trip,
+    }
+
+    impl ::metrics::CounterFn for Handed {
+        fn increment(&self, n: u64) {
+            self.adds.tick();
+            self.counts.fetch_add(n, Relaxed);
+        }
+        fn absolute(&self, _: u64) {}
+    }
+
+    impl ::metrics::HistogramFn for Handed {
+        fn record(&self, _: f64) {
+            self.record_many(0.0, 1);
+        }
+        fn record_many(&self, _: f64, n: usize) {
+            self.adds.tick();
+            self.records.fetch_add(n as u64, Relaxed);
+        }
+    }
+
+    #[derive(Default)]
+    struct Flaky(Arc<Handed>);
+
+    impl Recorder for Flaky {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> ::metrics::Counter {
+            self.0.registers.tick();
+            ::metrics::Counter::from_arc(Arc::clone(&self.0))
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            self.0.registers.tick();
+            Histogram::from_arc(Arc::clone(&self.0))
+        }
+    }
+
+    fn flush_panics<R>(r: &super::super::ShardedRecorder<R>) {
+        let flushed = catch_unwind(AssertUnwindSafe(|| r.flush()));
+        assert!(flushed.is_err(), "the trip did not fire");
+    }
+
+    /// A fold whose renewal (after a quiet pass) or whose increment panics
+    /// hands its delta back: the next flush renews and delivers it, once.
+    #[test]
+    fn a_delta_the_recorder_underneath_panics_on_is_delivered_later() {
+        for rough in [false, true] {
+            let inner = Flaky::default();
+            let handed = Arc::clone(&inner.0);
+            let layer = ShardedLayer::new().with_interval(Duration::from_secs(3600));
+            let r = if rough { layer.rough() } else { layer }.wrap(inner);
+            let count =
+                |n| ::metrics::with_local_recorder(&r, || ::metrics::counter!("k").increment(n));
+            count(5);
+            r.flush();
+            pass_idle(&r); // quiet: the next delta renews first
+            count(7);
+            handed.registers.arm(1);
+            flush_panics(&r);
+            assert_eq!(handed.counts.load(Relaxed), 5);
+            r.flush();
+            assert_eq!(handed.counts.load(Relaxed), 12, "rough: {rough}");
+            count(3);
+            handed.adds.arm(1);
+            flush_panics(&r);
+            r.flush();
+            assert_eq!(handed.counts.load(Relaxed), 15, "rough: {rough}");
+        }
+    }
+
+    /// Evicted keys still held by a handle: a fold of one that panics
+    /// leaves the others listed, so their counts are delivered later.
+    #[test]
+    fn a_panicking_fold_of_one_evicted_key_keeps_the_others() {
+        let inner = Flaky::default();
+        let handed = Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .evict_idle_after(Duration::from_secs(60))
+            .wrap(inner);
+        let meta = Metadata::new("t", ::metrics::Level::INFO, None);
+        let kept: Vec<_> = ["a", "b", "c"]
+            .map(|k| r.register_counter(&Key::from_name(k), &meta))
+            .into();
+        IGNORE_HANDLES.with(|i| i.set(true));
+        pass_idle(&r);
+        IGNORE_HANDLES.with(|i| i.set(false));
+        assert_eq!((r.keys(), super::evicted(&r)), (0, 3));
+        for h in &kept {
+            h.increment(1);
+        }
+        handed.adds.arm(1);
+        flush_panics(&r);
+        assert_eq!(super::evicted(&r), 3, "every evicted key still listed");
+        r.flush();
+        assert_eq!(handed.counts.load(Relaxed), 3);
+        drop(kept);
+        // A registration sweeps this thread's cache, the entries' last holder.
+        drop(r.register_counter(&Key::from_name("d"), &meta));
+        r.flush();
+        assert_eq!(super::evicted(&r), 0, "freed once nothing holds them");
+    }
+
+    /// A histogram fold whose renewal panics, or whose hand-over panics
+    /// after a first bucket went: what was not handed goes back, and is
+    /// handed once later.
+    #[test]
+    fn records_the_recorder_underneath_panics_on_are_delivered_later() {
+        let inner = Flaky::default();
+        let handed = Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner);
+        let record = |v, n| {
+            ::metrics::with_local_recorder(&r, || {
+                for _ in 0..n {
+                    ::metrics::histogram!("h").record(v);
+                }
+            })
+        };
+        record(1.0, 2);
+        r.flush();
+        pass_idle(&r);
+        record(1.0, 3);
+        handed.registers.arm(1);
+        flush_panics(&r);
+        assert_eq!(handed.records.load(Relaxed), 2);
+        r.flush();
+        assert_eq!(handed.records.load(Relaxed), 5);
+        record(1.0, 3);
+        record(1000.0, 4);
+        handed.adds.arm(2); // the second bucket's hand-over
+        flush_panics(&r);
+        assert_eq!(handed.records.load(Relaxed), 5 + 3);
+        r.flush();
+        assert_eq!(handed.records.load(Relaxed), 5 + 3 + 4);
+    }
+}
