@@ -70,6 +70,32 @@ pub(crate) trait Inner {
     fn renew(&mut self) {}
 }
 
+/// Hands something to the recorder underneath: `hand` on `inner`, renewed
+/// first (`renew`) if a quiet pass came since the last delta
+/// (`quiet_passes`, then cleared). If the recorder panics, `undo` puts
+/// back what `hand` had not handed on, the renewal stays due, and the
+/// panic goes on.
+pub(crate) fn hand_on<I>(
+    inner: &mut I,
+    quiet_passes: &mut u32,
+    renew: fn(&mut I),
+    hand: impl FnOnce(&mut I),
+    undo: impl FnOnce(),
+) {
+    let due = std::mem::take(quiet_passes) > 0;
+    let handed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if due {
+            renew(inner);
+        }
+        hand(inner);
+    }));
+    if let Err(panic) = handed {
+        undo();
+        *quiet_passes = (*quiet_passes).max(u32::from(due));
+        std::panic::resume_unwind(panic);
+    }
+}
+
 /// What counts a key's increments.
 pub(super) enum Backing {
     Exact(Counter),
@@ -193,22 +219,20 @@ impl<I: Inner> Entry<I> {
             !retired
         });
         if delta != 0 {
-            let renew = std::mem::take(&mut folded.quiet_passes) > 0;
-            let inner = &mut folded.inner;
-            let handed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                if renew {
-                    inner.renew();
-                }
-                inner.add(delta);
-            }));
-            if let Err(panic) = handed {
-                // The recorder underneath panicked (registering the key
-                // again, or taking the delta): the delta goes back to the
-                // key's counter, and the next fold renews and hands it on.
-                self.add(delta);
-                folded.quiet_passes = folded.quiet_passes.max(u32::from(renew));
-                std::panic::resume_unwind(panic);
-            }
+            let Folded {
+                inner,
+                quiet_passes,
+                ..
+            } = &mut *folded;
+            // A panic puts the delta back in the key's counter: the next
+            // fold renews and hands it on.
+            hand_on(
+                inner,
+                quiet_passes,
+                I::renew,
+                |i| i.add(delta),
+                || self.add(delta),
+            );
             folded.moved = true;
         }
         folded

@@ -23,6 +23,7 @@
 //! once, unless the count read was stale); that fold then happens-after every drop of a
 //! handle, so it takes every record.
 
+use super::entry::hand_on;
 use super::key::KeyMap;
 use super::table::{Registered, Registrar};
 use crate::contract::CountRef;
@@ -32,6 +33,7 @@ use crate::histogram::{replay_since, Replayed};
 use crate::merger::Quiet;
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex, MutexGuard};
 use ::metrics::{HistogramFn, Key, Metadata, Recorder};
+use std::cell::Cell;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -72,36 +74,34 @@ impl Entry {
         if taken.count() == 0 {
             return held;
         }
-        let renew = std::mem::take(&mut held.quiet_passes) > 0;
         held.moved = true;
         // Handed on so far: whole buckets, then records of the next one.
-        let (mut buckets, mut records) = (0, 0);
-        let inner = &mut held.inner;
-        let handed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            if renew {
-                inner.renew();
-            }
+        let (buckets, records) = (Cell::new(0), Cell::new(0));
+        let Activity {
+            inner,
+            quiet_passes,
+            ..
+        } = &mut *held;
+        let hand = |inner: &mut Registered<::metrics::Histogram>| {
             for (value, count) in taken.representatives() {
                 // A bucket count above usize::MAX (never on 64-bit) in steps.
-                while records < count {
-                    let n = usize::try_from(count - records).unwrap_or(usize::MAX);
+                while records.get() < count {
+                    let n = usize::try_from(count - records.get()).unwrap_or(usize::MAX);
                     inner.handle.record_many(value as f64 / SCALE, n);
-                    records += n as u64;
+                    records.set(records.get() + n as u64);
                 }
-                (buckets, records) = (buckets + 1, 0);
+                buckets.set(buckets.get() + 1);
+                records.set(0);
             }
-        }));
-        if let Err(panic) = handed {
-            // The recorder underneath panicked: what it was not handed goes
-            // back (the call that panicked counted as not handed), and the
-            // next fold renews and hands it on, as a counter's delta.
-            for (value, count) in taken.representatives().skip(buckets) {
-                self.histogram
-                    .record_n(value, count - std::mem::take(&mut records));
+        };
+        // A panic puts back what was not handed (the call that panicked
+        // counted as not handed): the next fold renews and hands it on.
+        let undo = || {
+            for (value, count) in taken.representatives().skip(buckets.get()) {
+                self.histogram.record_n(value, count - records.take());
             }
-            held.quiet_passes = held.quiet_passes.max(u32::from(renew));
-            std::panic::resume_unwind(panic);
-        }
+        };
+        hand_on(inner, quiet_passes, Registered::renew, hand, undo);
         held
     }
 }
@@ -116,11 +116,21 @@ impl HistogramFn for Entry {
             // fold lock, which holds the inner histogram), as a fold's
             // records: after a quiet pass, registered again first.
             let mut held = lock(&self.fold);
-            if std::mem::take(&mut held.quiet_passes) > 0 {
-                held.inner.renew();
-            }
+            let Activity {
+                inner,
+                quiet_passes,
+                ..
+            } = &mut *held;
+            // A panic reaches the caller; the value cannot go back (it fits
+            // no bucket), but the renewal stays due.
+            hand_on(
+                inner,
+                quiet_passes,
+                Registered::renew,
+                |i| i.handle.record(value),
+                || {},
+            );
             held.moved = true;
-            held.inner.handle.record(value);
         }
     }
 }

@@ -16,7 +16,7 @@
 //!   the key's fold lock.
 
 use super::cache;
-use super::entry::{Backing, Entry, Inner, Local};
+use super::entry::{hand_on, Backing, Entry, Folded, Inner, Local};
 use super::handle::FlushHandle;
 use super::layer::ShardedLayer;
 use super::table::{CounterEntry, KeyTable, Registered, Registrar};
@@ -40,12 +40,21 @@ impl CounterFn for CounterEntry {
     /// far before it sees `absolute`.
     fn absolute(&self, value: u64) {
         let mut held = self.fold();
-        // As a fold's delta: after a quiet pass, registered again first.
-        if std::mem::take(&mut held.quiet_passes) > 0 {
-            held.inner.renew();
-        }
+        let Folded {
+            inner,
+            quiet_passes,
+            ..
+        } = &mut *held;
+        // As a fold's delta: after a quiet pass, registered again first (a
+        // panic reaches the caller, with the renewal still due).
+        hand_on(
+            inner,
+            quiet_passes,
+            Inner::renew,
+            |i| i.handle.absolute(value),
+            || {},
+        );
         held.moved = true;
-        held.inner.handle.absolute(value);
     }
 }
 

@@ -522,6 +522,7 @@ mod panics {
     struct Handed {
         counts: AtomicU64,
         records: AtomicU64,
+        registered: AtomicU64,
         registers: Trip,
         adds: Trip,
     }
@@ -560,6 +561,7 @@ mod panics {
         }
         fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
             self.0.registers.tick();
+            self.0.registered.fetch_add(1, Relaxed);
             Histogram::from_arc(Arc::clone(&self.0))
         }
     }
@@ -663,5 +665,34 @@ mod panics {
         assert_eq!(handed.records.load(Relaxed), 5 + 3);
         r.flush();
         assert_eq!(handed.records.load(Relaxed), 5 + 3 + 4);
+    }
+
+    /// A value passed straight through (negative: it fits no bucket) whose
+    /// renewal panics reaches the caller as the panic, and leaves the
+    /// renewal due: the key's next records go to a renewed handle.
+    #[test]
+    fn a_passed_value_whose_renewal_panics_leaves_the_renewal_due() {
+        let inner = Flaky::default();
+        let handed = Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner);
+        let record =
+            |v| ::metrics::with_local_recorder(&r, || ::metrics::histogram!("p").record(v));
+        record(1.0);
+        r.flush();
+        pass_idle(&r);
+        let registered = handed.registered.load(Relaxed);
+        handed.registers.arm(1);
+        let passed = catch_unwind(AssertUnwindSafe(|| record(-1.0)));
+        assert!(passed.is_err(), "the trip did not fire");
+        record(2.0);
+        r.flush();
+        assert_eq!(
+            handed.registered.load(Relaxed),
+            registered + 1,
+            "renewed after the panic"
+        );
+        assert_eq!(handed.records.load(Relaxed), 2);
     }
 }
