@@ -148,6 +148,7 @@ mod primitive;
 mod shard;
 mod surface;
 mod thread;
+mod unwind;
 // The one periodic background thread (folder, metrics, exporter): real
 // threads and clocks, which loom never builds.
 #[cfg(not(shardcount_loom))]

@@ -716,3 +716,58 @@ fn huge_gauges_saturate_the_statistics_and_export_exactly() {
 fn a_histogram_key_of_one_underscore_panics_naming_it() {
     let _ = shardcount::export::HistogramSource::new("_", Arc::new(shardcount::Histogram::new()));
 }
+
+/// A source that panics on every second read, after reporting half of
+/// its keys; the read it panics in is dropped whole.
+struct Halting {
+    reads: AtomicU64,
+    value: AtomicU64,
+}
+
+impl Source for Halting {
+    fn read(&self, each: &mut dyn FnMut(&str, u64)) {
+        let value = self.value.load(Ordering::Relaxed);
+        each("halting-a", value);
+        if self.reads.fetch_add(1, Ordering::Relaxed) % 2 == 1 {
+            panic!("the source panics half way");
+        }
+        each("halting-b", value);
+    }
+}
+
+/// A source whose read panics delays no other source (the flush delivers
+/// them, then panics), and ships nothing twice or never: the next whole
+/// read ships what the broken one missed.
+#[test]
+fn a_source_that_panics_delays_no_other_and_loses_nothing() {
+    let sink = MemorySink::new();
+    let e = Exporter::new(sink.clone(), Duration::from_secs(3600));
+    let halting = Arc::new(Halting {
+        reads: AtomicU64::new(0),
+        value: AtomicU64::new(2),
+    });
+    struct Shared(Arc<Halting>);
+    impl Source for Shared {
+        fn read(&self, each: &mut dyn FnMut(&str, u64)) {
+            self.0.read(each);
+        }
+    }
+    e.register_source(Shared(Arc::clone(&halting)));
+    let good = Arc::new(RoughCounter::new());
+    e.register("good", good.clone());
+    good.add(5);
+    e.flush(soon()).expect("the first read is whole");
+    assert_eq!((sink.get("halting-a"), sink.get("halting-b")), (2, 2));
+    good.add(6);
+    halting.value.store(7, Ordering::Relaxed);
+    let flushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.flush(soon())));
+    assert!(flushed.is_err(), "the source's panic reaches the flush");
+    assert_eq!(sink.get("good"), 11, "the other source was delivered");
+    assert_eq!(
+        sink.get("halting-a"),
+        2,
+        "nothing of the broken read shipped"
+    );
+    e.flush(soon()).expect("the next read is whole");
+    assert_eq!((sink.get("halting-a"), sink.get("halting-b")), (7, 7));
+}

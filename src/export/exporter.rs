@@ -28,6 +28,7 @@ use super::sink::{Batch, Outcome, Sink, SinkError, WriterId};
 use super::source::{Source, RESERVED_PREFIX};
 use crate::contract::{CountFamily, CountRef};
 use crate::primitive::sync::{lock, Arc, Mutex};
+use crate::unwind::FirstPanic;
 use crate::worker::{self, Worker};
 use std::collections::HashMap;
 use std::fmt;
@@ -531,6 +532,13 @@ impl Exporter {
     /// [`FlushError`], with what could not be delivered, if counts remain
     /// at the deadline.
     ///
+    /// # Panics
+    ///
+    /// If a source panics while it is read (a label whose `Display`
+    /// panics, say): after the other sources' counts are delivered. That
+    /// source's read is dropped, not half used, and it is read again at the
+    /// next pass, so nothing it counted is lost.
+    ///
     /// ```
     /// use shardcount::export::{Exporter, MemorySink};
     /// use shardcount::RoughCounter;
@@ -549,7 +557,21 @@ impl Exporter {
     pub fn flush(&self, deadline: Instant) -> Result<FlushReport, FlushError> {
         let mut engine = lock(&self.inner.engine);
         let before = engine.stats.delivered;
-        engine.collect(&self.inner);
+        let panics = engine.collect(&self.inner);
+        let result = self.deliver_until(&mut engine, before, deadline);
+        drop(engine);
+        panics.finish();
+        result
+    }
+
+    /// `flush` after its read: delivers, retrying, until nothing is pending
+    /// or `deadline` passes.
+    fn deliver_until(
+        &self,
+        engine: &mut Engine,
+        before: u64,
+        deadline: Instant,
+    ) -> Result<FlushReport, FlushError> {
         loop {
             let res = engine.deliver_all(Some(deadline));
             engine.publish(&self.inner);
@@ -596,20 +618,28 @@ impl fmt::Debug for Exporter {
 /// wait before the next pass (the back-off after a failed delivery).
 fn pass(inner: &Inner) -> Duration {
     let mut engine = lock(&inner.engine);
-    engine.collect(inner);
+    let panics = engine.collect(inner);
     let res = engine.deliver_all(None);
     engine.publish(inner);
-    match res {
+    let wait = match res {
         Ok(()) => engine.config.interval,
         Err(_) => engine.backoff(),
-    }
+    };
+    drop(engine);
+    // For the worker, which reports it and passes again later.
+    panics.finish();
+    wait
 }
 
 impl Engine {
     /// Picks up new sources, reads every source and coalesces the deltas
     /// into `pending`; lets go of sources that are no longer live (after
-    /// this last read).
-    fn collect(&mut self, inner: &Inner) {
+    /// this last read). A source whose read panics keeps its place, and
+    /// nothing of that read is used: its cursors move only after a whole
+    /// read, so the next read ships what this one missed. The other
+    /// sources are read all the same; the first panic is returned.
+    fn collect(&mut self, inner: &Inner) -> FirstPanic {
+        let mut panics = FirstPanic::default();
         let new = std::mem::take(&mut lock(&inner.ctl).new_sources);
         self.sources
             .extend(new.into_iter().map(|s| (s, HashMap::new())));
@@ -618,21 +648,27 @@ impl Engine {
         let pending = &mut self.pending;
         let rejected = &mut self.stats.rejected;
         self.sources.retain_mut(|(source, cursors)| {
-            let live = source.is_live();
-            // First the read: a key reported twice in one read (a family
-            // whose labels print alike) is the sum of its values.
-            source.read(&mut |key, value| {
-                // A lookup first: no allocation for a key seen before.
-                let cursor = match cursors.get_mut(key) {
-                    Some(c) => c,
-                    None => cursors.entry(key.to_owned()).or_default(),
-                };
-                if cursor.read == read {
-                    cursor.seen = cursor.seen.wrapping_add(value);
-                } else {
-                    (cursor.read, cursor.seen) = (read, value);
-                }
+            let whole = panics.run(|| {
+                let live = source.is_live();
+                // First the read: a key reported twice in one read (a family
+                // whose labels print alike) is the sum of its values.
+                source.read(&mut |key, value| {
+                    // A lookup first: no allocation for a key seen before.
+                    let cursor = match cursors.get_mut(key) {
+                        Some(c) => c,
+                        None => cursors.entry(key.to_owned()).or_default(),
+                    };
+                    if cursor.read == read {
+                        cursor.seen = cursor.seen.wrapping_add(value);
+                    } else {
+                        (cursor.read, cursor.seen) = (read, value);
+                    }
+                });
+                live
             });
+            let Some(live) = whole else {
+                return true;
+            };
             // Then the deltas of the keys this read reported.
             for (key, cursor) in cursors.iter_mut().filter(|(_, c)| c.read == read) {
                 let delta = cursor.seen.wrapping_sub(cursor.shipped) as i64;
@@ -653,6 +689,7 @@ impl Engine {
             }
             live
         });
+        panics
     }
 
     /// Freezes batches from `pending` (when none are frozen) and delivers

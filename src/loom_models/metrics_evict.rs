@@ -64,7 +64,9 @@ fn evicted_entry_folded_until_unique_loses_nothing() {
                 assert_eq!(evicted.len(), 1, "the idle key was not evicted");
                 // `KeyTable::pass` and every flush, pass after pass.
                 loop {
-                    evicted.fold();
+                    let mut panics = crate::unwind::FirstPanic::default();
+                    evicted.fold(&mut panics);
+                    panics.finish();
                     if evicted.len() == 0 {
                         break;
                     }

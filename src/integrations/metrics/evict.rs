@@ -69,6 +69,7 @@
 use super::entry::{Entry, Folded, Inner, Local};
 use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex};
+use crate::unwind::FirstPanic;
 use crossbeam_utils::CachePadded;
 #[cfg(test)]
 use std::cell::Cell;
@@ -147,10 +148,10 @@ impl<I: Inner> Evicted<I> {
     /// Folds every evicted entry, and frees each one nobody else holds any
     /// more. The list stays locked throughout, so a flush that returns has
     /// waited for the folds of a concurrent one.
-    pub(crate) fn fold(&self) {
+    pub(crate) fn fold(&self, panics: &mut FirstPanic) {
         // Also drops the handles retired since the last fold: each holds a
         // reference to the entry.
-        fold_listed(&mut lock(&self.list), |e| drop(e.fold()));
+        fold_listed(&mut lock(&self.list), |e| drop(e.fold()), panics);
     }
 }
 
@@ -161,16 +162,17 @@ impl<I: Inner> Evicted<I> {
 /// last fold reads every increment made through one. Until then, every fold
 /// takes what was added since the last: nothing lost, nothing twice.
 ///
-/// In place: a fold that panics (the recorder underneath did, and the fold
-/// handed its delta back) leaves every entry listed for the next pass; taken
-/// out of the list first, the entries not yet folded would go with the
-/// unwind, and their counts with them.
-pub(super) fn fold_listed<E>(list: &mut Vec<Arc<E>>, fold: impl Fn(&E)) {
+/// In place, each fold on its own: a fold that panics (the recorder
+/// underneath did, and the fold handed its delta back) keeps its entry
+/// listed for the next pass, and the others are folded all the same.
+/// Taken out of the list first, the entries not yet folded would go with
+/// the unwind, and their counts with them.
+pub(super) fn fold_listed<E>(list: &mut Vec<Arc<E>>, fold: impl Fn(&E), panics: &mut FirstPanic) {
     let mut i = 0;
     while i < list.len() {
-        fold(&list[i]);
-        if Arc::get_mut(&mut list[i]).is_some() {
-            fold(&list[i]);
+        let folded = panics.run(|| fold(&list[i])).is_some();
+        if folded && Arc::get_mut(&mut list[i]).is_some() && panics.run(|| fold(&list[i])).is_some()
+        {
             drop(list.swap_remove(i));
         } else {
             i += 1;

@@ -32,6 +32,7 @@ use crate::histogram::HistogramUnit;
 use crate::histogram::{replay_since, Replayed};
 use crate::merger::Quiet;
 use crate::primitive::sync::{lock, try_lock, Arc, Mutex, MutexGuard};
+use crate::unwind::FirstPanic;
 use ::metrics::{HistogramFn, Key, Metadata, Recorder};
 use std::cell::Cell;
 use std::fmt;
@@ -176,17 +177,24 @@ impl Folds {
         ::metrics::Histogram::from_arc(Arc::clone(e))
     }
 
-    /// Folds every key, evicted ones included.
-    pub(super) fn flush(&self) {
-        self.fold_keys(None);
-        self.fold_evicted();
+    /// Folds every key, evicted ones included; a panic is kept in
+    /// `panics` and the other keys are folded all the same.
+    pub(super) fn flush(&self, panics: &mut FirstPanic) {
+        self.fold_keys(None, panics);
+        self.fold_evicted(panics);
     }
 
     /// The background pass at `now`: a flush that notes which keys moved
     /// and merges those whose rows stayed quiet for `merge_idle`, and with
     /// `idle`, the eviction of keys idle that long.
-    pub(super) fn pass(&self, now: Instant, idle: Option<Duration>, merge_idle: Duration) {
-        self.fold_keys(Some((now, merge_idle)));
+    pub(super) fn pass(
+        &self,
+        now: Instant,
+        idle: Option<Duration>,
+        merge_idle: Duration,
+        panics: &mut FirstPanic,
+    ) {
+        self.fold_keys(Some((now, merge_idle)), panics);
         if let Some(idle) = idle {
             // Held over the map's lock: a flush finds every entry in one.
             let mut list = lock(&self.evicted);
@@ -207,19 +215,22 @@ impl Folds {
                 false
             });
         }
-        self.fold_evicted();
+        self.fold_evicted(panics);
     }
 
     /// Folds every key in `entries`; with a pass's `now`, a key whose
     /// folds took records since the last pass is active at `now`, and the
     /// keys whose histograms stayed quiet for the merge idle time are
     /// merged, in one batch.
-    fn fold_keys(&self, pass: Option<(Instant, Duration)>) {
+    fn fold_keys(&self, pass: Option<(Instant, Duration)>, panics: &mut FirstPanic) {
         let entries: Vec<Arc<Entry>> = lock(&self.entries).values().cloned().collect();
         let mut quiet = Vec::new();
         for e in &entries {
-            let mut held = e.fold();
-            if let Some((now, merge_idle)) = pass {
+            panics.run(|| {
+                let mut held = e.fold();
+                let Some((now, merge_idle)) = pass else {
+                    return;
+                };
                 if std::mem::take(&mut held.moved) {
                     held.active_at = now;
                 } else {
@@ -229,7 +240,7 @@ impl Folds {
                 if held.quiet.look(|out| rows.row_totals(out), now, merge_idle) {
                     quiet.push(&e.histogram);
                 }
-            }
+            });
         }
         if !quiet.is_empty() {
             crate::histogram::Histogram::merge_batch(quiet);
@@ -238,8 +249,8 @@ impl Folds {
 
     /// Folds every evicted entry and frees those nothing else holds
     /// (`evict::fold_listed`).
-    fn fold_evicted(&self) {
-        super::evict::fold_listed(&mut lock(&self.evicted), |e| drop(e.fold()));
+    fn fold_evicted(&self, panics: &mut FirstPanic) {
+        super::evict::fold_listed(&mut lock(&self.evicted), |e| drop(e.fold()), panics);
     }
 
     /// How many shard rows the keys' histograms hold in all.

@@ -21,6 +21,7 @@ use super::handle::FlushHandle;
 use super::layer::ShardedLayer;
 use super::table::{CounterEntry, KeyTable, Registered, Registrar};
 use crate::primitive::sync::{lock, Arc};
+use crate::unwind::FirstPanic;
 use crate::worker::Worker;
 use ::metrics::{
     CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
@@ -80,6 +81,13 @@ impl CounterFn for Local<Registered<::metrics::Counter>> {
 /// [`FlushHandle::flush`] before the last scrape or at shutdown.
 /// Increments made through `metrics::Counter` handles after the recorder
 /// was dropped are not folded anywhere.
+///
+/// If the recorder underneath panics in a fold (registering a key, or
+/// taking a delta or records), every other key is still folded, what the
+/// panicking call was handed goes back to its key for the next fold, and
+/// then the panic goes on: from [`flush`](Self::flush), from the
+/// background pass (which the next pass follows), or from the drop, unless
+/// the thread is already unwinding.
 ///
 /// ```
 /// use metrics::Recorder;
@@ -190,9 +198,9 @@ impl<R> ShardedRecorder<R> {
     /// # Panics
     ///
     /// If the inner recorder panics (registering a key, or taking a delta
-    /// or a record). The delta or records it was handed when it panicked go
-    /// back to the key, and a later flush or pass hands them on: nothing is
-    /// lost. (Keys after the one that panicked wait for that flush too.)
+    /// or a record): after every other key is folded. The delta or records
+    /// it was handed when it panicked go back to the key, and a later flush
+    /// or pass hands them on: nothing is lost.
     ///
     /// ```
     /// use metrics::Recorder;
@@ -402,15 +410,23 @@ impl<R: Recorder> Recorder for ShardedRecorder<R> {
 
 impl<R> Drop for ShardedRecorder<R> {
     /// Stops the background thread, waits for it, and flushes once more.
+    ///
+    /// A flush that panics (the recorder underneath did) still lets go of
+    /// the handles, and its panic goes on unless the thread is already
+    /// unwinding (a second panic there would abort the process).
     fn drop(&mut self) {
         self.worker.stop();
-        self.shared.flush();
+        let mut panics = FirstPanic::default();
+        panics.run(|| self.shared.flush());
         // An entry holds its owned handles and each handle its entry: let
         // go of the handles, so both are freed with the threads' caches.
         for e in lock(&self.shared.entries).values() {
             e.let_go_of_handles();
         }
         self.shared.evicted.let_go_of_handles();
+        if !std::thread::panicking() {
+            panics.finish();
+        }
     }
 }
 

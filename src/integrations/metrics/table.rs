@@ -20,6 +20,7 @@ use super::histogram;
 use super::key::KeyMap;
 use crate::counter::Counter;
 use crate::primitive::sync::{lock, Arc, Mutex};
+use crate::unwind::FirstPanic;
 use ::metrics::{Key, Level, Metadata, Recorder};
 use std::sync::Weak;
 use std::time::{Duration, Instant};
@@ -169,32 +170,42 @@ impl KeyTable {
     }
 
     /// Folds every key, evicted ones included. Copies the list first, so
-    /// registration never waits for a pass.
+    /// registration never waits for a pass. A key whose fold panics (the
+    /// recorder underneath did) delays no other: every fold runs, then the
+    /// first panic goes on.
     pub(super) fn flush(&self) {
-        self.fold_keys(None);
-        self.evicted.fold();
-        self.histograms.flush();
+        let mut panics = FirstPanic::default();
+        self.fold_keys(None, &mut panics);
+        self.evicted.fold(&mut panics);
+        self.histograms.flush(&mut panics);
+        panics.finish();
     }
 
     /// The background thread's pass at `now`: a flush, which also notes
     /// which keys moved, then the eviction of keys idle for long enough.
     pub(super) fn pass(&self, now: Instant) {
-        self.fold_keys(Some(now));
+        let mut panics = FirstPanic::default();
+        self.fold_keys(Some(now), &mut panics);
         if let Some(idle) = self.evict_idle {
             self.evicted.take_out(&self.entries, now, idle);
         }
-        self.evicted.fold();
-        self.histograms.pass(now, self.evict_idle, self.merge_idle);
+        self.evicted.fold(&mut panics);
+        self.histograms
+            .pass(now, self.evict_idle, self.merge_idle, &mut panics);
+        panics.finish();
     }
 
     /// Folds every key in `entries`; with `now`, a key whose folds moved a
     /// delta since the last pass is active at `now`.
-    fn fold_keys(&self, now: Option<Instant>) {
+    fn fold_keys(&self, now: Option<Instant>, panics: &mut FirstPanic) {
         let entries: Vec<Arc<CounterEntry>> = lock(&self.entries).values().cloned().collect();
         let mut quiet = Vec::new();
         for e in &entries {
-            let mut folded = e.fold();
-            if let Some(now) = now {
+            panics.run(|| {
+                let mut folded = e.fold();
+                let Some(now) = now else {
+                    return;
+                };
                 if std::mem::take(&mut folded.moved) {
                     folded.active_at = now;
                 } else {
@@ -208,7 +219,7 @@ impl KeyTable {
                         quiet.push(c);
                     }
                 }
-            }
+            });
         }
         if !quiet.is_empty() {
             Counter::merge_batch(quiet);

@@ -695,4 +695,94 @@ mod panics {
         );
         assert_eq!(handed.records.load(Relaxed), 2);
     }
+
+    /// An inner recorder whose counter for key `bad` panics at every
+    /// increment, and that tallies every other counter and histogram.
+    #[derive(Default)]
+    struct Refuses(Arc<Handed>);
+
+    /// The handle `Refuses` gives key `bad`.
+    struct Refused;
+
+    impl ::metrics::CounterFn for Refused {
+        fn increment(&self, _: u64) {
+            panic!("the recorder underneath refuses this key");
+        }
+        fn absolute(&self, _: u64) {}
+    }
+
+    impl Recorder for Refuses {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> ::metrics::Counter {
+            if key.name() == "bad" {
+                ::metrics::Counter::from_arc(Arc::new(Refused))
+            } else {
+                ::metrics::Counter::from_arc(Arc::clone(&self.0))
+            }
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::from_arc(Arc::clone(&self.0))
+        }
+    }
+
+    /// A key whose every fold panics delays no other key: flushes and
+    /// passes fold every other counter and histogram, then panic.
+    #[test]
+    fn a_key_the_recorder_underneath_always_refuses_delays_no_other() {
+        let inner = Refuses::default();
+        let handed = Arc::clone(&inner.0);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner);
+        let count = |bad, good, h| {
+            ::metrics::with_local_recorder(&r, || {
+                ::metrics::counter!("bad").increment(bad);
+                for k in ["a", "b", "c"] {
+                    ::metrics::counter!(k).increment(good);
+                }
+                ::metrics::histogram!("h").record(h);
+            })
+        };
+        count(1, 2, 1.0);
+        flush_panics(&r);
+        assert_eq!(handed.counts.load(Relaxed), 6, "every good key folded");
+        assert_eq!(handed.records.load(Relaxed), 1, "the histogram folded");
+        count(1, 3, 2.0);
+        let passed = catch_unwind(AssertUnwindSafe(|| {
+            r.shared.pass(std::time::Instant::now())
+        }));
+        assert!(passed.is_err(), "the refusal reaches the pass");
+        assert_eq!(handed.counts.load(Relaxed), 15);
+        assert_eq!(handed.records.load(Relaxed), 2);
+        count(1, 4, 3.0);
+        let dropped = catch_unwind(AssertUnwindSafe(move || drop(r)));
+        assert!(
+            dropped.is_err(),
+            "the last flush's refusal reaches the drop"
+        );
+        assert_eq!(handed.counts.load(Relaxed), 27);
+        assert_eq!(handed.records.load(Relaxed), 3);
+    }
+
+    /// Dropped while its thread unwinds, a recorder whose last flush
+    /// panics lets the first panic go on (a second one would abort the
+    /// process, and this test binary with it).
+    #[test]
+    fn a_recorder_dropped_while_unwinding_lets_the_first_panic_go_on() {
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(Refuses::default());
+        ::metrics::with_local_recorder(&r, || ::metrics::counter!("bad").increment(1));
+        let unwound = catch_unwind(AssertUnwindSafe(move || {
+            let _dropped_while_unwinding = r;
+            std::panic::panic_any("the first panic");
+        }));
+        let panic = unwound.expect_err("the closure panics");
+        assert_eq!(panic.downcast_ref::<&str>(), Some(&"the first panic"));
+    }
 }
