@@ -196,7 +196,13 @@ impl<L: Label> LabelledHistogram<L> {
     #[inline(always)]
     #[track_caller]
     pub fn record(&self, label: L, v: u64) {
-        let i = label.index();
+        self.record_index(label.index(), v);
+    }
+
+    /// [`record`](Self::record) by the label's index.
+    #[inline(always)]
+    #[track_caller]
+    fn record_index(&self, i: usize, v: u64) {
         let sets = self.sets();
         if i < L::COUNT {
             let b = self.layout.index(v);
@@ -244,6 +250,10 @@ impl<L: Label> LabelledHistogram<L> {
     /// `f` returns. A panic in `f` is recorded too, as
     /// [`Histogram::time`](crate::Histogram::time) records it.
     ///
+    /// # Panics
+    ///
+    /// As [`record`](Self::record), before `f` runs.
+    ///
     /// ```
     /// #[derive(Clone, Copy, shardcount::Label)]
     /// enum Op { Read, Write }
@@ -251,23 +261,29 @@ impl<L: Label> LabelledHistogram<L> {
     /// assert_eq!(h.time(Op::Write, || 7), 7);
     /// assert_eq!(h.snapshot(Op::Write).count(), 1);
     /// ```
+    #[track_caller]
     pub fn time<R>(&self, label: L, f: impl FnOnce() -> R) -> R {
+        // The label is checked before `f` runs: the record runs in a drop,
+        // where a panic while `f` unwinds would abort the process.
+        let i = label.index();
+        if i >= L::COUNT {
+            Self::out_of_range(i);
+        }
         /// Records on drop, so on unwinding too.
         struct Timing<'a, L: Label> {
             h: &'a LabelledHistogram<L>,
-            label: Option<L>,
+            i: usize,
             start: Instant,
         }
         impl<L: Label> Drop for Timing<'_, L> {
             fn drop(&mut self) {
-                if let Some(label) = self.label.take() {
-                    self.h.record_since(label, self.start);
-                }
+                self.h
+                    .record_index(self.i, duration_ns(self.start.elapsed()));
             }
         }
         let _timing = Timing {
             h: self,
-            label: Some(label),
+            i,
             start: Instant::now(),
         };
         f()
@@ -569,5 +585,42 @@ mod tests {
             (h.snapshot(Two::A).count(), h.snapshot(Two::B).count()),
             (0, 1)
         );
+    }
+
+    /// A hand-written label whose index breaks its contract.
+    #[derive(Clone, Copy)]
+    struct Past;
+
+    impl Label for Past {
+        const COUNT: usize = 1;
+        const NAMES: &'static [&'static str] = &["past"];
+        fn index(&self) -> usize {
+            7
+        }
+        fn from_index(_: usize) -> Option<Self> {
+            None
+        }
+        fn text(_: usize, _: usize) -> Option<&'static str> {
+            None
+        }
+    }
+
+    /// `time` checks the label before the call runs: checked in the drop,
+    /// while a failing call unwinds, its panic aborted the process (this
+    /// test binary with it).
+    #[test]
+    fn time_checks_the_label_before_the_call_runs() {
+        let h = LabelledHistogram::<Past>::for_durations();
+        let ran = std::cell::Cell::new(false);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            h.time(Past, || {
+                ran.set(true);
+                panic!("the call fails");
+            })
+        }));
+        let panic = r.expect_err("an index past COUNT panics");
+        let message = panic.downcast_ref::<String>().expect("a formatted message");
+        assert!(message.contains("index() returned 7"), "{message}");
+        assert!(!ran.get(), "the call ran with a label it cannot record");
     }
 }
