@@ -58,11 +58,30 @@ pub(crate) fn replay_since(
     let ranges: Vec<(u64, u64)> = now.buckets().map(|b| (b.low, b.high)).collect();
     let mut n = 0;
     let mut replayed = 0u64;
-    values(&ranges, &counts, target, |v| {
-        n += 1;
-        replayed = replayed.wrapping_add(v);
-        f(v);
-    });
+    // Per bucket, the values `f` took (returned from).
+    let mut handed = vec![0u64; counts.len()];
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        values(&ranges, &counts, target, |i, v| {
+            f(v);
+            n += 1;
+            replayed = replayed.wrapping_add(v);
+            handed[i] += 1;
+        });
+    }));
+    if let Err(panic) = run {
+        // `f` (the recorder) panicked: the next replay starts from what
+        // was handed, so it hands the rest once (the value `f` panicked on
+        // counts as not handed), not everything since the last whole one.
+        if let Some(l) = &before {
+            handed
+                .iter_mut()
+                .zip(l.buckets())
+                .for_each(|(h, b)| *h += b.count);
+        }
+        let sum = before.as_ref().map_or(0, HistogramSnapshot::sum);
+        state.last = Some(now.with_counts(handed, sum.wrapping_add(replayed)));
+        std::panic::resume_unwind(panic);
+    }
     state.owed = target.wrapping_sub(replayed);
     state.last = Some(now);
     n
@@ -74,7 +93,7 @@ pub(crate) fn replay_since(
 /// is handed out in turn, each value taking at most its bucket's width.
 /// Otherwise (a read that caught a record halfway) the values stay in
 /// their buckets and the sum is as close as they allow.
-fn values(ranges: &[(u64, u64)], counts: &[u64], sum: u64, mut f: impl FnMut(u64)) {
+fn values(ranges: &[(u64, u64)], counts: &[u64], sum: u64, mut f: impl FnMut(usize, u64)) {
     let base: u128 = ranges
         .iter()
         .zip(counts)
@@ -92,11 +111,11 @@ fn values(ranges: &[(u64, u64)], counts: &[u64], sum: u64, mut f: impl FnMut(u64
         let below = (1u128 << 64) - extra;
         extra = if extra - room > below { 0 } else { room };
     }
-    for (&(low, high), &c) in ranges.iter().zip(counts) {
+    for (i, (&(low, high), &c)) in ranges.iter().zip(counts).enumerate() {
         for _ in 0..c {
             let take = extra.min(u128::from(high - low));
             extra -= take;
-            f(low + take as u64);
+            f(i, low + take as u64);
         }
     }
 }
@@ -147,7 +166,7 @@ mod tests {
         let ranges = [(0, 10), (11, 100), (101, 10_000)];
         let counts = [2, 3, 1];
         let mut got = Vec::new();
-        values(&ranges, &counts, 7 + 9 + 50 + 60 + 70 + 5000, |v| {
+        values(&ranges, &counts, 7 + 9 + 50 + 60 + 70 + 5000, |_, v| {
             got.push(v)
         });
         assert_eq!(got.len(), 6);
@@ -160,7 +179,30 @@ mod tests {
         }
         // A sum the buckets cannot make: each value still in its bucket.
         got.clear();
-        values(&ranges, &counts, 1, |v| got.push(v));
+        values(&ranges, &counts, 1, |_, v| got.push(v));
         assert_eq!(got, [0, 0, 11, 11, 11, 101]);
+    }
+
+    /// A replay whose recorder panics hands the rest at the next replay,
+    /// once: neither everything since the last whole replay again, nor
+    /// nothing.
+    #[test]
+    fn a_replay_the_recorder_panics_in_hands_the_rest_once() {
+        let mut state = Replayed::default();
+        let mut got = Vec::new();
+        replay_since(&mut state, read([2, 0, 0], 10), |v| got.push(v));
+        let now = read([3, 2, 0], 10 + 700 + 2 * 1000);
+        let mut calls = 0;
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            replay_since(&mut state, now.clone(), |v| {
+                calls += 1;
+                assert!(calls < 2, "the recorder panics on its second value");
+                got.push(v);
+            })
+        }));
+        assert!(panicked.is_err());
+        replay_since(&mut state, now, |v| got.push(v));
+        assert_eq!(got.len(), 5, "{got:?}");
+        assert_eq!(got.iter().sum::<u64>(), 10 + 700 + 2 * 1000, "{got:?}");
     }
 }

@@ -185,6 +185,13 @@ impl HistogramSnapshot {
         fill(&mut self.counts, &mut self.sum);
     }
 
+    /// A snapshot of this one's layout and unit holding `counts` and `sum`.
+    // Used by the integrations' replays, each behind its feature.
+    #[allow(dead_code)]
+    pub(crate) fn with_counts(&self, counts: Vec<u64>, sum: u64) -> Self {
+        Self::new(self.layout.clone(), self.unit, counts, sum)
+    }
+
     pub(crate) fn new(layout: Layout, unit: HistogramUnit, counts: Vec<u64>, sum: u64) -> Self {
         debug_assert_eq!(counts.len(), layout.len());
         HistogramSnapshot {
