@@ -21,6 +21,10 @@ enum Gone {
     Removed,
 }
 
+/// The departed list a removal will leave (`None`: unchanged), planned
+/// before the map changes (`CounterMap::plan_departure`).
+struct Departure<K>(Option<Vec<(K, u64)>>);
+
 /// Compaction moves keys once the used chunks' free places reach the keys'
 /// count plus this: chunks at most half full, and two chunks' worth to
 /// spare, so that no single removal moves keys.
@@ -178,9 +182,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         out
     }
 
-    /// The list of departed keys the integrations report (`read_each_key`)
-    /// once `gone` (each key with its final total) left the map, under the
-    /// map's lock `w` so that no key comes back meanwhile:
+    /// Plans the list of departed keys the integrations report
+    /// (`read_each_key`) once the keys `gone` leave the map, under the map's
+    /// lock `w` so that no key comes back meanwhile:
     /// * evicted: the list is `gone`, each at its final total plus what the
     ///   list held for it (it had come back since the eviction before, and
     ///   its series carried that total), and every key the list held that
@@ -188,30 +192,30 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     ///   its key is in use;
     /// * removed: the list less `gone`'s keys: their series end.
     ///
-    /// Returns the list it replaced, for the caller to drop once the lock
-    /// is let go (a key's `drop` is the caller's code).
-    #[must_use]
-    fn depart(&self, w: &Writer<K>, gone: &[(&K, u64)], why: Gone) -> Vec<(K, u64)> {
-        let mut departed = lock(&self.departed);
+    /// Planned before the map changes, because it runs the keys' code
+    /// (hashing, comparing, cloning), which may panic: a panic then leaves
+    /// the map, its counts and the list as they were.
+    /// [`depart`](Self::depart) applies it once the final totals are taken.
+    fn plan_departure(&self, w: &Writer<K>, gone: &[&K], why: Gone) -> Departure<K> {
+        let departed = lock(&self.departed);
         if departed.is_empty() && why == Gone::Removed {
-            return Vec::new();
+            return Departure(None);
         }
         // Hashing, comparing and cloning keys under the lock, as
         // `read_each_key` does: with the thread still marked as holding a
         // map's lock (no `callers_code`), so that what this allocates, or
         // the keys' code adds, from a global allocator counting with a map
         // goes to the overflow and never waits for another map's lock.
-        let old = std::mem::take(&mut *departed);
-        let mut held: HashMap<&K, u64> = HashMap::with_capacity(old.len());
-        for (k, t) in &old {
+        let mut held: HashMap<&K, u64> = HashMap::with_capacity(departed.len());
+        for (k, t) in departed.iter() {
             let h = held.entry(k).or_insert(0);
             *h = h.wrapping_add(*t);
         }
         let mut next = Vec::new();
-        for &(k, t) in gone {
+        for &k in gone {
             let before = held.remove(k).unwrap_or(0);
             if why == Gone::Evicted {
-                next.push((k.clone(), t.wrapping_add(before)));
+                next.push((k.clone(), before));
             }
         }
         match why {
@@ -224,16 +228,31 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             }
             Gone::Evicted => {}
             Gone::Removed => {
-                next = old
+                next = departed
                     .iter()
                     .filter(|(k, _)| held.contains_key(k))
                     .cloned()
                     .collect();
             }
         }
-        *departed = next;
-        drop(held);
-        old
+        Departure(Some(next))
+    }
+
+    /// Applies a [`plan_departure`](Self::plan_departure) for keys whose
+    /// final totals are `totals` (in the plan's order), running no code of
+    /// the keys'. Returns the list it replaced, for the caller to drop once
+    /// the lock is let go (a key's `drop` is the caller's code).
+    #[must_use]
+    fn depart(&self, plan: Departure<K>, totals: &[u64], why: Gone) -> Vec<(K, u64)> {
+        let Departure(Some(mut next)) = plan else {
+            return Vec::new();
+        };
+        if why == Gone::Evicted {
+            for ((_, t), total) in next.iter_mut().zip(totals) {
+                *t = t.wrapping_add(*total);
+            }
+        }
+        std::mem::replace(&mut *lock(&self.departed), next)
     }
 
     /// Removes the keys at positions `victims` (found under `w`, none
@@ -252,15 +271,21 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     ) {
         if victims.is_empty() {
             if why == Gone::Evicted {
-                let old = self.depart(&w, &[], why);
+                let plan = self.plan_departure(&w, &[], why);
+                let old = self.depart(plan, &[], why);
                 drop(w);
                 drop(old);
             }
             return;
         }
         // Before changing anything: the grace period below would panic
-        // with the keys unlinked but their counters not yet taken.
+        // with the keys unlinked but their counters not yet taken, and the
+        // keys' code, which the plan runs, may panic.
         grace::assert_outside();
+        let plan = {
+            let keys: Vec<&K> = victims.iter().map(|&pos| &w.at(pos).key).collect();
+            self.plan_departure(&w, &keys, why)
+        };
         // Release: before the tombstones, whose Release stores a lookup
         // that misses the key reads, so such a miss sees room for it.
         self.next.store(w.len() - victims.len(), Ordering::Release);
@@ -281,13 +306,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
             self.free_chunk(c);
         }
         self.compact(&mut w);
-        let keys: Vec<(&K, u64)> = gone
-            .iter()
-            .map(|e| &e.key)
-            .zip(totals.iter().copied())
-            .collect();
-        let old = self.depart(&w, &keys, why);
-        drop(keys);
+        // `gone` is in the order of `victims`, as the plan.
+        let old = self.depart(plan, &totals, why);
         drop(w);
         drop(old);
         for (e, total) in gone.into_iter().zip(totals) {

@@ -1,0 +1,96 @@
+//! `CounterMap` calls whose caller sees a panic from a key's own code
+//! (`Clone`, `Hash`): nothing taken may vanish with it, and the map is left
+//! as it was.
+#![cfg(not(shardcount_loom))]
+
+use shardcount::{CountFamily, CounterMap};
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+std::thread_local! {
+    /// This thread's keys' `clone` panics while set.
+    static CLONE_PANICS: Cell<bool> = const { Cell::new(false) };
+    /// This thread's `hash` of the key with this number panics (0: none).
+    static HASH_PANICS_FOR: Cell<u32> = const { Cell::new(0) };
+}
+
+/// A key whose `clone` or `hash` panics on demand (on the thread that
+/// asked).
+#[derive(PartialEq, Eq, Debug)]
+struct Key(u32);
+
+impl Clone for Key {
+    fn clone(&self) -> Self {
+        assert!(!CLONE_PANICS.get(), "clone of {self:?}");
+        Key(self.0)
+    }
+}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        assert!(HASH_PANICS_FOR.get() != self.0, "hash of {self:?}");
+        self.0.hash(h);
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Runs `f` with `set` switched on, and checks that it panicked.
+fn panics_with<T>(set: impl Fn(bool), f: impl FnOnce() -> T) {
+    set(true);
+    let r = catch_unwind(AssertUnwindSafe(f));
+    set(false);
+    assert!(r.is_err(), "the key's code did not panic");
+}
+
+/// What the integrations report: the map's keys and the departed ones.
+fn reported(m: &CounterMap<Key>) -> u64 {
+    let mut sum = 0;
+    m.read_each(|_, v| sum += v);
+    sum
+}
+
+/// `take_all` clones the keys it returns before it swaps any counter: a
+/// key's `clone` that panics must not drop the taken counts on the floor.
+#[test]
+fn a_key_clone_panicking_in_take_all_loses_nothing() {
+    let m: CounterMap<Key> = CounterMap::new();
+    m.add(&Key(1), 5);
+    panics_with(|on| CLONE_PANICS.set(on), || m.take_all());
+    assert_eq!(m.get(&Key(1)), Some(5), "the 5 taken went nowhere");
+}
+
+/// `evict_idle`, `remove` and `retain` run the keys' code (the departed
+/// list's clones and hashes) before they change the map: a panic there
+/// leaves every key, total and departed key as it was, and the call
+/// repeated without the panic does what it would have done.
+#[test]
+fn a_key_panicking_in_a_removal_leaves_the_map_as_it_was() {
+    let m: CounterMap<Key> = CounterMap::new();
+    m.add(&Key(90), 7);
+    m.add(&Key(1), 5);
+    m.add(&Key(2), 3);
+    assert!(m.evict_idle(Duration::ZERO).is_empty()); // notes every key
+    m.add(&Key(1), 1);
+    m.add(&Key(2), 1);
+    panics_with(|on| CLONE_PANICS.set(on), || m.evict_idle(Duration::ZERO));
+    assert_eq!((m.get(&Key(90)), reported(&m)), (Some(7), 17));
+    // (That call noted the new totals: moved again, they stay.)
+    m.add(&Key(1), 1);
+    m.add(&Key(2), 1);
+    assert_eq!(m.evict_idle(Duration::ZERO), [(Key(90), 7)]);
+    // Key(90) departed: its 7 is still reported, and hashed by removals.
+    let hash_90 = |on| HASH_PANICS_FOR.set(if on { 90 } else { 0 });
+    panics_with(hash_90, || m.remove(&Key(1)));
+    assert_eq!((m.get(&Key(1)), reported(&m)), (Some(7), 19));
+    panics_with(hash_90, || m.retain(|k, _| k.0 != 2));
+    assert_eq!((m.get(&Key(2)), reported(&m)), (Some(5), 19));
+    assert_eq!(m.remove(&Key(1)), Some(7));
+    m.retain(|k, _| k.0 != 2);
+    assert_eq!((m.len(), reported(&m)), (0, 7), "only the departed 7 left");
+}
