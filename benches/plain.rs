@@ -37,7 +37,11 @@
 //! and nothing else: an owner and an address loaded from a thread-local
 //! for each add, the owner compared with a static's, the add through the
 //! address. No goal's reference, but a measure of what the hit's loads
-//! and test cost on the host (`docs/benchmarks.md`).
+//! and test cost on the host (`docs/benchmarks.md`). Two more tell the
+//! loads from the test: `tl-limit (address loaded per add, no check)`,
+//! and `tl-limit (thread-local words, position loaded per add)`, a word of
+//! a thread-local array at a position loaded for each add (the hit a
+//! counter could have if its words lived in the thread-local block).
 //!
 //! The subjects that need `split` (which commits before 3cbf28d lack)
 //! sit between `split:` begin and end marker comments: delete those lines
@@ -185,6 +189,65 @@ fn pointer_limit(threads: usize, n: u64) -> Duration {
         PLAIN_SINK.fetch_add(cell.load(Ordering::Relaxed) - start, Ordering::Relaxed);
     };
     run_limit(threads, n, "pointer", work)
+}
+
+/// `n` adds per thread on `threads` threads (the calling one when 1) to
+/// the limit in a fifth form: the fourth's address loaded from the
+/// thread-local for each add, with no owner and no test, to tell what the
+/// hit's test costs from what its loads cost. Checks the count.
+fn loaded_limit(threads: usize, n: u64) -> Duration {
+    let work = |_: usize| {
+        let p = PLAIN_CELL
+            .with(Cell::as_ptr)
+            .cast::<AtomicU64>()
+            .cast_const();
+        PLAIN_AT.with(|at| at.set((0, p)));
+        // SAFETY: the thread's own cell, valid for its lifetime; nothing
+        // else holds a reference to it while this runs.
+        let start = unsafe { &*p }.load(Ordering::Relaxed);
+        for _ in 0..n {
+            let at = PLAIN_AT.with(|at| at.get().1);
+            // SAFETY: as above: `PLAIN_AT` holds this thread's cell.
+            store_add(unsafe { &*at }, 1);
+            opaque();
+        }
+        // SAFETY: as above. Relaxed: read after the join (or on this thread).
+        let end = unsafe { &*p }.load(Ordering::Relaxed);
+        PLAIN_SINK.fetch_add(end - start, Ordering::Relaxed);
+    };
+    run_limit(threads, n, "address loaded", work)
+}
+
+std::thread_local! {
+    /// The sixth form: words in the thread-local block itself, one per
+    /// position, as a counter whose position picks its word could use.
+    static PLAIN_WORDS: [Cell<u64>; 64] = const { [const { Cell::new(0) }; 64] };
+}
+
+/// The position the sixth form adds at, loaded for each add.
+static POSITION: AtomicUsize = AtomicUsize::new(5);
+
+/// `n` adds per thread on `threads` threads (the calling one when 1) to
+/// the limit in a sixth form: a `PLAIN_WORDS` word at a position loaded
+/// (from an escaped static) for each add, `%fs`-relative and indexed, with
+/// no test. Checks the count.
+fn indexed_limit(threads: usize, n: u64) -> Duration {
+    let work = |_: usize| {
+        let position = escape(&POSITION);
+        // Relaxed: a constant.
+        let at = position.load(Ordering::Relaxed);
+        let start = PLAIN_WORDS.with(|w| w[at].get());
+        for _ in 0..n {
+            // Relaxed: as above; masked, so the bounds check folds away.
+            let i = position.load(Ordering::Relaxed) & 63;
+            PLAIN_WORDS.with(|w| w[i].set(w[i].get() + 1));
+            opaque();
+        }
+        let end = PLAIN_WORDS.with(|w| w[at].get());
+        // Relaxed: read after the join (or on this thread).
+        PLAIN_SINK.fetch_add(end - start, Ordering::Relaxed);
+    };
+    run_limit(threads, n, "indexed", work)
 }
 
 std::thread_local! {
@@ -466,6 +529,8 @@ const LIMIT: &str = "tl-limit (Cell add)";
 const PLAIN_LIMIT: &str = "tl-limit (volatile, no check)";
 const POINTER_LIMIT: &str = "tl-limit (through a pointer)";
 const CHECKED_LIMIT: &str = "tl-limit (cached and checked, as a hit)";
+const LOADED_LIMIT: &str = "tl-limit (address loaded per add, no check)";
+const INDEXED_LIMIT: &str = "tl-limit (thread-local words, position loaded per add)";
 const ROUGH: &str = "RoughCounter";
 const LOCAL: &str = "local_counter!";
 const ROW_POINTER: &str = "per-thread row, found once";
@@ -613,6 +678,10 @@ fn paired_report() {
     .vs(PLAIN_LIMIT, |n| plain_limit(THREADS, n))
     .vs(POINTER_LIMIT, |n| pointer_limit(THREADS, n))
     .vs(CHECKED_LIMIT, |n| checked_limit(THREADS, n))
+    .vs(LOADED_LIMIT, |n| loaded_limit(THREADS, n))
+    .vs(INDEXED_LIMIT, |n| indexed_limit(THREADS, n))
+    .compare(LOADED_LIMIT, POINTER_LIMIT)
+    .compare(INDEXED_LIMIT, POINTER_LIMIT)
     .vs("Counter, grows on contention", |n| {
         time_adds_fresh::<Counter>(THREADS, n)
     })
@@ -682,6 +751,11 @@ fn paired_report() {
         .vs(PLAIN_LIMIT, |n| plain_limit(1, n))
         .vs(POINTER_LIMIT, |n| pointer_limit(1, n))
         .vs(CHECKED_LIMIT, |n| checked_limit(1, n))
+        .vs(LOADED_LIMIT, |n| loaded_limit(1, n))
+        .vs(INDEXED_LIMIT, |n| indexed_limit(1, n))
+        .compare(POINTER_LIMIT, LOADED_LIMIT)
+        .compare(POINTER_LIMIT, INDEXED_LIMIT)
+        .compare(POINTER_LIMIT, CHECKED_LIMIT)
         .vs(ROUGH, |n| time_adds_fresh::<RoughCounter>(1, n))
         .compare(POINTER_LIMIT, ROUGH)
         .vs(LOCAL, |n| time_adds_fresh::<Local>(1, n))
