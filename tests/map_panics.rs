@@ -94,3 +94,32 @@ fn a_key_panicking_in_a_removal_leaves_the_map_as_it_was() {
     m.retain(|k, _| k.0 != 2);
     assert_eq!((m.len(), reported(&m)), (0, 7), "only the departed 7 left");
 }
+
+/// A removal or a whole-map read of a map from inside a call on the same
+/// map (a `read_each` or `retain` closure) would wait for the lock that
+/// call holds: it panics instead, leaving the map as it was.
+#[test]
+fn a_removal_from_inside_a_call_on_the_same_map_panics_instead_of_hanging() {
+    let m = std::sync::Arc::new(CounterMap::<Key>::new());
+    m.add(&Key(1), 0);
+    m.add(&Key(2), 3);
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Detached: a hang fails the test at the timeout, and the thread is
+    // left behind rather than joined.
+    let there = std::sync::Arc::clone(&m);
+    std::thread::spawn(move || {
+        let m = &*there;
+        let removed = catch_unwind(AssertUnwindSafe(|| {
+            m.read_each(|k, v| {
+                if v == 0 {
+                    m.remove(k);
+                }
+            })
+        }));
+        let read = catch_unwind(AssertUnwindSafe(|| m.retain(|_, _| m.snapshot().len() > 1)));
+        tx.send((removed.is_err(), read.is_err())).unwrap();
+    });
+    let got = rx.recv_timeout(Duration::from_secs(60));
+    assert_eq!(got, Ok((true, true)), "both calls panic");
+    assert_eq!((m.get(&Key(1)), m.get(&Key(2))), (Some(0), Some(3)));
+}

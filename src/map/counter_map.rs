@@ -122,7 +122,9 @@ use std::time::Instant;
 /// counted once; for exact per-key counts, add the map's keys before the
 /// allocator counts with it. Adds to *other* maps from `retain`'s or
 /// `read_each`'s closure intern as anywhere else, taking those maps'
-/// locks.
+/// locks; a removal or a whole-map read of the *same* map from there (or
+/// from a key's own code) panics: it would wait for the lock its own call
+/// holds.
 ///
 /// # Example
 ///

@@ -385,7 +385,19 @@ impl<K> Index<K> {
 
     /// The writers' lock (inserts, removals; whole-index reads), with the
     /// calling thread marked as holding one ([`writing`]).
+    ///
+    /// # Panics
+    ///
+    /// If the calling thread holds it already (a removal or whole-map read
+    /// from a `retain` or `read_each` closure, or a key's code, on the same
+    /// map), which would wait for itself for ever.
+    #[track_caller]
     pub(super) fn lock(&self) -> Locked<'_, K> {
+        assert!(
+            !self.held_here(),
+            "shardcount: CounterMap: a removal or whole-map read from inside a call on the same map \
+             (a retain or read_each closure, or a key's own code) would wait for itself"
+        );
         let guard = lock(&self.writer);
         // Where the flag is gone (loom's thread-locals at thread exit),
         // nothing is marked: as before the flag.

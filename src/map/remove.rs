@@ -51,14 +51,12 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// Waits for lookups in progress on other threads (up to three grace
     /// periods, each waiting for every pinned read or lookup in the
     /// process, typically microseconds) while holding the lock that new
-    /// keys take. Must not be called from inside a
-    /// [`retain`](Self::retain) or
+    /// keys take. Called from inside a [`retain`](Self::retain) or
     /// [`read_each`](crate::CountFamily::read_each) closure on the same map
-    /// (it would wait for its own lock), nor from a key's `Hash`, `Eq` or
-    /// `Borrow` (they run inside lookups: it panics, on any thread and
-    /// in a thread-local destructor too, before changing the map; a panic
-    /// out of a thread-local destructor aborts the process, so catch it
-    /// there).
+    /// (it would wait for its own lock), or from a key's `Hash`, `Eq` or
+    /// `Borrow` (they run inside lookups), it panics before changing the
+    /// map, on any thread and in a thread-local destructor too (a panic out
+    /// of a thread-local destructor aborts the process, so catch it there).
     ///
     /// ```
     /// let m = shardcount::CounterMap::<String>::new();
@@ -97,10 +95,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// stays and is set to zero instead. Totals are read as
     /// [`get`](Self::get) reads them. `keep` runs under the lock that new
     /// keys take: it may add to the map (a new key's add counts in the
-    /// [`overflow`](Self::overflow)) but must not read or remove from it,
-    /// and its adds to another map's new keys take that map's lock (two
-    /// threads doing so in opposite orders would wait for each other, as
-    /// with any two locks).
+    /// [`overflow`](Self::overflow)); a removal or a whole-map read of it
+    /// from there (`snapshot`, `read_each`, `remove`, ...) panics, as it
+    /// would wait for this call's own lock. Its adds to another map's new
+    /// keys take that map's lock (two threads doing so in opposite orders
+    /// would wait for each other, as with any two locks).
     ///
     /// ```
     /// let m = shardcount::CounterMap::new();
