@@ -22,6 +22,11 @@
 //!   recorder that panics after counting an increment would count that
 //!   delta twice; one that panics before, as a refused registration does,
 //!   loses and repeats nothing.)
+//! * While a fold calls the inner recorder, its thread is marked as folding
+//!   that entry (`hand_on`). A registration of the same key from inside
+//!   the call (a recorder counting its own work through the facade) gets
+//!   an unlisted, retired handle, which adds to the entry's counter
+//!   instead of waiting for the fold lock its own thread holds.
 //! * A `Local` has `owner` (the id of the thread whose cache holds it, from
 //!   a process-wide sequence, never reused; 0 once retired) and `own`, which
 //!   only the owner writes. An increment from any other thread (the handle
@@ -74,14 +79,17 @@ pub(crate) trait Inner {
 /// first (`renew`) if a quiet pass came since the last delta
 /// (`quiet_passes`, then cleared). If the recorder panics, `undo` puts
 /// back what `hand` had not handed on, the renewal stays due, and the
-/// panic goes on.
+/// panic goes on. `entry` is the key's entry, whose fold lock the caller
+/// holds: the thread is marked as folding it meanwhile ([`folding`]).
 pub(crate) fn hand_on<I>(
+    entry: *const (),
     inner: &mut I,
     quiet_passes: &mut u32,
     renew: fn(&mut I),
     hand: impl FnOnce(&mut I),
     undo: impl FnOnce(),
 ) {
+    let _mark = Folding::enter(entry);
     let due = std::mem::take(quiet_passes) > 0;
     let handed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if due {
@@ -94,6 +102,37 @@ pub(crate) fn hand_on<I>(
         *quiet_passes = (*quiet_passes).max(u32::from(due));
         std::panic::resume_unwind(panic);
     }
+}
+
+const_thread_local! {
+    /// The entry whose fold lock this thread holds while it calls the
+    /// recorder underneath ([`hand_on`]); null otherwise.
+    static FOLDING: Cell<*const ()> = Cell::new(std::ptr::null());
+}
+
+/// Marks the calling thread as folding an entry, until dropped (the
+/// previous mark back, on unwinding too).
+struct Folding(*const ());
+
+impl Folding {
+    fn enter(entry: *const ()) -> Folding {
+        // Gone only in thread-local destructors after its own: no mark.
+        Folding(FOLDING.try_with(|f| f.replace(entry)).unwrap_or(entry))
+    }
+}
+
+impl Drop for Folding {
+    fn drop(&mut self) {
+        let _ = FOLDING.try_with(|f| f.set(self.0));
+    }
+}
+
+/// Whether the calling thread holds `entry`'s fold lock, calling the
+/// recorder underneath: a registration of the same key from there (a
+/// recorder that counts its own work through the facade) must not wait
+/// for that lock.
+pub(super) fn folding(entry: *const ()) -> bool {
+    FOLDING.try_with(|f| f.get() == entry).unwrap_or(false)
 }
 
 /// What counts a key's increments.
@@ -227,6 +266,7 @@ impl<I: Inner> Entry<I> {
             // A panic puts the delta back in the key's counter: the next
             // fold renews and hands it on.
             hand_on(
+                std::ptr::from_ref(self).cast(),
                 inner,
                 quiet_passes,
                 I::renew,

@@ -102,7 +102,14 @@ impl Entry {
                 self.histogram.record_n(value, count - records.take());
             }
         };
-        hand_on(inner, quiet_passes, Registered::renew, hand, undo);
+        hand_on(
+            std::ptr::from_ref(self).cast(),
+            inner,
+            quiet_passes,
+            Registered::renew,
+            hand,
+            undo,
+        );
         held
     }
 }
@@ -125,6 +132,7 @@ impl HistogramFn for Entry {
             // A panic reaches the caller; the value cannot go back (it fits
             // no bucket), but the renewal stays due.
             hand_on(
+                std::ptr::from_ref(self).cast(),
                 inner,
                 quiet_passes,
                 Registered::renew,

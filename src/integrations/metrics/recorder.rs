@@ -49,6 +49,7 @@ impl CounterFn for CounterEntry {
         // As a fold's delta: after a quiet pass, registered again first (a
         // panic reaches the caller, with the renewal still due).
         hand_on(
+            std::ptr::from_ref(self).cast(),
             inner,
             quiet_passes,
             Inner::renew,

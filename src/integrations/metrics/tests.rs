@@ -786,3 +786,94 @@ mod panics {
         assert_eq!(panic.downcast_ref::<&str>(), Some(&"the first panic"));
     }
 }
+
+/// Through the recorder: a recorder underneath that counts its own work
+/// through the facade, reaching this layer again from inside a fold.
+mod reentry {
+    use super::super::ShardedLayer;
+    use ::metrics::{Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder};
+    use ::metrics::{SharedString, Unit};
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::{mpsc, Arc};
+    use std::time::Duration;
+
+    /// Every counter adds what it is handed to one total, and counts the
+    /// call as `inner_ops` through the facade (as exporters' self-metrics
+    /// do).
+    struct SelfCounting(Arc<AtomicU64>);
+
+    struct Counted(Arc<AtomicU64>);
+
+    impl CounterFn for Counted {
+        fn increment(&self, n: u64) {
+            self.0.fetch_add(n, Relaxed);
+            ::metrics::counter!("inner_ops").increment(1);
+        }
+        fn absolute(&self, _: u64) {
+            ::metrics::counter!("inner_ops").increment(1);
+        }
+    }
+
+    impl Recorder for SelfCounting {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::from_arc(Arc::new(Counted(Arc::clone(&self.0))))
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+
+    /// Runs `f` on a thread of its own with `r` as its local recorder; a
+    /// hang fails at the timeout (the thread is left behind, not joined).
+    fn on_a_new_thread<R: Recorder + Send + Sync + 'static>(
+        r: &Arc<R>,
+        f: impl FnOnce(&R) + Send + 'static,
+    ) {
+        let (r, (tx, rx)) = (Arc::clone(r), mpsc::channel());
+        std::thread::spawn(move || {
+            ::metrics::with_local_recorder(&*r, || f(&r));
+            tx.send(()).unwrap();
+        });
+        assert_eq!(rx.recv_timeout(Duration::from_secs(60)), Ok(()), "hung");
+    }
+
+    /// A fold of `inner_ops` whose inner increment registers `inner_ops`
+    /// from a thread that has no handle for it yet: the registration must
+    /// not wait for the fold lock its own thread holds (it hung), and the
+    /// count it makes is folded later.
+    #[test]
+    fn a_recorder_underneath_counting_through_the_layer_never_waits_for_itself() {
+        let total = Arc::new(AtomicU64::new(0));
+        let r = Arc::new(
+            ShardedLayer::new()
+                .with_interval(Duration::from_secs(3600))
+                .wrap(SelfCounting(Arc::clone(&total))),
+        );
+        on_a_new_thread(&r, |r| {
+            ::metrics::counter!("work").increment(5);
+            r.flush(); // inner_ops + 1, in this thread's own handle
+        });
+        assert_eq!(total.load(Relaxed), 5);
+        // A fresh thread folds inner_ops: its inner increment registers it.
+        on_a_new_thread(&r, |r| r.flush());
+        assert_eq!(total.load(Relaxed), 6);
+        // ... and `absolute` on a handle sent from elsewhere, likewise.
+        let (tx, rx) = mpsc::channel();
+        on_a_new_thread(&r, move |_| {
+            tx.send(::metrics::counter!("inner_ops")).unwrap()
+        });
+        let kept = rx.recv().unwrap();
+        on_a_new_thread(&r, move |_| kept.absolute(0));
+        on_a_new_thread(&r, |r| r.flush());
+        // `absolute` folds the 1 counted inside the last fold, and counts
+        // 2 more (that fold's increment and the absolute itself), which
+        // the last flush hands on.
+        assert_eq!(total.load(Relaxed), 6 + 1 + 2);
+    }
+}
