@@ -771,3 +771,54 @@ fn a_source_that_panics_delays_no_other_and_loses_nothing() {
     e.flush(soon()).expect("the next read is whole");
     assert_eq!((sink.get("halting-a"), sink.get("halting-b")), (7, 7));
 }
+
+/// A sink that flushes its own exporter (reached through a cell) would
+/// wait for the pass it is called from: the flush panics instead, the
+/// sink's delivery fails, and a later flush delivers everything.
+#[test]
+fn a_sink_flushing_its_own_exporter_panics_instead_of_hanging() {
+    struct Reentrant {
+        sink: MemorySink,
+        exporter: Arc<std::sync::OnceLock<Exporter>>,
+        reenter: Arc<AtomicBool>,
+    }
+    impl Sink for Reentrant {
+        fn deliver(&mut self, batches: &[Batch]) -> Result<Vec<Outcome>, SinkError> {
+            if self.reenter.swap(false, Ordering::Relaxed) {
+                let e = self.exporter.get().expect("set before the flush");
+                let _ = e.flush(soon());
+            }
+            self.sink.deliver(batches)
+        }
+    }
+    let (sink, cell) = (MemorySink::new(), Arc::new(std::sync::OnceLock::new()));
+    let reenter = Arc::new(AtomicBool::new(true));
+    let e = Exporter::new(
+        Reentrant {
+            sink: sink.clone(),
+            exporter: Arc::clone(&cell),
+            reenter: Arc::clone(&reenter),
+        },
+        Duration::from_secs(3600),
+    );
+    let c = Arc::new(RoughCounter::new());
+    e.register("c", c.clone());
+    c.add(3);
+    assert!(cell.set(e).is_ok());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let there = Arc::clone(&cell);
+    // Detached: a hang fails at the timeout instead of stalling the run.
+    std::thread::spawn(move || {
+        let e = there.get().unwrap();
+        let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.flush(soon())));
+        tx.send((first.is_err(), e.flush(soon()).map(|r| r.delivered).ok()))
+            .unwrap();
+    });
+    let got = rx.recv_timeout(Duration::from_secs(60));
+    assert_eq!(
+        got,
+        Ok((true, Some(3))),
+        "the inner flush panics, the next delivers"
+    );
+    assert_eq!(sink.get("c"), 3);
+}

@@ -250,6 +250,42 @@ struct Inner {
     engine: Mutex<Engine>,
 }
 
+impl Inner {
+    /// Locks the engine, marking the calling thread as holding it until
+    /// the guard drops (so that a source or sink calling `flush` on the
+    /// same exporter panics rather than waiting for itself).
+    ///
+    /// # Panics
+    ///
+    /// If the calling thread holds it already.
+    #[track_caller]
+    fn engine(&self) -> (std::sync::MutexGuard<'_, Engine>, Holding) {
+        let me = std::ptr::from_ref(self);
+        let outer = HOLDING.with(std::cell::Cell::get);
+        assert!(
+            outer != me,
+            "shardcount: Exporter::flush from inside the same exporter's source or sink would wait for itself"
+        );
+        let engine = lock(&self.engine);
+        HOLDING.with(|h| h.set(me));
+        (engine, Holding(outer))
+    }
+}
+
+std::thread_local! {
+    /// The exporter whose engine the calling thread holds, if any.
+    static HOLDING: std::cell::Cell<*const Inner> = const { std::cell::Cell::new(std::ptr::null()) };
+}
+
+/// Puts the calling thread's previous `HOLDING` back when dropped.
+struct Holding(*const Inner);
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        HOLDING.with(|h| h.set(self.0));
+    }
+}
+
 /// A background thread that ships registered counters' deltas to a
 /// [`Sink`] every interval, exactly once in effect (see the
 /// [module docs](super)).
@@ -539,6 +575,9 @@ impl Exporter {
     /// source's read is dropped, not half used, and it is read again at the
     /// next pass, so nothing it counted is lost.
     ///
+    /// If called from inside this exporter's own source or sink (it would
+    /// wait for itself).
+    ///
     /// ```
     /// use shardcount::export::{Exporter, MemorySink};
     /// use shardcount::RoughCounter;
@@ -555,11 +594,12 @@ impl Exporter {
     /// assert_eq!(e.flush(Instant::now() + Duration::from_secs(5)).unwrap().delivered, 4);
     /// ```
     pub fn flush(&self, deadline: Instant) -> Result<FlushReport, FlushError> {
-        let mut engine = lock(&self.inner.engine);
+        let (mut engine, holding) = self.inner.engine();
         let before = engine.stats.delivered;
         let panics = engine.collect(&self.inner);
         let result = self.deliver_until(&mut engine, before, deadline);
         drop(engine);
+        drop(holding);
         panics.finish();
         result
     }
@@ -617,7 +657,7 @@ impl fmt::Debug for Exporter {
 /// One pass of the thread: reads every source and delivers; returns the
 /// wait before the next pass (the back-off after a failed delivery).
 fn pass(inner: &Inner) -> Duration {
-    let mut engine = lock(&inner.engine);
+    let (mut engine, holding) = inner.engine();
     let panics = engine.collect(inner);
     let res = engine.deliver_all(None);
     engine.publish(inner);
@@ -626,6 +666,7 @@ fn pass(inner: &Inner) -> Duration {
         Err(_) => engine.backoff(),
     };
     drop(engine);
+    drop(holding);
     // For the worker, which reports it and passes again later.
     panics.finish();
     wait
