@@ -57,6 +57,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// `Borrow` (they run inside lookups), it panics before changing the
     /// map, on any thread and in a thread-local destructor too (a panic out
     /// of a thread-local destructor aborts the process, so catch it there).
+    /// A key's `Clone` or `Hash` that panics during the call leaves the map
+    /// as it was; a key's `Drop` runs last, after the removal, so if it
+    /// panics the total goes with the panic.
     ///
     /// ```
     /// let m = shardcount::CounterMap::<String>::new();
