@@ -123,3 +123,54 @@ fn a_removal_from_inside_a_call_on_the_same_map_panics_instead_of_hanging() {
     assert_eq!(got, Ok((true, true)), "both calls panic");
     assert_eq!((m.get(&Key(1)), m.get(&Key(2))), (Some(0), Some(3)));
 }
+
+/// The other map a `Noisy` key's `eq` adds to.
+static OTHER: std::sync::LazyLock<CounterMap<u64>> = std::sync::LazyLock::new(CounterMap::new);
+
+std::thread_local! {
+    /// The next fresh key a `Noisy` key's `eq` adds to `OTHER`.
+    static FRESH: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A key whose `eq` adds 100 new keys to `OTHER`.
+#[derive(Clone)]
+struct Noisy(u32);
+
+impl std::hash::Hash for Noisy {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.hash(h);
+    }
+}
+
+impl PartialEq for Noisy {
+    fn eq(&self, other: &Self) -> bool {
+        for _ in 0..100 {
+            let k = FRESH.replace(FRESH.get() + 1);
+            OTHER.add(&k, 1);
+        }
+        self.0 == other.0
+    }
+}
+
+impl Eq for Noisy {}
+
+/// A key's `eq` runs inside a lookup's pinned section; its adds to
+/// another map's new keys (enough to grow that map's table, which waits
+/// for a grace period) count in that map's overflow. Interning there
+/// panicked (a grace period inside a pinned section), and across threads
+/// could wait for a lock whose holder waits for this section.
+#[test]
+fn new_keys_added_from_a_keys_eq_count_in_the_overflow() {
+    let m: CounterMap<Noisy> = CounterMap::new();
+    m.add(&Noisy(1), 1); // interned: no `eq`
+    for _ in 0..20 {
+        m.add(&Noisy(1), 1); // found by hash, compared with `eq`
+    }
+    let mut other = 0;
+    OTHER.read_each(|_, v| other += v);
+    assert_eq!(
+        (m.get(&Noisy(1)), other + OTHER.overflow()),
+        (Some(21), FRESH.get())
+    );
+    assert!(FRESH.get() >= 2000, "eq ran: {}", FRESH.get());
+}

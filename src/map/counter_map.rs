@@ -117,8 +117,10 @@ use std::time::Instant;
 /// or from inside the crate's own allocation on its thread (an allocator
 /// counting with the map, called while its thread holds any map's lock,
 /// or runs a key's `Clone`, `Hash`, `Eq` or `Drop` under one, or an add
-/// takes a slow path), it counts in the [`overflow`](Self::overflow)
-/// counter, and a handle made then is the overflow's. Every add is
+/// takes a slow path), or from a key's `Hash`, `Eq` or `Borrow` run by a
+/// lookup of any map (whose pinned section a lock's holder may be waiting
+/// out), it counts in the [`overflow`](Self::overflow) counter, and a
+/// handle made then is the overflow's. Every add is
 /// counted once; for exact per-key counts, add the map's keys before the
 /// allocator counts with it. Adds to *other* maps from `retain`'s or
 /// `read_each`'s closure intern as anywhere else, taking those maps'

@@ -112,7 +112,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         //   ever for the lock (or, across maps, for another thread doing
         //   the same) or an insert's grace period, and it allocates. A
         //   handle needs the lock to hold its key, so it is the
-        //   overflow's.
+        //   overflow's. The same inside a pinned section (a key's `Eq`
+        //   run by a lookup, adding to another map): the lock's holder may
+        //   be waiting for a grace period, which waits for this section.
         // * the map is full. Acquire: pairs with the Release store in
         //   `intern`. The key may have taken the last index since the
         //   miss; `next` is stored only after its entry is published, so
@@ -121,6 +123,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         if index::writing()
             || crate::thread::reentry::inside()
             || self.index.held_here()
+            || grace::inside()
             || (!hold && self.next.load(Ordering::Acquire) >= self.max_keys)
         {
             let pin = grace::pin();

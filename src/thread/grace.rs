@@ -454,27 +454,29 @@ pub(crate) fn heavy_barrier() {
     barrier::heavy(heavy);
 }
 
+/// Whether this thread is inside a pinned section: user code run inside
+/// one (a key's `Eq`), also on a thread whose word is gone (a thread-local
+/// destructor's), whose sections are striped.
+pub(crate) fn inside() -> bool {
+    // The word through `MINE`, not `FAST`: `FAST` is empty where the
+    // light barrier is a fence, and sections there mark the word too.
+    MINE.try_with(|m| {
+        m.reg
+            .get()
+            .is_some_and(|(w, _)| w.load(Ordering::Relaxed) % EPOCH_ONE != 0)
+    })
+    .unwrap_or(false)
+        || STRIPED.try_with(|d| d.get() != 0).unwrap_or(false)
+}
+
 /// Panics if this thread is inside a pinned section, where a grace
 /// period would wait for itself for ever: call it before changing
 /// anything that a grace period must follow, so that the panic leaves
 /// nothing half done.
 #[track_caller]
 pub(crate) fn assert_outside() {
-    // User code run inside a section (a key's `Eq` that removes a key of a
-    // map), also on a thread whose word is gone (a thread-local
-    // destructor's), whose sections are striped.
-    // The word through `MINE`, not `FAST`: `FAST` is empty where the
-    // light barrier is a fence, and sections there mark the word too.
-    let inside = MINE
-        .try_with(|m| {
-            m.reg
-                .get()
-                .is_some_and(|(w, _)| w.load(Ordering::Relaxed) % EPOCH_ONE != 0)
-        })
-        .unwrap_or(false)
-        || STRIPED.try_with(|d| d.get() != 0).unwrap_or(false);
     assert!(
-        !inside,
+        !inside(),
         "shardcount: a grace period (a map's removal, a merge, a map's table growth) was started inside a pinned section, where it would wait for itself: from a key's `Hash`, `Eq` or `Borrow` impl?"
     );
 }
