@@ -48,6 +48,11 @@ const MAX_SHARDED: f64 = u64::MAX as f64 / SCALE;
 struct Entry {
     histogram: crate::Histogram,
     fold: Mutex<Activity>,
+    /// Values passed straight through while this entry's fold ran on the
+    /// recording thread (the recorder underneath recording into the key
+    /// it is being handed): the fold lock is that thread's own, so they
+    /// wait here for the next fold.
+    deferred: Mutex<Vec<f64>>,
 }
 
 /// The inner recorder's histogram, and when an entry last moved records
@@ -72,18 +77,24 @@ impl Entry {
     fn fold(&self) -> MutexGuard<'_, Activity> {
         let mut held = lock(&self.fold);
         let taken = self.histogram.take();
-        if taken.count() == 0 {
+        let deferred = std::mem::take(&mut *lock(&self.deferred));
+        if taken.count() == 0 && deferred.is_empty() {
             return held;
         }
         held.moved = true;
-        // Handed on so far: whole buckets, then records of the next one.
-        let (buckets, records) = (Cell::new(0), Cell::new(0));
+        // Handed on so far: deferred values, whole buckets, then records
+        // of the next bucket.
+        let (passed, buckets, records) = (Cell::new(0), Cell::new(0), Cell::new(0));
         let Activity {
             inner,
             quiet_passes,
             ..
         } = &mut *held;
         let hand = |inner: &mut Registered<::metrics::Histogram>| {
+            for &v in &deferred {
+                inner.handle.record(v);
+                passed.set(passed.get() + 1);
+            }
             for (value, count) in taken.representatives() {
                 // A bucket count above usize::MAX (never on 64-bit) in steps.
                 while records.get() < count {
@@ -98,6 +109,7 @@ impl Entry {
         // A panic puts back what was not handed (the call that panicked
         // counted as not handed): the next fold renews and hands it on.
         let undo = || {
+            lock(&self.deferred).extend_from_slice(&deferred[passed.get()..]);
             for (value, count) in taken.representatives().skip(buckets.get()) {
                 self.histogram.record_n(value, count - records.take());
             }
@@ -119,6 +131,8 @@ impl HistogramFn for Entry {
     fn record(&self, value: f64) {
         if (0.0..MAX_SHARDED).contains(&value) {
             self.histogram.record((value * SCALE).round() as u64);
+        } else if super::entry::folding(std::ptr::from_ref(self).cast()) {
+            lock(&self.deferred).push(value);
         } else {
             // Negative, NaN or huge: passed on as it is, exactly (under the
             // fold lock, which holds the inner histogram), as a fold's
@@ -172,6 +186,7 @@ impl Folds {
         let mut entries = lock(&self.entries);
         let e = entries.entry(key.clone()).or_insert_with(|| {
             Arc::new(Entry {
+                deferred: Mutex::new(Vec::new()),
                 histogram: crate::Histogram::new(),
                 fold: Mutex::new(Activity {
                     inner,

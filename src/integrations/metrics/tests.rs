@@ -825,7 +825,22 @@ mod reentry {
             Gauge::noop()
         }
         fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-            Histogram::noop()
+            Histogram::from_arc(Arc::new(Echo(Arc::clone(&self.0))))
+        }
+    }
+
+    /// A histogram that counts what it is handed in the same total, and
+    /// records each value it is handed at or above 0 once more, as -1,
+    /// into `h` through the facade (a value the layer passes straight
+    /// through).
+    struct Echo(Arc<AtomicU64>);
+
+    impl ::metrics::HistogramFn for Echo {
+        fn record(&self, v: f64) {
+            self.0.fetch_add(1, Relaxed);
+            if v >= 0.0 {
+                ::metrics::histogram!("h").record(-1.0);
+            }
         }
     }
 
@@ -875,5 +890,28 @@ mod reentry {
         // 2 more (that fold's increment and the absolute itself), which
         // the last flush hands on.
         assert_eq!(total.load(Relaxed), 6 + 1 + 2);
+    }
+
+    /// A fold of histogram `h` whose recorder records into `h` again a
+    /// value the layer passes straight through: it waits for the next
+    /// fold (it waited for the fold lock its own thread held), which hands
+    /// it on once.
+    #[test]
+    fn a_value_passed_through_from_inside_its_keys_fold_waits_for_the_next() {
+        let total = Arc::new(AtomicU64::new(0));
+        let r = Arc::new(
+            ShardedLayer::new()
+                .with_interval(Duration::from_secs(3600))
+                .wrap(SelfCounting(Arc::clone(&total))),
+        );
+        on_a_new_thread(&r, |r| {
+            ::metrics::histogram!("h").record(1.0);
+            r.flush();
+        });
+        assert_eq!(total.load(Relaxed), 1, "1.0 handed on, its echo deferred");
+        on_a_new_thread(&r, |r| r.flush());
+        assert_eq!(total.load(Relaxed), 2, "the echo handed on once");
+        on_a_new_thread(&r, |r| r.flush());
+        assert_eq!(total.load(Relaxed), 2);
     }
 }
