@@ -9,7 +9,10 @@
 //! take to the last inner record, so a flush that returns has waited for a
 //! fold in progress (as the counters' folds). The take is the histogram's
 //! lossless one; what a fold took and could not hand on (the inner
-//! recorder panicked) is recorded again before the panic goes on.
+//! recorder panicked) is recorded again before the panic goes on. A value
+//! passed straight through by the thread that is folding the same entry
+//! (the inner recorder recording into its own key) cannot take the fold
+//! lock: it waits in `deferred` for the next fold.
 //!
 //! Eviction (`ShardedLayer::evict_idle_after`) is all under locks and
 //! reference counts, no atomics of ours: a histogram handle is a plain
