@@ -26,7 +26,11 @@
 //!   that entry (`hand_on`). A registration of the same key from inside
 //!   the call (a recorder counting its own work through the facade) gets
 //!   an unlisted, retired handle, which adds to the entry's counter
-//!   instead of waiting for the fold lock its own thread holds.
+//!   instead of waiting for the fold lock its own thread holds (and which
+//!   registration leaves out of the thread's cache, so that it never holds
+//!   the key against eviction). An `absolute` from there is kept in
+//!   `deferred_absolute` for the next fold, which passes it on after its
+//!   delta.
 //! * A `Local` has `owner` (the id of the thread whose cache holds it, from
 //!   a process-wide sequence, never reused; 0 once retired) and `own`, which
 //!   only the owner writes. An increment from any other thread (the handle
@@ -73,6 +77,9 @@ pub(crate) trait Inner {
     /// first delta after a quiet pass: it may have forgotten an idle series
     /// (an exporter's idle timeout), and a forgotten handle shows nothing.
     fn renew(&mut self) {}
+
+    /// Passes an `absolute` on, after the deltas taken before it.
+    fn absolute(&self, _value: u64) {}
 }
 
 /// Hands something to the recorder underneath: `hand` on `inner`, renewed
@@ -151,6 +158,12 @@ pub(crate) struct Entry<I> {
     /// Set once, by the pass that takes the entry out of the map (under
     /// this entry's `fold` lock); never cleared (`evict.rs`).
     pub(super) evicted: AtomicBool,
+    /// The largest `absolute` made from inside this entry's own fold (the
+    /// recorder underneath setting the key it is being handed), which could
+    /// not take the fold lock its thread held; the next fold passes it on.
+    /// 0: none (an `absolute` of 0 never raises a counter). std's atomic
+    /// even under loom: the models make no `absolute`.
+    deferred_absolute: std::sync::atomic::AtomicU64,
 }
 
 /// What an entry has folded so far, and where to.
@@ -203,6 +216,7 @@ impl<I> Entry<I> {
             },
             fold: Mutex::new(Folded::new(inner)),
             evicted: AtomicBool::new(false),
+            deferred_absolute: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -257,25 +271,59 @@ impl<I: Inner> Entry<I> {
             *seen = word;
             !retired
         });
-        if delta != 0 {
+        // Relaxed: read and cleared by folds only, under the fold lock;
+        // its writer (`defer_absolute`) holds it too, in an outer frame.
+        let absolute = self
+            .deferred_absolute
+            .swap(0, std::sync::atomic::Ordering::Relaxed);
+        if delta != 0 || absolute != 0 {
             let Folded {
                 inner,
                 quiet_passes,
                 ..
             } = &mut *folded;
-            // A panic puts the delta back in the key's counter: the next
-            // fold renews and hands it on.
+            let added = std::cell::Cell::new(delta == 0);
+            let hand = |i: &mut I| {
+                if delta != 0 {
+                    i.add(delta);
+                    added.set(true);
+                }
+                if absolute != 0 {
+                    i.absolute(absolute);
+                }
+            };
+            // A panic puts back what was not handed on (the call that
+            // panicked counted as not handed): the next fold renews and
+            // hands it on.
+            let undo = || {
+                if !added.get() {
+                    self.add(delta);
+                }
+                if absolute != 0 {
+                    self.defer_absolute(absolute);
+                }
+            };
             hand_on(
                 std::ptr::from_ref(self).cast(),
                 inner,
                 quiet_passes,
                 I::renew,
-                |i| i.add(delta),
-                || self.add(delta),
+                hand,
+                undo,
             );
             folded.moved = true;
         }
         folded
+    }
+
+    /// Keeps `value` for the next fold to pass on as an `absolute` (the
+    /// largest, if several): for an `absolute` made while this thread folds
+    /// the entry, whose lock it cannot take again.
+    pub(super) fn defer_absolute(&self, value: u64) {
+        // Relaxed: the next fold on this thread, or after it through the
+        // fold lock, reads it.
+        self.deferred_absolute
+            .fetch_max(value, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -340,6 +388,12 @@ impl<I> Local<I> {
     /// Notes how many references the owner's cache holds (`cached`).
     pub(super) fn set_cached(&self, refs: u8) {
         self.0.cached.store(refs, Ordering::Relaxed);
+    }
+
+    /// Whether the handle was retired (or made retired: unlisted).
+    pub(super) fn is_retired(&self) -> bool {
+        // Relaxed: the caller made it, on this thread.
+        self.0.owner.load(Ordering::Relaxed) == 0
     }
 
     /// Sends this handle's later increments to the entry. Called by the

@@ -40,6 +40,13 @@ impl CounterFn for CounterEntry {
     /// under the fold lock: the inner counter sees every increment taken so
     /// far before it sees `absolute`.
     fn absolute(&self, value: u64) {
+        if super::entry::folding(std::ptr::from_ref(self).cast()) {
+            // From inside this key's own fold (the recorder underneath
+            // setting the key it is being handed): the fold lock is this
+            // thread's. The next fold passes it on.
+            self.defer_absolute(value);
+            return;
+        }
         let mut held = self.fold();
         let Folded {
             inner,
@@ -364,6 +371,11 @@ impl<R: Recorder> ShardedRecorder<R> {
                 break local;
             }
         };
+        if local.is_retired() {
+            // Registered from inside the key's own fold: unlisted, and
+            // uncached, so it never holds the key in the map.
+            return ::metrics::Counter::from_arc(local);
+        }
         if !cache::keep(&self.shared, key, &local, passes) {
             // Listed already: the next fold takes its word and drops it.
             local.retire();

@@ -43,6 +43,10 @@ impl Inner for Registered<::metrics::Counter> {
                 .with(|meta| inner.register_counter(&self.key, meta));
         }
     }
+
+    fn absolute(&self, value: u64) {
+        self.handle.absolute(value);
+    }
 }
 
 /// What the layer needs of the recorder underneath once a key is

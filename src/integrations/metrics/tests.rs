@@ -914,4 +914,88 @@ mod reentry {
         on_a_new_thread(&r, |r| r.flush());
         assert_eq!(total.load(Relaxed), 2);
     }
+
+    /// A recorder whose counters add what they are handed to `.0`, set
+    /// `inner_ops` to 7 through the facade with `absolute` at each
+    /// increment, and keep the largest `absolute` they are handed in `.1`.
+    struct Setting(Arc<AtomicU64>, Arc<AtomicU64>);
+
+    struct Set(Arc<AtomicU64>, Arc<AtomicU64>);
+
+    impl CounterFn for Set {
+        fn increment(&self, n: u64) {
+            self.0.fetch_add(n, Relaxed);
+            ::metrics::counter!("inner_ops").absolute(7);
+        }
+        fn absolute(&self, v: u64) {
+            self.1.fetch_max(v, Relaxed);
+        }
+    }
+
+    impl Recorder for Setting {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::from_arc(Arc::new(Set(Arc::clone(&self.0), Arc::clone(&self.1))))
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+
+    /// An `absolute` on the key being folded, from inside its fold, waits
+    /// for the next fold (it waited for the fold lock its own thread held),
+    /// which passes it on after the delta.
+    #[test]
+    fn an_absolute_from_inside_its_keys_fold_waits_for_the_next() {
+        let (total, set) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let r = Arc::new(
+            ShardedLayer::new()
+                .with_interval(Duration::from_secs(3600))
+                .wrap(Setting(Arc::clone(&total), Arc::clone(&set))),
+        );
+        on_a_new_thread(&r, |r| {
+            ::metrics::counter!("inner_ops").increment(1);
+            r.flush();
+        });
+        assert_eq!((total.load(Relaxed), set.load(Relaxed)), (1, 0));
+        on_a_new_thread(&r, |r| r.flush());
+        assert_eq!((total.load(Relaxed), set.load(Relaxed)), (1, 7));
+    }
+
+    /// A key registered from inside its own fold by a thread that lives on
+    /// is still evicted once idle: that thread's handle is unlisted and
+    /// uncached, so it does not hold the key in the map.
+    #[test]
+    fn a_key_registered_from_inside_its_fold_is_still_evicted_when_idle() {
+        let total = Arc::new(AtomicU64::new(0));
+        let r = Arc::new(
+            ShardedLayer::new()
+                .with_interval(Duration::from_secs(3600))
+                .evict_idle_after(Duration::from_secs(60))
+                .wrap(SelfCounting(Arc::clone(&total))),
+        );
+        on_a_new_thread(&r, |r| {
+            ::metrics::counter!("work").increment(5);
+            r.flush(); // inner_ops + 1
+        });
+        let (folded, (go, wait)) = (mpsc::channel(), mpsc::channel::<()>());
+        let there = Arc::clone(&r);
+        let lives = std::thread::spawn(move || {
+            ::metrics::with_local_recorder(&*there, || there.flush()); // re-enters
+            folded.0.send(()).unwrap();
+            wait.recv().unwrap();
+        });
+        folded.1.recv().unwrap();
+        r.flush();
+        super::pass_idle(&r);
+        super::pass_idle(&r);
+        assert_eq!(r.keys(), 0, "every idle key evicted while the thread lives");
+        go.send(()).unwrap();
+        lives.join().unwrap();
+    }
 }
