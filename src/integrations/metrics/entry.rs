@@ -29,8 +29,9 @@
 //!   instead of waiting for the fold lock its own thread holds (and which
 //!   registration leaves out of the thread's cache, so that it never holds
 //!   the key against eviction). An `absolute` from there is kept in
-//!   `deferred_absolute` for the next fold, which passes it on after its
-//!   delta.
+//!   `deferred_absolute`, which the same fold passes on after the call
+//!   returns (a few rounds; the rest goes to the next fold). The marks
+//!   are a stack: folds nest when a key's recorder sets another key.
 //! * A `Local` has `owner` (the id of the thread whose cache holds it, from
 //!   a process-wide sequence, never reused; 0 once retired) and `own`, which
 //!   only the owner writes. An increment from any other thread (the handle
@@ -111,36 +112,59 @@ pub(crate) fn hand_on<I>(
     }
 }
 
+/// How many nested folds a thread's marks record: a recorder underneath
+/// that sets another key from inside a fold nests one (key A's fold calls
+/// B's `absolute`, whose fold may call A's).
+const MARKS: usize = 8;
+
 const_thread_local! {
-    /// The entry whose fold lock this thread holds while it calls the
-    /// recorder underneath ([`hand_on`]); null otherwise.
-    static FOLDING: Cell<*const ()> = Cell::new(std::ptr::null());
+    /// The entries whose fold locks this thread holds while it calls the
+    /// recorder underneath ([`hand_on`]), outermost first: the first
+    /// `FOLDS` of them (up to `MARKS`).
+    static FOLDING: [Cell<*const ()>; MARKS] = [const { Cell::new(std::ptr::null()) }; MARKS];
 }
 
-/// Marks the calling thread as folding an entry, until dropped (the
-/// previous mark back, on unwinding too).
-struct Folding(*const ());
+const_thread_local! {
+    /// How many folds this thread is inside (see `FOLDING`).
+    static FOLDS: Cell<usize> = Cell::new(0);
+}
+
+/// Marks the calling thread as folding an entry, until dropped (on
+/// unwinding too).
+struct Folding(usize);
 
 impl Folding {
     fn enter(entry: *const ()) -> Folding {
         // Gone only in thread-local destructors after its own: no mark.
-        Folding(FOLDING.try_with(|f| f.replace(entry)).unwrap_or(entry))
+        let depth = FOLDS.try_with(|d| d.replace(d.get() + 1)).unwrap_or(0);
+        if depth < MARKS {
+            let _ = FOLDING.try_with(|f| f[depth].set(entry));
+        }
+        Folding(depth)
     }
 }
 
 impl Drop for Folding {
     fn drop(&mut self) {
-        let _ = FOLDING.try_with(|f| f.set(self.0));
+        let _ = FOLDS.try_with(|d| d.set(self.0));
     }
 }
 
 /// Whether the calling thread holds `entry`'s fold lock, calling the
-/// recorder underneath: a registration of the same key from there (a
-/// recorder that counts its own work through the facade) must not wait
-/// for that lock.
+/// recorder underneath: a registration or `absolute` of the same key from
+/// there (a recorder that counts its own work through the facade) must not
+/// wait for that lock.
 pub(super) fn folding(entry: *const ()) -> bool {
-    FOLDING.try_with(|f| f.get() == entry).unwrap_or(false)
+    let depth = FOLDS.try_with(Cell::get).unwrap_or(0).min(MARKS);
+    FOLDING
+        .try_with(|f| f[..depth].iter().any(|m| m.get() == entry))
+        .unwrap_or(false)
 }
+
+/// How many times a fold passes on what the recorder underneath deferred
+/// from inside it (each pass may defer more) before it leaves the rest to
+/// the next fold.
+pub(super) const DEFERRED_ROUNDS: usize = 4;
 
 /// What counts a key's increments.
 pub(super) enum Backing {
@@ -312,6 +336,31 @@ impl<I: Inner> Entry<I> {
                 undo,
             );
             folded.moved = true;
+        }
+        // An `absolute` made from inside the calls above (deferred: this
+        // thread holds the lock) follows the delta handed there and comes
+        // before any later one: passed on now.
+        for _ in 0..DEFERRED_ROUNDS {
+            // Relaxed: as above.
+            let absolute = self
+                .deferred_absolute
+                .swap(0, std::sync::atomic::Ordering::Relaxed);
+            if absolute == 0 {
+                break;
+            }
+            let Folded {
+                inner,
+                quiet_passes,
+                ..
+            } = &mut *folded;
+            hand_on(
+                std::ptr::from_ref(self).cast(),
+                inner,
+                quiet_passes,
+                I::renew,
+                |i| i.absolute(absolute),
+                || self.defer_absolute(absolute),
+            );
         }
         folded
     }

@@ -12,7 +12,8 @@
 //! recorder panicked) is recorded again before the panic goes on. A value
 //! passed straight through by the thread that is folding the same entry
 //! (the inner recorder recording into its own key) cannot take the fold
-//! lock: it waits in `deferred` for the next fold.
+//! lock: it waits in `deferred`, which the same fold hands on after the
+//! call returns.
 //!
 //! Eviction (`ShardedLayer::evict_idle_after`) is all under locks and
 //! reference counts, no atomics of ours: a histogram handle is a plain
@@ -26,7 +27,7 @@
 //! once, unless the count read was stale); that fold then happens-after every drop of a
 //! handle, so it takes every record.
 
-use super::entry::hand_on;
+use super::entry::{hand_on, DEFERRED_ROUNDS};
 use super::key::KeyMap;
 use super::table::{Registered, Registrar};
 use crate::contract::CountRef;
@@ -125,6 +126,33 @@ impl Entry {
             hand,
             undo,
         );
+        // Values the calls above passed through into this key (deferred:
+        // this thread holds the lock) are handed on now, in this fold.
+        for _ in 0..DEFERRED_ROUNDS {
+            let values = std::mem::take(&mut *lock(&self.deferred));
+            if values.is_empty() {
+                break;
+            }
+            let passed = Cell::new(0);
+            let Activity {
+                inner,
+                quiet_passes,
+                ..
+            } = &mut *held;
+            hand_on(
+                std::ptr::from_ref(self).cast(),
+                inner,
+                quiet_passes,
+                Registered::renew,
+                |i| {
+                    for &v in &values {
+                        i.handle.record(v);
+                        passed.set(passed.get() + 1);
+                    }
+                },
+                || lock(&self.deferred).extend_from_slice(&values[passed.get()..]),
+            );
+        }
         held
     }
 }

@@ -893,11 +893,11 @@ mod reentry {
     }
 
     /// A fold of histogram `h` whose recorder records into `h` again a
-    /// value the layer passes straight through: it waits for the next
-    /// fold (it waited for the fold lock its own thread held), which hands
-    /// it on once.
+    /// value the layer passes straight through: it could not take the
+    /// fold lock its own thread held (it hung), so the same fold hands it
+    /// on, once, after the records it followed.
     #[test]
-    fn a_value_passed_through_from_inside_its_keys_fold_waits_for_the_next() {
+    fn a_value_passed_through_from_inside_its_keys_fold_is_handed_on_once() {
         let total = Arc::new(AtomicU64::new(0));
         let r = Arc::new(
             ShardedLayer::new()
@@ -908,27 +908,38 @@ mod reentry {
             ::metrics::histogram!("h").record(1.0);
             r.flush();
         });
-        assert_eq!(total.load(Relaxed), 1, "1.0 handed on, its echo deferred");
-        on_a_new_thread(&r, |r| r.flush());
-        assert_eq!(total.load(Relaxed), 2, "the echo handed on once");
+        assert_eq!(total.load(Relaxed), 2, "1.0, then its echo");
         on_a_new_thread(&r, |r| r.flush());
         assert_eq!(total.load(Relaxed), 2);
     }
 
-    /// A recorder whose counters add what they are handed to `.0`, set
-    /// `inner_ops` to 7 through the facade with `absolute` at each
-    /// increment, and keep the largest `absolute` they are handed in `.1`.
-    struct Setting(Arc<AtomicU64>, Arc<AtomicU64>);
+    /// A recorder of "at least" counters (an increment adds, an
+    /// `absolute` raises), one word per key name (`a`, else `b`). Handed a
+    /// delta for a key named in `sets`, the counter sets the key that rule
+    /// names to a value, through the facade, once.
+    struct Setting {
+        words: Arc<[AtomicU64; 2]>,
+        sets: Vec<(&'static str, &'static str, u64)>,
+    }
 
-    struct Set(Arc<AtomicU64>, Arc<AtomicU64>);
+    struct AtLeast {
+        word: usize,
+        words: Arc<[AtomicU64; 2]>,
+        then: Option<(&'static str, u64)>,
+        done: std::sync::atomic::AtomicBool,
+    }
 
-    impl CounterFn for Set {
+    impl CounterFn for AtLeast {
         fn increment(&self, n: u64) {
-            self.0.fetch_add(n, Relaxed);
-            ::metrics::counter!("inner_ops").absolute(7);
+            self.words[self.word].fetch_add(n, Relaxed);
+            if let Some((key, v)) = self.then {
+                if !self.done.swap(true, Relaxed) {
+                    ::metrics::counter!(key).absolute(v);
+                }
+            }
         }
         fn absolute(&self, v: u64) {
-            self.1.fetch_max(v, Relaxed);
+            self.words[self.word].fetch_max(v, Relaxed);
         }
     }
 
@@ -936,8 +947,14 @@ mod reentry {
         fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
         fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
         fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
-            Counter::from_arc(Arc::new(Set(Arc::clone(&self.0), Arc::clone(&self.1))))
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            let then = self.sets.iter().find(|s| s.0 == key.name());
+            Counter::from_arc(Arc::new(AtLeast {
+                word: usize::from(key.name() != "a"),
+                words: Arc::clone(&self.words),
+                then: then.map(|&(_, key, v)| (key, v)),
+                done: std::sync::atomic::AtomicBool::new(false),
+            }))
         }
         fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
             Gauge::noop()
@@ -947,24 +964,50 @@ mod reentry {
         }
     }
 
-    /// An `absolute` on the key being folded, from inside its fold, waits
-    /// for the next fold (it waited for the fold lock its own thread held),
-    /// which passes it on after the delta.
+    fn setting(sets: Vec<(&'static str, &'static str, u64)>) -> (Arc<[AtomicU64; 2]>, Setting) {
+        let words = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        (Arc::clone(&words), Setting { words, sets })
+    }
+
+    /// An `absolute` on the key being folded, from inside its fold, could
+    /// not take the fold lock its own thread held (it hung): it is passed
+    /// on in that same fold, after the delta it followed and before any
+    /// later one (an at-least counter: 1, then 100, then 5 more is 105).
     #[test]
-    fn an_absolute_from_inside_its_keys_fold_waits_for_the_next() {
-        let (total, set) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    fn an_absolute_from_inside_its_keys_fold_is_passed_on_in_order() {
+        let (words, inner) = setting(vec![("a", "a", 100)]);
         let r = Arc::new(
             ShardedLayer::new()
                 .with_interval(Duration::from_secs(3600))
-                .wrap(Setting(Arc::clone(&total), Arc::clone(&set))),
+                .wrap(inner),
         );
         on_a_new_thread(&r, |r| {
-            ::metrics::counter!("inner_ops").increment(1);
+            ::metrics::counter!("a").increment(1);
+            r.flush();
+            ::metrics::counter!("a").increment(5);
             r.flush();
         });
-        assert_eq!((total.load(Relaxed), set.load(Relaxed)), (1, 0));
-        on_a_new_thread(&r, |r| r.flush());
-        assert_eq!((total.load(Relaxed), set.load(Relaxed)), (1, 7));
+        assert_eq!(words[0].load(Relaxed), 105);
+    }
+
+    /// Folds nest: `a`'s fold sets `b`, whose fold sets `a`, which this
+    /// thread is still folding. The marks are a stack, so that `absolute`
+    /// waits for `a`'s fold instead of its lock (it hung).
+    #[test]
+    fn nested_folds_never_wait_for_an_outer_ones_lock() {
+        let (words, inner) = setting(vec![("a", "b", 10), ("b", "a", 20)]);
+        let r = Arc::new(
+            ShardedLayer::new()
+                .with_interval(Duration::from_secs(3600))
+                .wrap(inner),
+        );
+        on_a_new_thread(&r, |r| {
+            ::metrics::counter!("b").increment(1);
+            ::metrics::counter!("a").increment(1);
+            r.flush();
+            r.flush();
+        });
+        assert_eq!((words[0].load(Relaxed), words[1].load(Relaxed)), (20, 10));
     }
 
     /// A key registered from inside its own fold by a thread that lives on
