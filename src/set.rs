@@ -42,8 +42,10 @@
 //!   Either is a strike for the thread on this set: it moves to another
 //!   row, and two in a row, less than a millisecond apart (see
 //!   `sampler::collided`), grow the table. So a slow writer next to a busy
-//!   one, or threads taking turns that last longer than that, never grow
-//!   it; short turns do (the lines move between cores every turn). The
+//!   one, or threads taking turns that last longer than that, do not grow
+//!   it (unless a thread is descheduled at the wrong moment: the clock is
+//!   read after the mark, so the growth then costs one doubling, never a
+//!   count); short turns do (the lines move between cores every turn). The
 //!   mark is per row, not per line: threads on different lines of one row
 //!   count as sharing it.
 //! * **Owned rows** (as `Counter`'s owned shards): once there is a table,

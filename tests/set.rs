@@ -166,8 +166,23 @@ fn long_lived_threads_taking_long_turns_do_not_grow_the_set() {
 /// A slow writer next to a busy one: the slow one finds the busy one's
 /// mark at every sample, but its samples are milliseconds apart, so the
 /// set stays one row.
+///
+/// The rule reads a clock after it sees a mark, so a thread descheduled
+/// between the two (or for the whole time between the slow one's marks)
+/// can see two marks "within a millisecond": the set then grows once,
+/// costing memory, never a count. CI saw it once on a loaded 2-vCPU host.
+/// So the scenario gets three tries; without the rule every try grows.
 #[test]
 fn a_slow_writer_next_to_a_busy_one_does_not_grow_the_set() {
+    let grown: Vec<usize> = (0..3)
+        .map(|_| slow_writer_next_to_a_busy_one())
+        .take_while(|&shards| shards != 0)
+        .collect();
+    assert!(grown.len() < 3, "a slow writer grew the set: {grown:?}");
+}
+
+/// One try of the test above: the set's rows after it.
+fn slow_writer_next_to_a_busy_one() -> usize {
     let s = CounterSet::new(64);
     let done = AtomicBool::new(false);
     std::thread::scope(|sc| {
@@ -185,8 +200,8 @@ fn a_slow_writer_next_to_a_busy_one_does_not_grow_the_set() {
             done.store(true, Ordering::Relaxed);
         });
     });
-    assert_eq!(s.shards(), 0, "a slow writer grew the set");
     assert_eq!(s.get(1), Some(1_200));
+    s.shards()
 }
 
 #[test]
