@@ -32,6 +32,12 @@
 //!   `deferred_absolute`, which the same fold passes on after the call
 //!   returns (a few rounds; the rest goes to the next fold). The marks
 //!   are a stack: folds nest when a key's recorder sets another key.
+//! * A thread inside any fold never waits for another key's fold lock
+//!   ([`fold_lock`]): another thread may hold it and wait, from inside
+//!   its own fold, for a lock this thread holds (each key's recorder
+//!   setting the other's key). It only tries that lock, and when it is
+//!   taken, registers and defers as for its own key: the fold in progress
+//!   or the next one hands the value on.
 //! * A `Local` has `owner` (the id of the thread whose cache holds it, from
 //!   a process-wide sequence, never reused; 0 once retired) and `own`, which
 //!   only the owner writes. An increment from any other thread (the handle
@@ -62,7 +68,7 @@ use crate::counter::Counter;
 use crate::merger::Quiet;
 use crate::primitive::const_thread_local;
 use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use crate::primitive::sync::{lock, Arc, Mutex, MutexGuard};
+use crate::primitive::sync::{lock, try_lock, Arc, Mutex, MutexGuard};
 use crate::rough::RoughCounter;
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
@@ -159,6 +165,21 @@ pub(super) fn folding(entry: *const ()) -> bool {
     FOLDING
         .try_with(|f| f[..depth].iter().any(|m| m.get() == entry))
         .unwrap_or(false)
+}
+
+/// `entry`'s fold lock `m`, or `None` where waiting for it could
+/// deadlock: this thread holds it ([`folding`] `entry`), or holds another
+/// entry's and `m` is taken (its holder may be waiting, from inside its
+/// own fold, for a lock this thread holds). With `None` the caller leaves
+/// its work to the entry's fold in progress or the next one.
+pub(super) fn fold_lock<'a, T>(entry: *const (), m: &'a Mutex<T>) -> Option<MutexGuard<'a, T>> {
+    if folding(entry) {
+        return None;
+    }
+    if FOLDS.try_with(Cell::get).unwrap_or(0) > 0 {
+        return try_lock(m);
+    }
+    Some(lock(m))
 }
 
 /// How many times a fold passes on what the recorder underneath deferred
@@ -274,9 +295,16 @@ impl<I> Entry<I> {
 
 impl<I: Inner> Entry<I> {
     /// Moves the key's delta into the inner counter; returns with the fold
-    /// lock held, for `absolute`.
+    /// lock held.
     pub(crate) fn fold(&self) -> MutexGuard<'_, Folded<I>> {
-        let mut folded = lock(&self.fold);
+        self.fold_locked(lock(&self.fold))
+    }
+
+    /// [`fold`](Self::fold) with the fold lock taken: `folded`.
+    pub(crate) fn fold_locked<'a>(
+        &'a self,
+        mut folded: MutexGuard<'a, Folded<I>>,
+    ) -> MutexGuard<'a, Folded<I>> {
         let mut delta = match &self.counter {
             Backing::Exact(c) => c.take(),
             Backing::Rough(c) => {
@@ -295,8 +323,8 @@ impl<I: Inner> Entry<I> {
             *seen = word;
             !retired
         });
-        // Relaxed: read and cleared by folds only, under the fold lock;
-        // its writer (`defer_absolute`) holds it too, in an outer frame.
+        // Relaxed: only the value matters (a `fetch_max` and this swap: none
+        // is lost); a value deferred after it goes to the next fold.
         let absolute = self
             .deferred_absolute
             .swap(0, std::sync::atomic::Ordering::Relaxed);

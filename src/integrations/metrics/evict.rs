@@ -218,15 +218,17 @@ impl<I> Entry<I> {
     /// `&Arc<Self>`: loom's `Arc` cannot be a receiver.)
     pub(crate) fn list(this: &Arc<Self>) -> Option<Arc<Local<I>>> {
         let local = Arc::new(Local::owned(Arc::clone(this)));
-        if super::entry::folding(std::ptr::from_ref::<Self>(this).cast()) {
-            // Registered from inside this entry's own fold (the recorder
-            // underneath counts its work through the facade): the fold
-            // lock is ours. Unlisted and retired, the handle adds to the
-            // entry's counter, which the next fold takes.
+        let Some(mut folded) =
+            super::entry::fold_lock(std::ptr::from_ref::<Self>(this).cast(), &this.fold)
+        else {
+            // Registered from inside a fold (the recorder underneath counts
+            // its work through the facade) of this entry, whose lock is
+            // ours, or of another while this one's is taken. Unlisted and
+            // retired, the handle adds to the entry's counter, which the
+            // next fold takes.
             local.retire();
             return Some(local);
-        }
-        let mut folded = lock(&this.fold);
+        };
         // Relaxed: written under this lock.
         if this.evicted.load(Ordering::Relaxed) {
             return None;

@@ -13,7 +13,8 @@
 //! passed straight through by the thread that is folding the same entry
 //! (the inner recorder recording into its own key) cannot take the fold
 //! lock: it waits in `deferred`, which the same fold hands on after the
-//! call returns.
+//! call returns. From inside another entry's fold it only tries the lock
+//! (`entry::fold_lock`), and waits there too when the lock is taken.
 //!
 //! Eviction (`ShardedLayer::evict_idle_after`) is all under locks and
 //! reference counts, no atomics of ours: a histogram handle is a plain
@@ -162,13 +163,12 @@ impl HistogramFn for Entry {
     fn record(&self, value: f64) {
         if (0.0..MAX_SHARDED).contains(&value) {
             self.histogram.record((value * SCALE).round() as u64);
-        } else if super::entry::folding(std::ptr::from_ref(self).cast()) {
-            lock(&self.deferred).push(value);
-        } else {
+        } else if let Some(mut held) =
+            super::entry::fold_lock(std::ptr::from_ref(self).cast(), &self.fold)
+        {
             // Negative, NaN or huge: passed on as it is, exactly (under the
             // fold lock, which holds the inner histogram), as a fold's
             // records: after a quiet pass, registered again first.
-            let mut held = lock(&self.fold);
             let Activity {
                 inner,
                 quiet_passes,
@@ -185,6 +185,11 @@ impl HistogramFn for Entry {
                 || {},
             );
             held.moved = true;
+        } else {
+            // From inside a fold (the recorder underneath recording into a
+            // key): of this key, whose lock is this thread's, or of another
+            // while this one's is taken. This key's fold hands it on.
+            lock(&self.deferred).push(value);
         }
     }
 }

@@ -40,14 +40,15 @@ impl CounterFn for CounterEntry {
     /// under the fold lock: the inner counter sees every increment taken so
     /// far before it sees `absolute`.
     fn absolute(&self, value: u64) {
-        if super::entry::folding(std::ptr::from_ref(self).cast()) {
-            // From inside this key's own fold (the recorder underneath
-            // setting the key it is being handed): the fold lock is this
-            // thread's. The next fold passes it on.
+        let Some(held) = super::entry::fold_lock(std::ptr::from_ref(self).cast(), &self.fold)
+        else {
+            // From inside a fold (the recorder underneath setting a key):
+            // of this key, whose lock is this thread's, or of another while
+            // this one's is taken. This key's fold passes it on.
             self.defer_absolute(value);
             return;
-        }
-        let mut held = self.fold();
+        };
+        let mut held = self.fold_locked(held);
         let Folded {
             inner,
             quiet_passes,

@@ -790,7 +790,7 @@ mod panics {
 /// Through the recorder: a recorder underneath that counts its own work
 /// through the facade, reaching this layer again from inside a fold.
 mod reentry {
-    use super::super::ShardedLayer;
+    use super::super::{ShardedLayer, ShardedRecorder};
     use ::metrics::{Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder};
     use ::metrics::{SharedString, Unit};
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -1008,6 +1008,131 @@ mod reentry {
             r.flush();
         });
         assert_eq!((words[0].load(Relaxed), words[1].load(Relaxed)), (20, 10));
+    }
+
+    /// A recorder whose counters, at their first `absolute`, wait until
+    /// the other key's counter is at its own (both folds' locks held) and
+    /// then set the other key through the facade: `a` sets `b` to 10, `b`
+    /// sets `a` to 20. Every `absolute` raises the key's word.
+    struct Crossing {
+        words: Arc<[AtomicU64; 2]>,
+        both: Arc<std::sync::Barrier>,
+    }
+
+    struct Crosses {
+        word: usize,
+        words: Arc<[AtomicU64; 2]>,
+        both: Arc<std::sync::Barrier>,
+        done: std::sync::atomic::AtomicBool,
+    }
+
+    impl CounterFn for Crosses {
+        fn increment(&self, n: u64) {
+            self.words[self.word].fetch_add(n, Relaxed);
+        }
+        fn absolute(&self, v: u64) {
+            self.words[self.word].fetch_max(v, Relaxed);
+            if !self.done.swap(true, Relaxed) {
+                self.both.wait();
+                match self.word {
+                    0 => ::metrics::counter!("b").absolute(10),
+                    _ => ::metrics::counter!("a").absolute(20),
+                }
+            }
+        }
+    }
+
+    /// The same for histograms: a value recorded, then at the first, `-1`
+    /// into the other key (a value the layer passes straight through,
+    /// under that key's fold lock). Counts values in the key's word.
+    impl ::metrics::HistogramFn for Crosses {
+        fn record(&self, _: f64) {
+            self.words[self.word].fetch_add(1, Relaxed);
+            if !self.done.swap(true, Relaxed) {
+                self.both.wait();
+                ::metrics::histogram!(if self.word == 0 { "b" } else { "a" }).record(-1.0);
+            }
+        }
+    }
+
+    impl Crossing {
+        fn crosses(&self, key: &Key) -> Arc<Crosses> {
+            Arc::new(Crosses {
+                word: usize::from(key.name() != "a"),
+                words: Arc::clone(&self.words),
+                both: Arc::clone(&self.both),
+                done: std::sync::atomic::AtomicBool::new(false),
+            })
+        }
+    }
+
+    impl Recorder for Crossing {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::from_arc(self.crosses(key))
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::from_arc(self.crosses(key))
+        }
+    }
+
+    /// Runs `f(key, v)` for `("a", a)` and `("b", b)` on two threads with
+    /// `r` as their local recorder, together; a hang fails at the timeout.
+    fn on_two_threads<R: Recorder + Send + Sync + 'static>(
+        r: &Arc<R>,
+        (a, b): (u64, u64),
+        f: fn(&'static str, u64),
+    ) {
+        let (tx, rx) = mpsc::channel();
+        for (key, v) in [("a", a), ("b", b)] {
+            let (r, tx) = (Arc::clone(r), tx.clone());
+            std::thread::spawn(move || {
+                ::metrics::with_local_recorder(&*r, || f(key, v));
+                tx.send(()).unwrap();
+            });
+        }
+        for _ in 0..2 {
+            assert_eq!(rx.recv_timeout(Duration::from_secs(60)), Ok(()), "hung");
+        }
+    }
+
+    fn crossing() -> (Arc<[AtomicU64; 2]>, Arc<ShardedRecorder<Crossing>>) {
+        let words = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let r = ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(Crossing {
+                words: Arc::clone(&words),
+                both: Arc::new(std::sync::Barrier::new(2)),
+            });
+        (words, Arc::new(r))
+    }
+
+    /// Two threads each inside one key's fold, each setting the other's
+    /// key from there: neither waits for the other's fold lock (they
+    /// waited for each other for ever); each value is passed on by that
+    /// key's fold in progress or the next one.
+    #[test]
+    fn folds_on_two_threads_setting_each_others_keys_never_wait_for_each_other() {
+        let (words, r) = crossing();
+        on_two_threads(&r, (1, 2), |key, v| ::metrics::counter!(key).absolute(v));
+        r.flush();
+        assert_eq!((words[0].load(Relaxed), words[1].load(Relaxed)), (20, 10));
+    }
+
+    /// The same for histograms: each thread passes a value through into
+    /// its key, under its fold lock, and from there one into the other's.
+    /// Each key gets both, once.
+    #[test]
+    fn values_passed_through_across_two_threads_folds_never_wait_for_each_other() {
+        let (words, r) = crossing();
+        on_two_threads(&r, (0, 0), |key, _| ::metrics::histogram!(key).record(-5.0));
+        r.flush();
+        assert_eq!((words[0].load(Relaxed), words[1].load(Relaxed)), (2, 2));
     }
 
     /// A key registered from inside its own fold by a thread that lives on
