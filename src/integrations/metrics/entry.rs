@@ -89,25 +89,46 @@ pub(crate) trait Inner {
     fn absolute(&self, _value: u64) {}
 }
 
-/// Hands something to the recorder underneath: `hand` on `inner`, renewed
-/// first (`renew`) if a quiet pass came since the last delta
-/// (`quiet_passes`, then cleared). If the recorder panics, `undo` puts
-/// back what `hand` had not handed on, the renewal stays due, and the
-/// panic goes on. `entry` is the key's entry, whose fold lock the caller
-/// holds: the thread is marked as folding it meanwhile ([`folding`]).
-pub(crate) fn hand_on<I>(
+/// A key's fold state, as [`hand_on`] uses it.
+pub(crate) trait Handing {
+    /// The recorder underneath's handle for the key.
+    type Inner;
+    /// The handle, and the background passes since a fold last moved
+    /// anything (from 1, the next call renews the handle first).
+    fn parts(&mut self) -> (&mut Self::Inner, &mut u32);
+    /// Registers the key with the recorder underneath again.
+    fn renew(inner: &mut Self::Inner);
+}
+
+impl<I: Inner> Handing for Folded<I> {
+    type Inner = I;
+    fn parts(&mut self) -> (&mut I, &mut u32) {
+        (&mut self.inner, &mut self.quiet_passes)
+    }
+    fn renew(inner: &mut I) {
+        inner.renew();
+    }
+}
+
+/// Hands something to the recorder underneath: `hand` on `state`'s
+/// handle, renewed first if a quiet pass came since the last delta (the
+/// count then cleared). If the recorder panics, `undo` puts back what
+/// `hand` had not handed on, the renewal stays due, and the panic goes on.
+/// `entry` is the key's entry, whose fold lock (holding `state`) the
+/// caller holds: the thread is marked as folding it meanwhile
+/// ([`folding`]).
+pub(crate) fn hand_on<S: Handing>(
     entry: *const (),
-    inner: &mut I,
-    quiet_passes: &mut u32,
-    renew: fn(&mut I),
-    hand: impl FnOnce(&mut I),
+    state: &mut S,
+    hand: impl FnOnce(&mut S::Inner),
     undo: impl FnOnce(),
 ) {
     let _mark = Folding::enter(entry);
+    let (inner, quiet_passes) = state.parts();
     let due = std::mem::take(quiet_passes) > 0;
     let handed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if due {
-            renew(inner);
+            S::renew(inner);
         }
         hand(inner);
     }));
@@ -329,11 +350,6 @@ impl<I: Inner> Entry<I> {
             .deferred_absolute
             .swap(0, std::sync::atomic::Ordering::Relaxed);
         if delta != 0 || absolute != 0 {
-            let Folded {
-                inner,
-                quiet_passes,
-                ..
-            } = &mut *folded;
             let added = std::cell::Cell::new(delta == 0);
             let hand = |i: &mut I| {
                 if delta != 0 {
@@ -355,14 +371,7 @@ impl<I: Inner> Entry<I> {
                     self.defer_absolute(absolute);
                 }
             };
-            hand_on(
-                std::ptr::from_ref(self).cast(),
-                inner,
-                quiet_passes,
-                I::renew,
-                hand,
-                undo,
-            );
+            hand_on(std::ptr::from_ref(self).cast(), &mut *folded, hand, undo);
             folded.moved = true;
         }
         // An `absolute` made from inside the calls above (deferred: this
@@ -376,16 +385,9 @@ impl<I: Inner> Entry<I> {
             if absolute == 0 {
                 break;
             }
-            let Folded {
-                inner,
-                quiet_passes,
-                ..
-            } = &mut *folded;
             hand_on(
                 std::ptr::from_ref(self).cast(),
-                inner,
-                quiet_passes,
-                I::renew,
+                &mut *folded,
                 |i| i.absolute(absolute),
                 || self.defer_absolute(absolute),
             );

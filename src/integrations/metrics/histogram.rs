@@ -28,7 +28,7 @@
 //! once, unless the count read was stale); that fold then happens-after every drop of a
 //! handle, so it takes every record.
 
-use super::entry::{hand_on, DEFERRED_ROUNDS};
+use super::entry::{hand_on, Handing, DEFERRED_ROUNDS};
 use super::key::KeyMap;
 use super::table::{Registered, Registrar};
 use crate::contract::CountRef;
@@ -75,6 +75,16 @@ struct Activity {
     quiet: Quiet,
 }
 
+impl Handing for Activity {
+    type Inner = Registered<::metrics::Histogram>;
+    fn parts(&mut self) -> (&mut Self::Inner, &mut u32) {
+        (&mut self.inner, &mut self.quiet_passes)
+    }
+    fn renew(inner: &mut Self::Inner) {
+        inner.renew();
+    }
+}
+
 impl Entry {
     /// Takes what was recorded and hands each bucket to the inner
     /// histogram as its representative value, `count` times; returns with
@@ -90,11 +100,6 @@ impl Entry {
         // Handed on so far: deferred values, whole buckets, then records
         // of the next bucket.
         let (passed, buckets, records) = (Cell::new(0), Cell::new(0), Cell::new(0));
-        let Activity {
-            inner,
-            quiet_passes,
-            ..
-        } = &mut *held;
         let hand = |inner: &mut Registered<::metrics::Histogram>| {
             for &v in &deferred {
                 inner.handle.record(v);
@@ -119,14 +124,7 @@ impl Entry {
                 self.histogram.record_n(value, count - records.take());
             }
         };
-        hand_on(
-            std::ptr::from_ref(self).cast(),
-            inner,
-            quiet_passes,
-            Registered::renew,
-            hand,
-            undo,
-        );
+        hand_on(std::ptr::from_ref(self).cast(), &mut *held, hand, undo);
         // Values the calls above passed through into this key (deferred:
         // this thread holds the lock) are handed on now, in this fold.
         for _ in 0..DEFERRED_ROUNDS {
@@ -135,16 +133,9 @@ impl Entry {
                 break;
             }
             let passed = Cell::new(0);
-            let Activity {
-                inner,
-                quiet_passes,
-                ..
-            } = &mut *held;
             hand_on(
                 std::ptr::from_ref(self).cast(),
-                inner,
-                quiet_passes,
-                Registered::renew,
+                &mut *held,
                 |i| {
                     for &v in &values {
                         i.handle.record(v);
@@ -169,18 +160,11 @@ impl HistogramFn for Entry {
             // Negative, NaN or huge: passed on as it is, exactly (under the
             // fold lock, which holds the inner histogram), as a fold's
             // records: after a quiet pass, registered again first.
-            let Activity {
-                inner,
-                quiet_passes,
-                ..
-            } = &mut *held;
             // A panic reaches the caller; the value cannot go back (it fits
             // no bucket), but the renewal stays due.
             hand_on(
                 std::ptr::from_ref(self).cast(),
-                inner,
-                quiet_passes,
-                Registered::renew,
+                &mut *held,
                 |i| i.handle.record(value),
                 || {},
             );

@@ -16,7 +16,7 @@
 //!   the key's fold lock.
 
 use super::cache;
-use super::entry::{hand_on, Backing, Entry, Folded, Inner, Local};
+use super::entry::{hand_on, Backing, Entry, Local};
 use super::handle::FlushHandle;
 use super::layer::ShardedLayer;
 use super::table::{CounterEntry, KeyTable, Registered, Registrar};
@@ -49,18 +49,11 @@ impl CounterFn for CounterEntry {
             return;
         };
         let mut held = self.fold_locked(held);
-        let Folded {
-            inner,
-            quiet_passes,
-            ..
-        } = &mut *held;
         // As a fold's delta: after a quiet pass, registered again first (a
         // panic reaches the caller, with the renewal still due).
         hand_on(
             std::ptr::from_ref(self).cast(),
-            inner,
-            quiet_passes,
-            Inner::renew,
+            &mut *held,
             |i| i.handle.absolute(value),
             || {},
         );
