@@ -52,7 +52,12 @@
 //! * each histogram key gets one sharded [`Histogram`](crate::Histogram)
 //!   (see below), folded into the inner recorder's histogram on the same
 //!   interval and flushes, and evicted as counter keys are;
-//! * gauges and descriptions go straight to the inner recorder.
+//! * gauges and descriptions go straight to the inner recorder;
+//! * the inner recorder may count its own work through the facade (a
+//!   `counter!`, `absolute` or `histogram!` call from inside the calls the
+//!   layer makes on its handles, on any key): such a call never waits for
+//!   a fold in progress, and what it records is handed on by that key's
+//!   fold in progress or its next one.
 //!
 //! ```
 //! use metrics_exporter_prometheus::PrometheusBuilder;
