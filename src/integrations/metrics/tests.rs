@@ -10,29 +10,75 @@
 
 use super::{ShardedLayer, ShardedRecorder};
 use crate::primitive::sync::lock;
-use ::metrics::{Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use ::metrics::Histogram;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// `impl Recorder for $t` whose descriptions and gauges do nothing: each
+/// counter and histogram is what its expression makes, with `$this` the
+/// recorder and `$key` the key.
+macro_rules! recorder {
+    ($t:ty, |$this:ident, $key:ident| counter: $c:expr, histogram: $h:expr $(,)?) => {
+        impl ::metrics::Recorder for $t {
+            fn describe_counter(
+                &self,
+                _: ::metrics::KeyName,
+                _: Option<::metrics::Unit>,
+                _: ::metrics::SharedString,
+            ) {
+            }
+            fn describe_gauge(
+                &self,
+                _: ::metrics::KeyName,
+                _: Option<::metrics::Unit>,
+                _: ::metrics::SharedString,
+            ) {
+            }
+            fn describe_histogram(
+                &self,
+                _: ::metrics::KeyName,
+                _: Option<::metrics::Unit>,
+                _: ::metrics::SharedString,
+            ) {
+            }
+            #[allow(unused_variables)]
+            fn register_counter(
+                &self,
+                $key: &::metrics::Key,
+                _: &::metrics::Metadata<'_>,
+            ) -> ::metrics::Counter {
+                let $this = self;
+                $c
+            }
+            fn register_gauge(
+                &self,
+                _: &::metrics::Key,
+                _: &::metrics::Metadata<'_>,
+            ) -> ::metrics::Gauge {
+                ::metrics::Gauge::noop()
+            }
+            #[allow(unused_variables)]
+            fn register_histogram(
+                &self,
+                $key: &::metrics::Key,
+                _: &::metrics::Metadata<'_>,
+            ) -> ::metrics::Histogram {
+                let $this = self;
+                $h
+            }
+        }
+    };
+}
 
 /// A tally inner recorder: every key's counter is one shared word.
 #[derive(Default)]
 struct Tally(Arc<AtomicU64>);
 
-impl Recorder for Tally {
-    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> ::metrics::Counter {
-        ::metrics::Counter::from_arc(Arc::clone(&self.0))
-    }
-    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-        Gauge::noop()
-    }
-    fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-        Histogram::noop()
-    }
-}
+recorder!(Tally, |this, key|
+    counter: ::metrics::Counter::from_arc(Arc::clone(&this.0)),
+    histogram: Histogram::noop(),
+);
 
 /// A recorder over a [`Tally`] that evicts keys idle for a minute and
 /// folds on its own only every hour, and the tally's total.
@@ -327,7 +373,7 @@ mod handle {
 mod histogram {
     use super::super::ShardedLayer;
     use super::pass_idle;
-    use ::metrics::{Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+    use ::metrics::Histogram;
     use std::sync::atomic::AtomicU64;
     use std::sync::atomic::Ordering::Relaxed;
     use std::time::{Duration, Instant};
@@ -345,20 +391,10 @@ mod histogram {
         }
     }
 
-    impl Recorder for Records {
-        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> ::metrics::Counter {
-            ::metrics::Counter::noop()
-        }
-        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-            Gauge::noop()
-        }
-        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-            Histogram::from_arc(std::sync::Arc::clone(&self.0))
-        }
-    }
+    recorder!(Records, |this, key|
+        counter: ::metrics::Counter::noop(),
+        histogram: Histogram::from_arc(std::sync::Arc::clone(&this.0)),
+    );
 
     /// Histogram keys: an idle key with no handle kept is folded and freed
     /// at once; a kept handle keeps its key; one recorded again after its
@@ -494,7 +530,7 @@ mod panics {
     use super::super::evict::IGNORE_HANDLES;
     use super::super::ShardedLayer;
     use super::pass_idle;
-    use ::metrics::{Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+    use ::metrics::{Histogram, Key, Metadata, Recorder};
     use std::panic::{catch_unwind, AssertUnwindSafe};
     use std::sync::atomic::AtomicU64;
     use std::sync::atomic::Ordering::Relaxed;
@@ -548,23 +584,17 @@ mod panics {
     #[derive(Default)]
     struct Flaky(Arc<Handed>);
 
-    impl Recorder for Flaky {
-        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> ::metrics::Counter {
-            self.0.registers.tick();
-            ::metrics::Counter::from_arc(Arc::clone(&self.0))
-        }
-        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-            Gauge::noop()
-        }
-        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-            self.0.registers.tick();
-            self.0.registered.fetch_add(1, Relaxed);
-            Histogram::from_arc(Arc::clone(&self.0))
-        }
-    }
+    recorder!(Flaky, |this, key|
+        counter: {
+            this.0.registers.tick();
+            ::metrics::Counter::from_arc(Arc::clone(&this.0))
+        },
+        histogram: {
+            this.0.registers.tick();
+            this.0.registered.fetch_add(1, Relaxed);
+            Histogram::from_arc(Arc::clone(&this.0))
+        },
+    );
 
     fn flush_panics<R>(r: &super::super::ShardedRecorder<R>) {
         let flushed = catch_unwind(AssertUnwindSafe(|| r.flush()));
@@ -711,24 +741,16 @@ mod panics {
         fn absolute(&self, _: u64) {}
     }
 
-    impl Recorder for Refuses {
-        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> ::metrics::Counter {
+    recorder!(Refuses, |this, key|
+        counter: {
             if key.name() == "bad" {
                 ::metrics::Counter::from_arc(Arc::new(Refused))
             } else {
-                ::metrics::Counter::from_arc(Arc::clone(&self.0))
+                ::metrics::Counter::from_arc(Arc::clone(&this.0))
             }
-        }
-        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-            Gauge::noop()
-        }
-        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-            Histogram::from_arc(Arc::clone(&self.0))
-        }
-    }
+        },
+        histogram: Histogram::from_arc(Arc::clone(&this.0)),
+    );
 
     /// A key whose every fold panics delays no other key: flushes and
     /// passes fold every other counter and histogram, then panic.
@@ -791,8 +813,8 @@ mod panics {
 /// through the facade, reaching this layer again from inside a fold.
 mod reentry {
     use super::super::{ShardedLayer, ShardedRecorder};
-    use ::metrics::{Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder};
-    use ::metrics::{SharedString, Unit};
+    use ::metrics::{Counter, CounterFn, Histogram, Key, Recorder};
+
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     use std::sync::{mpsc, Arc};
     use std::time::Duration;
@@ -814,20 +836,10 @@ mod reentry {
         }
     }
 
-    impl Recorder for SelfCounting {
-        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
-            Counter::from_arc(Arc::new(Counted(Arc::clone(&self.0))))
-        }
-        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-            Gauge::noop()
-        }
-        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-            Histogram::from_arc(Arc::new(Echo(Arc::clone(&self.0))))
-        }
-    }
+    recorder!(SelfCounting, |this, key|
+        counter: Counter::from_arc(Arc::new(Counted(Arc::clone(&this.0)))),
+        histogram: Histogram::from_arc(Arc::new(Echo(Arc::clone(&this.0)))),
+    );
 
     /// A histogram that counts what it is handed in the same total, and
     /// records each value it is handed at or above 0 once more, as -1,
@@ -943,26 +955,18 @@ mod reentry {
         }
     }
 
-    impl Recorder for Setting {
-        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-            let then = self.sets.iter().find(|s| s.0 == key.name());
+    recorder!(Setting, |this, key|
+        counter: {
+            let then = this.sets.iter().find(|s| s.0 == key.name());
             Counter::from_arc(Arc::new(AtLeast {
                 word: usize::from(key.name() != "a"),
-                words: Arc::clone(&self.words),
+                words: Arc::clone(&this.words),
                 then: then.map(|&(_, key, v)| (key, v)),
                 done: std::sync::atomic::AtomicBool::new(false),
             }))
-        }
-        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-            Gauge::noop()
-        }
-        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-            Histogram::noop()
-        }
-    }
+        },
+        histogram: Histogram::noop(),
+    );
 
     fn setting(sets: Vec<(&'static str, &'static str, u64)>) -> (Arc<[AtomicU64; 2]>, Setting) {
         let words = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
@@ -1066,20 +1070,10 @@ mod reentry {
         }
     }
 
-    impl Recorder for Crossing {
-        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-            Counter::from_arc(self.crosses(key))
-        }
-        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-            Gauge::noop()
-        }
-        fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
-            Histogram::from_arc(self.crosses(key))
-        }
-    }
+    recorder!(Crossing, |this, key|
+        counter: Counter::from_arc(this.crosses(key)),
+        histogram: Histogram::from_arc(this.crosses(key)),
+    );
 
     /// Runs `f(key, v)` for `("a", a)` and `("b", b)` on two threads with
     /// `r` as their local recorder, together; a hang fails at the timeout.
