@@ -26,6 +26,8 @@ pub(crate) mod sync {
         /// bookkeeping (each loom atomic operation is a point where another
         /// thread may run).
         pub type UnsharedU64 = std::sync::atomic::AtomicU64;
+        /// A 32-bit word kept the same way (see [`UnsharedU64`]).
+        pub type UnsharedU32 = std::sync::atomic::AtomicU32;
         /// A pointer kept the same way (see [`UnsharedU64`]).
         pub type UnsharedPtr<T> = std::sync::atomic::AtomicPtr<T>;
         #[cfg(not(shardcount_loom))]

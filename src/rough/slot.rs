@@ -191,7 +191,7 @@
 //! the clock every `MIN_SPAN` counts. With no interval (`Duration::MAX`),
 //! the span is `MAX_SPAN` and the clock is never read.
 use crate::primitive::sync::atomic::{
-    fence, AtomicBool, AtomicPtr, AtomicU64, Ordering, UnsharedPtr, UnsharedU64,
+    fence, AtomicBool, AtomicPtr, AtomicU64, Ordering, UnsharedPtr, UnsharedU32, UnsharedU64,
 };
 use crate::primitive::sync::Arc;
 use crate::thread::arena::Position;
@@ -209,6 +209,11 @@ pub(super) const MIN_SPAN: u64 = 512;
 /// thread that adds fast: a check costs tens of nanoseconds (a locked
 /// instruction, the clock), a share of each add that this makes small.
 pub(super) const MAX_SPAN: u64 = 1 << 15;
+
+// Each slot is one 128-byte line pair, as `RoughCounter`'s docs count its
+// memory (loom's atomics are larger).
+#[cfg(not(shardcount_loom))]
+const _: () = assert!(std::mem::size_of::<CachePadded<Slot>>() == 128);
 
 /// The hot-path add to an arena word of the calling thread
 /// (`thread::arena`), in one read-modify-write: the add is made whether
@@ -314,8 +319,8 @@ pub(super) struct Slot {
     /// read the clock.
     last_check: UnsharedU64,
     /// Owner-only: counts between checks, from `MIN_SPAN` to `MAX_SPAN`,
-    /// set by `pace`.
-    span: UnsharedU64,
+    /// set by `pace`. 32 bits, so that the slot fits in 128 bytes.
+    span: UnsharedU32,
     /// Whether a thread owns this slot.
     in_use: AtomicBool,
 }
@@ -340,7 +345,7 @@ impl Slot {
             tallied: AtomicU64::new(0),
             last_fold: UnsharedU64::new(0),
             last_check: UnsharedU64::new(0),
-            span: UnsharedU64::new(MIN_SPAN),
+            span: UnsharedU32::new(MIN_SPAN as u32),
             in_use: AtomicBool::new(in_use),
         }
     }
@@ -594,7 +599,7 @@ impl Slot {
     /// `Core::fold`.)
     fn arm(&self, u: u64, batch: u64) {
         debug_assert!(u < batch, "the check folds at a distance of a batch");
-        let span = self.span.load(Ordering::Relaxed);
+        let span = u64::from(self.span.load(Ordering::Relaxed));
         let w = (batch - u).min(batch.div_ceil(2)).min(span);
         let t = self.own_total();
         self.lo.store(t.wrapping_sub(w - 1), Ordering::Relaxed);
@@ -614,7 +619,7 @@ impl Slot {
     fn pace(&self, now: u64, interval: u64) -> bool {
         let gap = now.saturating_sub(self.last_check.load(Ordering::Relaxed));
         self.last_check.store(now, Ordering::Relaxed);
-        let span = self.span.load(Ordering::Relaxed);
+        let span = u64::from(self.span.load(Ordering::Relaxed));
         let span = if gap < interval / 4 {
             (span * 2).min(MAX_SPAN)
         } else if gap > interval {
@@ -622,7 +627,7 @@ impl Slot {
         } else {
             span
         };
-        self.span.store(span, Ordering::Relaxed);
+        self.span.store(span as u32, Ordering::Relaxed);
         let due = now.saturating_sub(self.last_fold.load(Ordering::Relaxed)) >= interval;
         if due {
             self.last_fold.store(now, Ordering::Relaxed);
@@ -850,7 +855,7 @@ impl Core {
         slot.in_use.store(true, Ordering::Relaxed);
         slot.last_fold.store(now, Ordering::Relaxed);
         slot.last_check.store(now, Ordering::Relaxed);
-        slot.span.store(MIN_SPAN, Ordering::Relaxed);
+        slot.span.store(MIN_SPAN as u32, Ordering::Relaxed);
         true
     }
 
@@ -897,7 +902,7 @@ impl Core {
             None => false,
             Some(u64::MAX) => {
                 // Never timed: no clock, and the widest span.
-                slot.span.store(MAX_SPAN, Ordering::Relaxed);
+                slot.span.store(MAX_SPAN as u32, Ordering::Relaxed);
                 false
             }
             Some(interval) => slot.pace(self.now(), interval),
