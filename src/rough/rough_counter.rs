@@ -100,10 +100,12 @@ use std::time::Duration;
 ///
 /// # Signal handlers and `fork`
 ///
-/// An add from a signal handler that interrupts an add to the same counter
-/// on the same thread may be lost: the add's slower paths (a due check, the
-/// thread's first add to the counter) write the slot with a load and a
-/// later store. For counts
+/// Adds are not async-signal-safe. On a thread that adds to
+/// `RoughCounter`s, a signal handler that adds to any `RoughCounter` may
+/// lose its add or an interrupted one, or move a count from one counter to
+/// another: the add's slower paths (a due check, the thread's first add
+/// to a counter) write the slot with a load and a later store, and the
+/// thread's cache of its last counter's word with two stores. For counts
 /// made in signal handlers use [`Counter`](crate::Counter): each of its
 /// adds changes its word with one read-modify-write instruction (the
 /// crate's tests add from a `SIGUSR1` handler on x86-64 Linux). In the

@@ -121,7 +121,10 @@ pub(crate) fn find(pos: u64) -> Option<&'static AtomicU64> {
 /// Caches `word` as the calling thread's word at `pos`. Only the slow
 /// paths call it (a takeover, a due check), so a thread's busiest counter
 /// stays cached while it adds to others now and then, and an add that
-/// misses writes nothing but its word.
+/// misses writes nothing but its word. Two stores, and the hit two loads:
+/// a signal handler that caches another word between them leaves a pair
+/// that mixes the two (`RoughCounter`'s docs: adds are not
+/// async-signal-safe).
 pub(crate) fn remember(pos: u64, word: &'static AtomicU64) {
     held(|h| {
         h.last_pos.set(pos);
