@@ -494,6 +494,120 @@ fn a_lost_take_reply_never_doubles_the_lease() {
     assert_eq!(nets(&server)[&stock.token()], 1);
 }
 
+/// A proxy to `to` that, once armed (`hold`), keeps the next request
+/// holding an EVALSHA, and what follows it on that connection, until
+/// `release`, then sends them on its upstream connection, still open: a
+/// request delayed in the network past the client's timeout.
+fn delaying_proxy(to: u16) -> (u16, Arc<AtomicBool>, Arc<AtomicBool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (hold, release) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (h, r) = (Arc::clone(&hold), Arc::clone(&release));
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let server = TcpStream::connect(("127.0.0.1", to)).unwrap();
+            let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let (h, r) = (Arc::clone(&h), Arc::clone(&r));
+            std::thread::spawn(move || {
+                let (mut buf, mut kept) = ([0u8; 65536], None::<Vec<u8>>);
+                while let Ok(n @ 1..) = c_in.read(&mut buf) {
+                    let text = String::from_utf8_lossy(&buf[..n]);
+                    if kept.is_none() && text.contains("EVALSHA") && h.swap(false, Ordering::SeqCst)
+                    {
+                        kept = Some(Vec::new());
+                    }
+                    match &mut kept {
+                        Some(k) => k.extend_from_slice(&buf[..n]),
+                        None if s_out.write_all(&buf[..n]).is_err() => return,
+                        None => {}
+                    }
+                }
+                if let Some(k) = kept {
+                    while !r.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    let _ = s_out.write_all(&k);
+                    std::thread::sleep(Duration::from_secs(1)); // Redis runs it
+                }
+            });
+            let (mut s_in, mut c_out) = (server, client);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                while let Ok(n @ 1..) = s_in.read(&mut buf) {
+                    if c_out.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+                let _ = c_out.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    (port, hold, release)
+}
+
+/// An add that timed out, resent and refused as too large, leaves its
+/// first copy on its way: the number is given up, never used again. (It
+/// was given back, and the next take reused it: when the delayed add
+/// landed first, Redis answered the take as a repeat of the add, and
+/// the lease gained 20 units Redis never gave out.)
+#[test]
+fn an_add_refused_on_its_resend_never_lends_its_number_to_a_take() {
+    let server = Server::started("always");
+    let start = (1i64 << 53) - 10;
+    set_raw(
+        &server,
+        &format!("{PREFIX}{NAME}"),
+        &["SET", &start.to_string()],
+    );
+    let (port, hold, release) = delaying_proxy(server.port);
+    let url = format!("redis://127.0.0.1:{port}");
+    let p = FleetStock::new(&url, PREFIX, NAME, config(5)).unwrap();
+    assert_eq!(p.remaining().unwrap(), start); // connected, script loaded
+    hold.store(true, Ordering::SeqCst);
+    assert!(matches!(p.add(20), Err(FleetError::Redis(_))), "delayed");
+    assert!(
+        matches!(p.add(20), Err(FleetError::Invalid(_))),
+        "resent: too large"
+    );
+    let q = FleetStock::new(&server.url(), PREFIX, NAME, config(100)).unwrap();
+    q.try_sub(1).unwrap();
+    release.store(true, Ordering::SeqCst);
+    let deadline = Instant::now() + PATIENCE;
+    while remaining(&server) != start - 100 + 20 {
+        assert!(Instant::now() < deadline, "the delayed add never landed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // p's next take: what it holds came out of Redis.
+    let before = remaining(&server);
+    p.try_sub(1).unwrap();
+    assert_eq!(p.lease() as i64 + 1, before - remaining(&server));
+    assert_eq!(
+        p.stats().lost_ops,
+        0,
+        "a number given up is not a lost operation"
+    );
+}
+
+/// A flush that resends a return left in flight by a failed one counts
+/// those units in what it returned.
+#[test]
+fn a_flush_counts_the_units_of_a_return_it_resends() {
+    let mut server = Server::started("always");
+    let s = FleetStock::new(&server.url(), PREFIX, NAME, config(10)).unwrap();
+    s.add(100).unwrap();
+    s.try_sub(1).unwrap(); // a lease of 9
+    server.kill();
+    assert!(matches!(s.flush(), Err(FleetError::Redis(_))));
+    assert_eq!(s.stats().in_flight, 9);
+    server.start();
+    assert_eq!(s.flush().unwrap(), 9);
+    assert_eq!(remaining(&server), 99);
+}
+
 #[test]
 fn insufficient_only_when_lease_and_redis_are_both_short() {
     let server = Server::started("everysec");

@@ -24,21 +24,12 @@ impl Inner {
         // NOSCRIPT (Redis's script cache was flushed, or a promoted replica
         // never had the script): the script did not run, and `send` forgot
         // its hash on a connection it kept; the resend loads it again.
-        let r = match r {
+        match r {
             Err(FleetError::Redis(_)) if link.sha.is_none() && link.conn.is_some() => {
                 self.call_once(link, p, op)
             }
             r => r,
-        };
-        if let Err(FleetError::Invalid(_)) = r {
-            // An add refused as too large used no number: drop it, so it
-            // is neither resent nor seen as a lost operation.
-            let part = &mut link.parts[p];
-            debug_assert_eq!(op.seq, part.seq);
-            part.unresolved = None;
-            part.seq -= 1;
         }
-        r
     }
 
     /// One try of `op`'s script call on part `p`.
@@ -194,9 +185,11 @@ impl Inner {
                 )))
             }
             Some([code @ (0 | 1), amount, stock, lost]) => {
-                if *code == 1 && *lost > 0 {
+                let given_up = std::mem::take(&mut link.parts[p].given_up);
+                let lost = (*lost as u64).saturating_sub(given_up);
+                if *code == 1 && lost > 0 {
                     // Relaxed: a reporting tally.
-                    self.lost_ops.fetch_add(*lost as u64, Ordering::Relaxed);
+                    self.lost_ops.fetch_add(lost, Ordering::Relaxed);
                 }
                 Ok(Reply {
                     amount: *amount as u64,

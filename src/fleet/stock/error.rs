@@ -34,7 +34,9 @@ pub enum FleetError {
     /// [`FleetStock::new`](super::fleet_stock::FleetStock::new) (the
     /// message names the field), or an
     /// [`add`](super::fleet_stock::FleetStock::add) that would take the
-    /// stock to 2<sup>53</sup> or more (nothing was added).
+    /// stock to 2<sup>53</sup> or more (nothing was added by this request;
+    /// see [`add`](super::fleet_stock::FleetStock::add) for an earlier one
+    /// still on its way).
     Invalid(String),
 }
 

@@ -304,7 +304,9 @@ impl FleetStock {
     /// [`FleetError::Redis`] if Redis could not confirm it: the next call
     /// sends it again (it is applied once). [`FleetError::Invalid`] if the
     /// Redis total would reach 2<sup>53</sup> (what its script can hold
-    /// exactly); nothing is added. Units leased out are not in that total
+    /// exactly); nothing is added (but when that was the resend of an add
+    /// that had failed with [`FleetError::Redis`], the first request may
+    /// still be on its way and land once, if it fits then). Units leased out are not in that total
     /// and come back to it: keep the total plus every lease below
     /// 2<sup>53</sup>, as a return past it leaves the stock unreadable
     /// ([`FleetError::Corrupt`] on every call) until fixed by hand.

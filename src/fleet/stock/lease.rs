@@ -70,28 +70,46 @@ impl Inner {
     }
 
     /// Drains the lease and sends it back to the home part (after every
-    /// part's unresolved op).
+    /// part's unresolved op); the units returned, those of an earlier
+    /// return confirmed on the way included.
     pub(super) fn give_back(&self, link: &mut Link) -> Result<u64, FleetError> {
+        let mut returned = 0;
         for p in 0..link.parts.len() {
-            self.settle(link, p)?;
+            if let Some(op) = self.settle(link, p)? {
+                if matches!(op.kind, Kind::Return) {
+                    returned += op.amount;
+                }
+            }
         }
         let units = drain(&self.local);
         if units == 0 {
-            return Ok(0);
+            return Ok(returned);
         }
         let home = link.home();
         self.run(link, home, Kind::Return, units)?;
-        Ok(units)
+        Ok(returned + units)
     }
 
-    /// Sends part `p`'s unresolved operation, if any, until it is confirmed.
-    pub(super) fn settle(&self, link: &mut Link, p: usize) -> Result<(), FleetError> {
-        if let Some(op) = link.parts[p].unresolved {
-            let r = self.call(link, p, op)?;
+    /// Sends part `p`'s unresolved operation, if any, until it is
+    /// confirmed; that operation, if there was one.
+    pub(super) fn settle(&self, link: &mut Link, p: usize) -> Result<Option<Op>, FleetError> {
+        let settled = link.parts[p].unresolved;
+        if let Some(op) = settled {
+            let r = self.call(link, p, op);
+            if let Err(FleetError::Invalid(_)) = r {
+                // An add refused as too large on a resend: its first copy
+                // may still be on its way and land later, so its number is
+                // given up, not used again (a take under it would be
+                // answered as a repeat of the add: units from nowhere).
+                let part = &mut link.parts[p];
+                part.unresolved = None;
+                part.given_up += 1;
+            }
+            let r = r?;
             link.parts[p].unresolved = None;
             self.effect(op, &r);
         }
-        Ok(())
+        Ok(settled)
     }
 
     /// Runs a new operation on part `p` (after its unresolved one): the
@@ -113,7 +131,17 @@ impl Inner {
             amount,
         };
         part.unresolved = Some(op);
-        let r = self.call(link, p, op)?;
+        let r = self.call(link, p, op);
+        if let Err(FleetError::Invalid(_)) = r {
+            // An add refused as too large on its first send (a resend
+            // within `call` follows a send that never ran): no copy can
+            // come back, so the number is used again.
+            let part = &mut link.parts[p];
+            debug_assert_eq!(op.seq, part.seq);
+            part.unresolved = None;
+            part.seq -= 1;
+        }
+        let r = r?;
         link.parts[p].unresolved = None;
         self.effect(op, &r);
         Ok(r)

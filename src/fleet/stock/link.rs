@@ -38,6 +38,10 @@ pub(super) struct Part {
     pub(super) calls_key: Option<String>,
     pub(super) seq: u64,
     pub(super) unresolved: Option<Op>,
+    /// Numbers given up since the last applied operation (an add refused
+    /// as too large on a resend, whose first copy may still land): not
+    /// counted as lost when the next operation finds them skipped.
+    pub(super) given_up: u64,
 }
 
 impl Part {
@@ -49,6 +53,7 @@ impl Part {
             calls_key,
             seq: 0,
             unresolved: None,
+            given_up: 0,
         }
     }
 }
