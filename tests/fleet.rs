@@ -752,6 +752,44 @@ fn cached_reads_make_one_round_trip_and_match_the_exporter() {
     assert_eq!(one.total().unwrap().value, 5);
 }
 
+/// A key under the prefix whose name is not UTF-8 (another program's) is
+/// left out of `all()`; the others are read. (It failed every refresh.)
+#[test]
+fn all_leaves_out_a_key_whose_name_is_not_utf8() {
+    let server = Server::started("everysec");
+    let mut c = server.conn();
+    let _: () = redis::cmd("SET").arg("r:a").arg(5).query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&b"r:\xff"[..])
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    let reader = FleetReader::new(&server.url(), "r:", Duration::from_millis(1)).unwrap();
+    let all = reader.all();
+    assert_eq!(all.total().map(|r| r.value), Ok(5));
+}
+
+/// A kept connection the server closed meanwhile (its idle `timeout`, a
+/// restart; here `CLIENT KILL`) costs no refresh: the read is sent again
+/// on a fresh one. (It failed, and the values stayed a TTL older.)
+#[test]
+fn a_refresh_on_a_connection_the_server_closed_reads_on_a_fresh_one() {
+    let server = Server::started("everysec");
+    let mut c = server.conn();
+    let _: () = redis::cmd("SET").arg("r:k").arg(1).query(&mut c).unwrap();
+    let ttl = Duration::from_millis(10);
+    let reader = FleetReader::new(&server.url(), "r:", ttl).unwrap();
+    let k = reader.key("k");
+    assert_eq!(k.total().map(|r| r.value), Ok(1));
+    let _: () = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("r:k").arg(2).query(&mut c).unwrap();
+    std::thread::sleep(2 * ttl);
+    assert_eq!(k.total().map(|r| r.value), Ok(2));
+}
+
 #[test]
 fn redis_down_reads_return_the_last_values_with_their_age() {
     let mut server = Server::started("everysec");

@@ -1,7 +1,7 @@
 //! A key set's round trip on a Redis Cluster: one script call per bucket
 //! (`MGET` of its keys, one slot), all buckets in one cluster pipeline.
 
-use super::reply::{glob_escape, value_of, Failure, ALL_SCRIPT};
+use super::reply::{glob_escape, utf8_pairs, value_of, Failure, ALL_SCRIPT};
 use crate::export::redis_cluster::ClusterKeys;
 use redis::cluster::{ClusterClientBuilder, ClusterConnection};
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
@@ -70,11 +70,13 @@ pub(super) fn read_keys(
         let got: Vec<Option<String>> = redis::from_redis_value(reply).map_err(|e| Failure {
             message: format!("redis cluster: unexpected MGET reply ({e})"),
             answered: true,
+            closed: false,
         })?;
         if got.len() != g.len() {
             return Err(Failure {
                 message: format!("redis cluster: {} values for {} keys", got.len(), g.len()),
                 answered: true,
+                closed: false,
             });
         }
         for (&i, v) in g.iter().zip(got) {
@@ -102,16 +104,18 @@ pub(super) fn read_all(
         return Err(Failure {
             message: "redis cluster: unexpected reply to a script on every master".into(),
             answered: true,
+            closed: false,
         });
     };
     let mut out: Vec<(String, i64)> = Vec::new();
     for (_, listing) in per_node {
-        let flat: Vec<String> = redis::from_redis_value(listing).map_err(|e| Failure {
+        let flat: Vec<Vec<u8>> = redis::from_redis_value(listing).map_err(|e| Failure {
             message: format!("redis cluster: unexpected SCAN reply ({e})"),
             answered: true,
+            closed: false,
         })?;
-        for kv in flat.chunks_exact(2) {
-            let Some(name) = kv[0]
+        for (k, v) in utf8_pairs(flat) {
+            let Some(name) = k
                 .strip_prefix(keys.prefix())
                 .and_then(|rest| rest.split_once('}'))
                 .map(|(_, name)| name)
@@ -120,10 +124,10 @@ pub(super) fn read_all(
             };
             // Only a key where this layout puts it (not another bucket
             // count's, nor the sink's own records).
-            if name.starts_with(crate::export::RESERVED_PREFIX) || keys.key(name) != kv[0] {
+            if name.starts_with(crate::export::RESERVED_PREFIX) || keys.key(name) != k {
                 continue;
             }
-            if let Ok(v) = kv[1].parse() {
+            if let Ok(v) = v.parse() {
                 out.push((name.to_owned(), v));
             }
         }

@@ -226,7 +226,16 @@ impl FleetKeys {
     fn fetch(&self, r: &mut Refresh) {
         // Saturating: `as` would wrap a TTL past 584 years to a short one.
         let ttl = u64::try_from(self.server.ttl.as_nanos()).unwrap_or(u64::MAX);
-        let got = self.query(r);
+        let reused = r.conn.is_some();
+        let got = match self.query(r) {
+            // A kept connection the server closed meanwhile (its idle
+            // timeout, a restart): once more, on a fresh one.
+            Err(e) if reused && e.closed => {
+                r.conn = None;
+                self.query(r)
+            }
+            got => got,
+        };
         let now = self.now();
         match got {
             Ok(values) => {

@@ -2,7 +2,7 @@
 //! every key under the prefix (on a cluster, `cluster.rs`).
 
 use super::keys::{FleetKeys, Refresh};
-use super::reply::{glob_escape, value_of, Failure, ALL_SCRIPT};
+use super::reply::{glob_escape, utf8_pairs, value_of, Failure, ALL_SCRIPT};
 use super::server::{Backend, Conn};
 use crate::primitive::sync::atomic::Ordering;
 
@@ -60,17 +60,16 @@ impl FleetKeys {
             None => {
                 let pattern = format!("{}*", glob_escape(&s.prefix));
                 let reserved = format!("{}{}", s.prefix, crate::export::RESERVED_PREFIX);
-                let flat: Vec<String> = redis::cmd("EVAL")
+                let flat: Vec<Vec<u8>> = redis::cmd("EVAL")
                     .arg(ALL_SCRIPT)
                     .arg(0)
                     .arg(pattern)
                     .arg(reserved)
                     .query(conn)?;
-                let mut out: Vec<(String, i64)> = flat
-                    .chunks_exact(2)
-                    .filter_map(|kv| {
-                        let key = kv[0].strip_prefix(&s.prefix)?;
-                        Some((key.to_owned(), kv[1].parse().ok()?))
+                let mut out: Vec<(String, i64)> = utf8_pairs(flat)
+                    .filter_map(|(k, v)| {
+                        let key = k.strip_prefix(&s.prefix)?;
+                        Some((key.to_owned(), v.parse().ok()?))
                     })
                     .collect();
                 out.sort();

@@ -182,7 +182,8 @@ impl FleetReader {
     }
 
     /// Every integer key under the prefix (keys starting with
-    /// [`RESERVED_PREFIX`](crate::export::RESERVED_PREFIX) after it excluded),
+    /// [`RESERVED_PREFIX`](crate::export::RESERVED_PREFIX) after it, and
+    /// keys whose names are not UTF-8, excluded),
     /// found by a `SCAN` inside one script run: one round trip per refresh,
     /// but the server walks its whole keyspace meanwhile, so prefer
     /// [`keys`](Self::keys) on a large database. On a cluster, every

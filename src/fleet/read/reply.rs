@@ -13,21 +13,34 @@ pub(super) fn value_of(k: &str, full: &str, v: Option<String>) -> Result<(String
         Some(Err(_)) => Err(Failure {
             message: format!("{full} is not an integer"),
             answered: true,
+            closed: false,
         }),
     }
 }
 
-/// Why a fetch failed, and whether Redis answered (the connection is then
-/// in step and kept).
+/// The key-value pairs of `ALL_SCRIPT`'s flat listing whose key and
+/// value are both UTF-8: a key another program wrote with a name that is
+/// not is left out, as a value that is not an integer is.
+pub(super) fn utf8_pairs(flat: Vec<Vec<u8>>) -> impl Iterator<Item = (String, String)> {
+    let mut flat = flat.into_iter();
+    std::iter::from_fn(move || Some((flat.next()?, flat.next()?)))
+        .filter_map(|(k, v)| Some((String::from_utf8(k).ok()?, String::from_utf8(v).ok()?)))
+}
+
+/// Why a fetch failed, whether Redis answered (the connection is then
+/// in step and kept), and whether the connection was found closed (a
+/// server's idle timeout or restart: a fresh one may work at once).
 pub(super) struct Failure {
     pub(super) message: String,
     pub(super) answered: bool,
+    pub(super) closed: bool,
 }
 
 impl From<redis::RedisError> for Failure {
     fn from(e: redis::RedisError) -> Failure {
         Failure {
             answered: crate::export::redis::answered(&e),
+            closed: e.is_connection_dropped() && !e.is_timeout(),
             message: e.to_string(),
         }
     }
