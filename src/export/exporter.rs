@@ -560,7 +560,8 @@ impl Exporter {
     /// or `deadline` passes, retrying failed deliveries with back-off. It
     /// always tries at least one delivery, even past the deadline. Waits
     /// first for a pass the thread is running (bounded by the sink's
-    /// network timeouts), and a delivery in progress at the deadline is
+    /// network timeouts; on a Redis Cluster, see the `redis_cluster`
+    /// module's Timeouts), and a delivery in progress at the deadline is
     /// waited for too.
     ///
     /// # Errors

@@ -60,16 +60,35 @@
 //! 7.2's `WAITAOF` (the write on disk, not only in a replica's memory) is
 //! not offered yet.
 //!
+//! # Timeouts
+//!
+//! Every path over a cluster (this sink, [`FleetStock::cluster`],
+//! [`FleetReader::cluster`]) uses the `redis` crate's cluster client with
+//! its timeout as the connect and response timeout and two retries. So one
+//! call may take several times the timeout: a master that stops answering
+//! costs each retry a timeout and a reconnect (a reviewer measured 1 to 17
+//! s with a 300 ms timeout and a stopped master). And the client sends
+//! `READONLY` on each new node connection with no timeout at all (redis
+//! 1.2): a node that accepts a connection and then never answers blocks
+//! that call until it answers or the connection fails. Keep the exporter's
+//! thread, and any thread calling a cluster `FleetStock`, free to wait
+//! that long.
+//!
+//! [`FleetStock::cluster`]: crate::fleet::FleetStock::cluster
+//! [`FleetReader::cluster`]: crate::fleet::FleetReader::cluster
+//!
 //! # Reading the totals
 //!
 //! Counter `k`'s fleet total is the integer at [`ClusterKeys::key`]`(k)`.
 
 mod buckets;
+mod connect;
 mod keys;
 mod sink;
 mod slot;
 
 pub(crate) use slot::slot_of;
 
+pub(crate) use connect::{connect, Cluster};
 pub use keys::{ClusterKeys, MAX_BUCKETS};
 pub use sink::{Durability, RedisClusterSink, RedisClusterSinkError, Repairs};

@@ -2,10 +2,11 @@
 //! Redis Cluster.
 
 use super::buckets::{BucketLog, Sub};
+use super::connect::{connect, Cluster};
 use super::keys::ClusterKeys;
 use crate::export::redis::{answered, SCRIPT};
 use crate::export::sink::{Batch, Outcome, Sink, SinkError};
-use redis::cluster::{ClusterClientBuilder, ClusterConnection};
+use redis::cluster::ClusterClientBuilder;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
 use redis::{Cmd, FromRedisValue as _, Value};
 use std::fmt;
@@ -55,7 +56,7 @@ pub enum Durability {
 pub struct RedisClusterSink {
     nodes: Vec<String>,
     timeout: Duration,
-    conn: Option<ClusterConnection>,
+    conn: Option<Cluster>,
     sha: Option<String>,
     keys: ClusterKeys,
     writers_keys: Vec<String>,
@@ -289,16 +290,10 @@ impl RedisClusterSink {
         self.repairs.clone()
     }
 
-    fn connect(&mut self) -> Result<&mut ClusterConnection, redis::RedisError> {
+    fn connect(&mut self) -> Result<&mut Cluster, redis::RedisError> {
         if self.conn.is_none() {
-            // Few retries: the exporter retries with back-off, and the
-            // client's own would block on a dead master for seconds.
-            let client = ClusterClientBuilder::new(self.nodes.clone())
-                .connection_timeout(self.timeout)
-                .response_timeout(self.timeout)
-                .retries(2)
-                .build()?;
-            self.conn = Some(client.get_connection()?);
+            // The exporter retries with back-off (`connect`'s few retries).
+            self.conn = Some(connect(&self.nodes, self.timeout)?);
             self.sha = None;
         }
         let conn = self.conn.as_mut().expect("connected above");

@@ -2,8 +2,8 @@
 //! (`MGET` of its keys, one slot), all buckets in one cluster pipeline.
 
 use super::reply::{glob_escape, utf8_pairs, value_of, Failure, ALL_SCRIPT};
+use crate::export::redis_cluster::Cluster;
 use crate::export::redis_cluster::ClusterKeys;
-use redis::cluster::{ClusterClientBuilder, ClusterConnection};
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{Cmd, Value};
 use std::time::Duration;
@@ -14,21 +14,13 @@ const MGET: &str = "return redis.call('MGET', unpack(KEYS))";
 
 /// A new connection to the cluster (after any connection error: the sync
 /// cluster client keeps a dead master's address otherwise).
-pub(super) fn connect(
-    nodes: &[String],
-    timeout: Duration,
-) -> Result<ClusterConnection, redis::RedisError> {
-    ClusterClientBuilder::new(nodes.to_vec())
-        .connection_timeout(timeout)
-        .response_timeout(timeout)
-        .retries(2)
-        .build()?
-        .get_connection()
+pub(super) fn connect(nodes: &[String], timeout: Duration) -> Result<Cluster, redis::RedisError> {
+    crate::export::redis_cluster::connect(nodes, timeout)
 }
 
 /// Sends `cmds` in one cluster pipeline (every master at once); if a reply
 /// is an error (a redirect), each again on its own, following it.
-fn send(conn: &mut ClusterConnection, cmds: &[Cmd]) -> Result<Vec<Value>, redis::RedisError> {
+fn send(conn: &mut Cluster, cmds: &[Cmd]) -> Result<Vec<Value>, redis::RedisError> {
     let mut pipe = redis::cluster::cluster_pipe();
     for c in cmds {
         pipe.add_command(c.clone());
@@ -44,7 +36,7 @@ fn send(conn: &mut ClusterConnection, cmds: &[Cmd]) -> Result<Vec<Value>, redis:
 
 /// The values of `names`, in order (absent keys read 0).
 pub(super) fn read_keys(
-    conn: &mut ClusterConnection,
+    conn: &mut Cluster,
     keys: &ClusterKeys,
     names: &[String],
 ) -> Result<Vec<(String, i64)>, Failure> {
@@ -91,7 +83,7 @@ pub(super) fn read_keys(
 
 /// Every integer counter key of the layout, from every master's `SCAN`.
 pub(super) fn read_all(
-    conn: &mut ClusterConnection,
+    conn: &mut Cluster,
     keys: &ClusterKeys,
 ) -> Result<Vec<(String, i64)>, Failure> {
     let pattern = format!("{}\\{{*", glob_escape(keys.prefix()));

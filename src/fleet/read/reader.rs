@@ -78,7 +78,10 @@ impl FleetReader {
     /// `ttl`. A refresh reads each bucket's keys with one script call, all
     /// in one cluster pipeline: one round trip per master, to every master
     /// at once; redirects are followed and a failover's new topology is
-    /// learned by reconnecting. Connects lazily, per key set.
+    /// learned by reconnecting. Connects lazily, per key set. A refresh
+    /// may take several network timeouts (the client's retries), or wait
+    /// on a node that accepts connections but never answers (the cluster
+    /// module's [Timeouts](crate::export::redis_cluster#timeouts)).
     ///
     /// # Errors
     ///

@@ -33,5 +33,5 @@ pub(super) struct Server {
 pub(super) enum Conn {
     Single(Connection),
     #[cfg(feature = "redis-cluster")]
-    Cluster(Box<redis::cluster::ClusterConnection>),
+    Cluster(Box<crate::export::redis_cluster::Cluster>),
 }

@@ -22,7 +22,10 @@ pub struct FleetStockConfig {
     pub idle: Duration,
     /// Connect, read and write timeout of each Redis call; must not be
     /// zero ([`FleetStock::new`](super::fleet_stock::FleetStock::new)
-    /// refuses it).
+    /// refuses it). On a Redis Cluster a call may take several times it,
+    /// and a node that accepts connections but never answers blocks it
+    /// (see the cluster module's
+    /// [Timeouts](crate::export::redis_cluster#timeouts)).
     pub timeout: Duration,
 }
 

@@ -26,7 +26,7 @@ pub(super) enum Place {
 pub(super) enum Conn {
     Single(Connection),
     #[cfg(feature = "redis-cluster")]
-    Cluster(Box<redis::cluster::ClusterConnection>),
+    Cluster(Box<crate::export::redis_cluster::Cluster>),
 }
 
 /// One part of the stock: its keys, and this token's numbering there (each
@@ -181,12 +181,7 @@ impl Link {
                 }
                 #[cfg(feature = "redis-cluster")]
                 Place::Cluster { nodes, .. } => Conn::Cluster(Box::new(
-                    redis::cluster::ClusterClientBuilder::new(nodes.clone())
-                        .connection_timeout(timeout)
-                        .response_timeout(timeout)
-                        .retries(2)
-                        .build()?
-                        .get_connection()?,
+                    crate::export::redis_cluster::connect(nodes, timeout)?,
                 )),
             });
             self.sha = None;
