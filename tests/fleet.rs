@@ -497,8 +497,10 @@ fn a_lost_take_reply_never_doubles_the_lease() {
 /// A proxy to `to` that, once armed (`hold`), keeps the next request
 /// holding an EVALSHA, and what follows it on that connection, until
 /// `release`, then sends them on its upstream connection, still open: a
-/// request delayed in the network past the client's timeout.
-fn delaying_proxy(to: u16) -> (u16, Arc<AtomicBool>, Arc<AtomicBool>) {
+/// request delayed in the network past the client's timeout. With
+/// `close`, it also closes the client's side as it keeps the request (the
+/// client finds its connection closed, and resends at once).
+fn delaying_proxy(to: u16, close: bool) -> (u16, Arc<AtomicBool>, Arc<AtomicBool>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (hold, release) = (
@@ -519,6 +521,9 @@ fn delaying_proxy(to: u16) -> (u16, Arc<AtomicBool>, Arc<AtomicBool>) {
                     if kept.is_none() && text.contains("EVALSHA") && h.swap(false, Ordering::SeqCst)
                     {
                         kept = Some(Vec::new());
+                        if close {
+                            let _ = c_in.shutdown(std::net::Shutdown::Both);
+                        }
                     }
                     match &mut kept {
                         Some(k) => k.extend_from_slice(&buf[..n]),
@@ -549,13 +554,65 @@ fn delaying_proxy(to: u16) -> (u16, Arc<AtomicBool>, Arc<AtomicBool>) {
     (port, hold, release)
 }
 
-/// An add that timed out, resent and refused as too large, leaves its
-/// first copy on its way: the number is given up, never used again. (It
-/// was given back, and the next take reused it: when the delayed add
-/// landed first, Redis answered the take as a repeat of the add, and
-/// the lease gained 20 units Redis never gave out.)
+/// An add refused as too large gives its number up, never used again:
+/// an earlier copy may still land. Twice: the first request times out and
+/// the next call's resend is refused; the connection is found closed and
+/// the same call's resend is refused. (The number was given back, and the
+/// next take reused it: when the delayed add landed first, Redis answered
+/// the take as a repeat of the add, and the lease gained 20 units Redis
+/// never gave out.)
 #[test]
-fn an_add_refused_on_its_resend_never_lends_its_number_to_a_take() {
+fn an_add_refused_as_too_large_never_lends_its_number_to_a_take() {
+    for close in [false, true] {
+        let server = Server::started("always");
+        let start = (1i64 << 53) - 10;
+        set_raw(
+            &server,
+            &format!("{PREFIX}{NAME}"),
+            &["SET", &start.to_string()],
+        );
+        let (port, hold, release) = delaying_proxy(server.port, close);
+        let url = format!("redis://127.0.0.1:{port}");
+        let p = FleetStock::new(&url, PREFIX, NAME, config(5)).unwrap();
+        assert_eq!(p.remaining().unwrap(), start); // connected, script loaded
+        hold.store(true, Ordering::SeqCst);
+        if !close {
+            assert!(matches!(p.add(20), Err(FleetError::Redis(_))), "delayed");
+        }
+        assert!(
+            matches!(p.add(20), Err(FleetError::Invalid(_))),
+            "resent: too large"
+        );
+        let q = FleetStock::new(&server.url(), PREFIX, NAME, config(100)).unwrap();
+        q.try_sub(1).unwrap();
+        release.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + PATIENCE;
+        while remaining(&server) != start - 100 + 20 {
+            assert!(Instant::now() < deadline, "the delayed add never landed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // p's next take: what it holds came out of Redis.
+        let before = remaining(&server);
+        p.try_sub(1).unwrap();
+        assert_eq!(
+            p.lease() as i64 + 1,
+            before - remaining(&server),
+            "close: {close}"
+        );
+        assert_eq!(
+            p.stats().lost_ops,
+            0,
+            "a number given up is not a lost operation"
+        );
+    }
+}
+
+/// A flush whose resend of a failed add is refused as too large still
+/// returns the lease, reports the refusal, and the next flush counts the
+/// units. (It stopped at the add: the lease stayed, and a drop, which
+/// tries once, stranded it.)
+#[test]
+fn a_flush_returns_the_lease_past_a_resent_add_refused_as_too_large() {
     let server = Server::started("always");
     let start = (1i64 << 53) - 10;
     set_raw(
@@ -563,33 +620,16 @@ fn an_add_refused_on_its_resend_never_lends_its_number_to_a_take() {
         &format!("{PREFIX}{NAME}"),
         &["SET", &start.to_string()],
     );
-    let (port, hold, release) = delaying_proxy(server.port);
+    let (port, hold, _release) = delaying_proxy(server.port, false);
     let url = format!("redis://127.0.0.1:{port}");
     let p = FleetStock::new(&url, PREFIX, NAME, config(5)).unwrap();
-    assert_eq!(p.remaining().unwrap(), start); // connected, script loaded
+    p.try_sub(1).unwrap(); // a lease of 4
     hold.store(true, Ordering::SeqCst);
     assert!(matches!(p.add(20), Err(FleetError::Redis(_))), "delayed");
-    assert!(
-        matches!(p.add(20), Err(FleetError::Invalid(_))),
-        "resent: too large"
-    );
-    let q = FleetStock::new(&server.url(), PREFIX, NAME, config(100)).unwrap();
-    q.try_sub(1).unwrap();
-    release.store(true, Ordering::SeqCst);
-    let deadline = Instant::now() + PATIENCE;
-    while remaining(&server) != start - 100 + 20 {
-        assert!(Instant::now() < deadline, "the delayed add never landed");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    // p's next take: what it holds came out of Redis.
-    let before = remaining(&server);
-    p.try_sub(1).unwrap();
-    assert_eq!(p.lease() as i64 + 1, before - remaining(&server));
-    assert_eq!(
-        p.stats().lost_ops,
-        0,
-        "a number given up is not a lost operation"
-    );
+    assert!(matches!(p.flush(), Err(FleetError::Invalid(_))));
+    assert_eq!((p.lease(), p.stats().in_flight), (0, 0));
+    assert_eq!(remaining(&server), start - 1);
+    assert_eq!(p.flush(), Ok(4));
 }
 
 /// A flush that resends a return left in flight by a failed one counts
@@ -767,6 +807,23 @@ fn all_leaves_out_a_key_whose_name_is_not_utf8() {
     let reader = FleetReader::new(&server.url(), "r:", Duration::from_millis(1)).unwrap();
     let all = reader.all();
     assert_eq!(all.total().map(|r| r.value), Ok(5));
+}
+
+/// A key of a fixed set whose value is not UTF-8 fails the set naming
+/// that key, as any value that is not an integer does (it failed with a
+/// decoding error naming none).
+#[test]
+fn a_value_that_is_not_utf8_names_its_key() {
+    let server = Server::started("everysec");
+    let mut c = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("r:k")
+        .arg(&b"\xff"[..])
+        .query(&mut c)
+        .unwrap();
+    let reader = FleetReader::new(&server.url(), "r:", Duration::from_millis(1)).unwrap();
+    let e = reader.key("k").total().unwrap_err();
+    assert!(e.to_string().contains("r:k is not an integer"), "{e}");
 }
 
 /// A kept connection the server closed meanwhile (its idle `timeout`, a

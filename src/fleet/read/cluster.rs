@@ -59,7 +59,7 @@ pub(super) fn read_keys(
     let replies = send(conn, &cmds)?;
     let mut out: Vec<Option<(String, i64)>> = vec![None; names.len()];
     for (g, reply) in groups.iter().zip(replies) {
-        let got: Vec<Option<String>> = redis::from_redis_value(reply).map_err(|e| Failure {
+        let got: Vec<Option<Vec<u8>>> = redis::from_redis_value(reply).map_err(|e| Failure {
             message: format!("redis cluster: unexpected MGET reply ({e})"),
             answered: true,
             closed: false,

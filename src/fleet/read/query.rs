@@ -51,7 +51,7 @@ impl FleetKeys {
                 let full: Vec<String> = keys.iter().map(|k| format!("{}{k}", s.prefix)).collect();
                 // As strings: one value that is not an integer names its
                 // key (decoding all as integers fails the set, nameless).
-                let got: Vec<Option<String>> = redis::cmd("MGET").arg(&full).query(conn)?;
+                let got: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(&full).query(conn)?;
                 keys.iter()
                     .zip(got)
                     .map(|(k, v)| value_of(k, &format!("{}{k}", s.prefix), v))

@@ -5,9 +5,16 @@
 /// `ARGV[1]` the SCAN pattern, `ARGV[2]` the reserved prefix to skip.
 pub(super) const ALL_SCRIPT: &str = include_str!("../scripts/all.lua");
 
-/// Key `k`'s value as read from `full` (absent: 0).
-pub(super) fn value_of(k: &str, full: &str, v: Option<String>) -> Result<(String, i64), Failure> {
-    match v.map(|v| v.parse::<i64>()) {
+/// Key `k`'s value as read from `full` (absent: 0). Bytes, so that a
+/// value that is not UTF-8 names its key as any other non-integer does.
+pub(super) fn value_of(k: &str, full: &str, v: Option<Vec<u8>>) -> Result<(String, i64), Failure> {
+    let parse = |v: Vec<u8>| {
+        String::from_utf8(v)
+            .ok()
+            .and_then(|v| v.parse::<i64>().ok())
+            .ok_or(())
+    };
+    match v.map(parse) {
         None => Ok((k.to_owned(), 0)),
         Some(Ok(v)) => Ok((k.to_owned(), v)),
         Some(Err(_)) => Err(Failure {

@@ -24,12 +24,24 @@ impl Inner {
         // NOSCRIPT (Redis's script cache was flushed, or a promoted replica
         // never had the script): the script did not run, and `send` forgot
         // its hash on a connection it kept; the resend loads it again.
-        match r {
+        let r = match r {
             Err(FleetError::Redis(_)) if link.sha.is_none() && link.conn.is_some() => {
                 self.call_once(link, p, op)
             }
             r => r,
+        };
+        if let Err(FleetError::Invalid(_)) = r {
+            // An add refused as too large: resolved, and its number given
+            // up, never used again. An earlier copy of it (a send that
+            // timed out, a connection dropped under it, a cluster client's
+            // own resend) may still land later; a take under the same
+            // number would be answered as a repeat of that add (units from
+            // nowhere).
+            let part = &mut link.parts[p];
+            part.unresolved = None;
+            part.given_up += 1;
         }
+        r
     }
 
     /// One try of `op`'s script call on part `p`.

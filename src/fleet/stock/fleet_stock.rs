@@ -302,11 +302,13 @@ impl FleetStock {
     /// # Errors
     ///
     /// [`FleetError::Redis`] if Redis could not confirm it: the next call
-    /// sends it again (it is applied once). [`FleetError::Invalid`] if the
+    /// sends it again (applied at most once). [`FleetError::Invalid`] if the
     /// Redis total would reach 2<sup>53</sup> (what its script can hold
-    /// exactly); nothing is added (but when that was the resend of an add
-    /// that had failed with [`FleetError::Redis`], the first request may
-    /// still be on its way and land once, if it fits then). Units leased out are not in that total
+    /// exactly): this request added nothing, but an earlier request of
+    /// the same add (one that failed with [`FleetError::Redis`], or one a
+    /// lost connection left queued) may still land once, if it fits then.
+    /// An add that failed with `Redis` is resent by the next call, which
+    /// reports such a refusal as its own `Invalid`. Units leased out are not in that total
     /// and come back to it: keep the total plus every lease below
     /// 2<sup>53</sup>, as a return past it leaves the stock unreadable
     /// ([`FleetError::Corrupt`] on every call) until fixed by hand.
@@ -329,12 +331,16 @@ impl FleetStock {
     }
 
     /// Gives the whole lease back to Redis now, after resending any
-    /// unconfirmed operation. Returns the units returned.
+    /// unconfirmed operation. Returns the units returned since the last
+    /// `flush` that returned `Ok` (a failed one may have confirmed some).
     ///
     /// # Errors
     ///
     /// [`FleetError::Redis`] if Redis could not confirm it; the units stay
     /// in flight and the next call sends the same return again.
+    /// [`FleetError::Invalid`] if an [`add`](Self::add) that had failed
+    /// was refused as too large when resent here: the lease was still
+    /// returned (its units count in the next `Ok`).
     ///
     /// ```no_run
     /// # use shardcount::fleet::{FleetStock, FleetStockConfig};

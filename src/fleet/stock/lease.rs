@@ -70,24 +70,31 @@ impl Inner {
     }
 
     /// Drains the lease and sends it back to the home part (after every
-    /// part's unresolved op); the units returned, those of an earlier
-    /// return confirmed on the way included.
+    /// part's unresolved op); the units returned since the last call that
+    /// succeeded, those of an earlier return confirmed on the way included.
+    /// An unresolved add refused as too large (given up) does not stop the
+    /// return: its error comes after it, and the units wait for the next
+    /// call that succeeds.
     pub(super) fn give_back(&self, link: &mut Link) -> Result<u64, FleetError> {
-        let mut returned = 0;
+        let mut refused = None;
         for p in 0..link.parts.len() {
-            if let Some(op) = self.settle(link, p)? {
-                if matches!(op.kind, Kind::Return) {
-                    returned += op.amount;
-                }
+            match self.settle(link, p) {
+                Ok(Some(op)) if matches!(op.kind, Kind::Return) => link.unreported += op.amount,
+                Ok(_) => {}
+                Err(e @ FleetError::Invalid(_)) => refused = Some(e),
+                Err(e) => return Err(e),
             }
         }
         let units = drain(&self.local);
-        if units == 0 {
-            return Ok(returned);
+        if units > 0 {
+            let home = link.home();
+            self.run(link, home, Kind::Return, units)?;
+            link.unreported += units;
         }
-        let home = link.home();
-        self.run(link, home, Kind::Return, units)?;
-        Ok(returned + units)
+        match refused {
+            Some(e) => Err(e),
+            None => Ok(std::mem::take(&mut link.unreported)),
+        }
     }
 
     /// Sends part `p`'s unresolved operation, if any, until it is
@@ -95,17 +102,7 @@ impl Inner {
     pub(super) fn settle(&self, link: &mut Link, p: usize) -> Result<Option<Op>, FleetError> {
         let settled = link.parts[p].unresolved;
         if let Some(op) = settled {
-            let r = self.call(link, p, op);
-            if let Err(FleetError::Invalid(_)) = r {
-                // An add refused as too large on a resend: its first copy
-                // may still be on its way and land later, so its number is
-                // given up, not used again (a take under it would be
-                // answered as a repeat of the add: units from nowhere).
-                let part = &mut link.parts[p];
-                part.unresolved = None;
-                part.given_up += 1;
-            }
-            let r = r?;
+            let r = self.call(link, p, op)?;
             link.parts[p].unresolved = None;
             self.effect(op, &r);
         }
@@ -131,17 +128,7 @@ impl Inner {
             amount,
         };
         part.unresolved = Some(op);
-        let r = self.call(link, p, op);
-        if let Err(FleetError::Invalid(_)) = r {
-            // An add refused as too large on its first send (a resend
-            // within `call` follows a send that never ran): no copy can
-            // come back, so the number is used again.
-            let part = &mut link.parts[p];
-            debug_assert_eq!(op.seq, part.seq);
-            part.unresolved = None;
-            part.seq -= 1;
-        }
-        let r = r?;
+        let r = self.call(link, p, op)?;
         link.parts[p].unresolved = None;
         self.effect(op, &r);
         Ok(r)

@@ -23,10 +23,9 @@
 //!   script answers a repeated number with the recorded amount and changes
 //!   nothing, so a retried take grants once and a retried return adds once.
 //!   The record keeps only the last number: a token has at most one
-//!   operation outstanding, so no older one can come back. A number is
-//!   used again only after an add refused as too large on its first send
-//!   (no copy of it is left anywhere); refused on a resend, its first copy
-//!   may still land, so the number is given up (`Part::given_up`).
+//!   operation outstanding, so no older one can come back. An add refused
+//!   as too large gives its number up (`Part::given_up`), never used
+//!   again: an earlier copy of it may still land.
 //! * Returns take the whole lease out of `local` first (`drain`), then send
 //!   it; until confirmed those units are in flight (in neither place).
 //! * The idle worker (`worker::Worker`) returns the lease when `local`
