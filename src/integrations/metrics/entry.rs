@@ -32,12 +32,13 @@
 //!   `deferred_absolute`, which the same fold passes on after the call
 //!   returns (a few rounds; the rest goes to the next fold). The marks
 //!   are a stack: folds nest when a key's recorder sets another key.
-//! * A thread inside any fold never waits for another key's fold lock
-//!   ([`fold_lock`]): another thread may hold it and wait, from inside
-//!   its own fold, for a lock this thread holds (each key's recorder
-//!   setting the other's key). It only tries that lock, and when it is
-//!   taken, registers and defers as for its own key: the fold in progress
-//!   or the next one hands the value on.
+//! * A thread inside any fold waits for another key's fold lock only
+//!   [`FOLD_WAIT`] ([`fold_lock`]): another thread may hold it and wait,
+//!   from inside its own fold, for a lock this thread holds (each key's
+//!   recorder setting the other's key). Past that it registers and defers
+//!   as for its own key: the fold in progress or the next one hands the
+//!   value on, after taking the key's delta again (so the increments
+//!   counted before a deferred `absolute` go first).
 //! * A `Local` has `owner` (the id of the thread whose cache holds it, from
 //!   a process-wide sequence, never reused; 0 once retired) and `own`, which
 //!   only the owner writes. An increment from any other thread (the handle
@@ -190,18 +191,36 @@ pub(super) fn folding(entry: *const ()) -> bool {
 
 /// `entry`'s fold lock `m`, or `None` where waiting for it could
 /// deadlock: this thread holds it ([`folding`] `entry`), or holds another
-/// entry's and `m` is taken (its holder may be waiting, from inside its
-/// own fold, for a lock this thread holds). With `None` the caller leaves
-/// its work to the entry's fold in progress or the next one.
+/// entry's and `m` stays taken for [`FOLD_WAIT`] (its holder may be
+/// waiting, from inside its own fold, for a lock this thread holds). With
+/// `None` the caller leaves its work to the entry's fold in progress or
+/// the next one.
 pub(super) fn fold_lock<'a, T>(entry: *const (), m: &'a Mutex<T>) -> Option<MutexGuard<'a, T>> {
     if folding(entry) {
         return None;
     }
-    if FOLDS.try_with(Cell::get).unwrap_or(0) > 0 {
-        return try_lock(m);
+    if FOLDS.try_with(Cell::get).unwrap_or(0) == 0 {
+        return Some(lock(m));
     }
-    Some(lock(m))
+    let start = Instant::now();
+    loop {
+        if let Some(held) = try_lock(m) {
+            return Some(held);
+        }
+        // Loom: no waiting (its models never nest folds).
+        if cfg!(shardcount_loom) || start.elapsed() >= FOLD_WAIT {
+            return None;
+        }
+        std::thread::yield_now();
+    }
 }
+
+/// How long a thread inside a fold waits for another key's fold lock
+/// before it defers instead. A fold usually holds a lock for one call into
+/// the recorder underneath, far shorter; waiting keeps a deferred
+/// `absolute` from being passed on after increments the same thread made
+/// after it (a fold passes on the delta, then the `absolute`).
+const FOLD_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How many times a fold passes on what the recorder underneath deferred
 /// from inside it (each pass may defer more) before it leaves the rest to
@@ -326,6 +345,32 @@ impl<I: Inner> Entry<I> {
         &'a self,
         mut folded: MutexGuard<'a, Folded<I>>,
     ) -> MutexGuard<'a, Folded<I>> {
+        self.hand_delta_then(&mut folded, self.take_deferred());
+        // An `absolute` deferred meanwhile (made from inside the calls
+        // above, or by a thread inside another key's fold) is passed on
+        // now, after the delta counted before it: each round takes the
+        // delta again first.
+        for _ in 0..DEFERRED_ROUNDS {
+            let absolute = self.take_deferred();
+            if absolute == 0 {
+                break;
+            }
+            self.hand_delta_then(&mut folded, absolute);
+        }
+        folded
+    }
+
+    /// The deferred `absolute` (0: none), cleared.
+    fn take_deferred(&self) -> u64 {
+        // Acquire: pairs with `defer_absolute`'s Release, so the delta
+        // taken after this holds every increment made before the deferral.
+        self.deferred_absolute
+            .swap(0, std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Takes the key's delta (the counter's, and each listed handle's
+    /// growth) and hands it to the inner counter, then `absolute` if not 0.
+    fn hand_delta_then(&self, folded: &mut Folded<I>, absolute: u64) {
         let mut delta = match &self.counter {
             Backing::Exact(c) => c.take(),
             Backing::Rough(c) => {
@@ -344,65 +389,41 @@ impl<I: Inner> Entry<I> {
             *seen = word;
             !retired
         });
-        // Relaxed: only the value matters (a `fetch_max` and this swap: none
-        // is lost); a value deferred after it goes to the next fold.
-        let absolute = self
-            .deferred_absolute
-            .swap(0, std::sync::atomic::Ordering::Relaxed);
-        if delta != 0 || absolute != 0 {
-            let added = std::cell::Cell::new(delta == 0);
-            let hand = |i: &mut I| {
-                if delta != 0 {
-                    i.add(delta);
-                    added.set(true);
-                }
-                if absolute != 0 {
-                    i.absolute(absolute);
-                }
-            };
-            // A panic puts back what was not handed on (the call that
-            // panicked counted as not handed): the next fold renews and
-            // hands it on.
-            let undo = || {
-                if !added.get() {
-                    self.add(delta);
-                }
-                if absolute != 0 {
-                    self.defer_absolute(absolute);
-                }
-            };
-            hand_on(std::ptr::from_ref(self).cast(), &mut *folded, hand, undo);
-            folded.moved = true;
+        if delta == 0 && absolute == 0 {
+            return;
         }
-        // An `absolute` made from inside the calls above (deferred: this
-        // thread holds the lock) follows the delta handed there and comes
-        // before any later one: passed on now.
-        for _ in 0..DEFERRED_ROUNDS {
-            // Relaxed: as above.
-            let absolute = self
-                .deferred_absolute
-                .swap(0, std::sync::atomic::Ordering::Relaxed);
-            if absolute == 0 {
-                break;
+        let added = std::cell::Cell::new(delta == 0);
+        let hand = |i: &mut I| {
+            if delta != 0 {
+                i.add(delta);
+                added.set(true);
             }
-            hand_on(
-                std::ptr::from_ref(self).cast(),
-                &mut *folded,
-                |i| i.absolute(absolute),
-                || self.defer_absolute(absolute),
-            );
-        }
-        folded
+            if absolute != 0 {
+                i.absolute(absolute);
+            }
+        };
+        // A panic puts back what was not handed on (the call that panicked
+        // counted as not handed): the next fold renews and hands it on.
+        let undo = || {
+            if !added.get() {
+                self.add(delta);
+            }
+            if absolute != 0 {
+                self.defer_absolute(absolute);
+            }
+        };
+        hand_on(std::ptr::from_ref(self).cast(), folded, hand, undo);
+        folded.moved = true;
     }
 
-    /// Keeps `value` for the next fold to pass on as an `absolute` (the
-    /// largest, if several): for an `absolute` made while this thread folds
-    /// the entry, whose lock it cannot take again.
+    /// Keeps `value` for the entry's fold in progress or its next one to
+    /// pass on as an `absolute` (the largest, if several): for an
+    /// `absolute` whose fold lock could not be taken (`fold_lock`).
     pub(super) fn defer_absolute(&self, value: u64) {
-        // Relaxed: the next fold on this thread, or after it through the
-        // fold lock, reads it.
+        // Release: the fold that takes it (Acquire) then takes every
+        // increment made before it.
         self.deferred_absolute
-            .fetch_max(value, std::sync::atomic::Ordering::Relaxed);
+            .fetch_max(value, std::sync::atomic::Ordering::Release);
     }
 }
 

@@ -55,9 +55,12 @@
 //! * gauges and descriptions go straight to the inner recorder;
 //! * the inner recorder may count its own work through the facade (a
 //!   `counter!`, `absolute` or `histogram!` call from inside the calls the
-//!   layer makes on its handles, on any key): such a call never waits for
-//!   a fold in progress, and what it records is handed on by that key's
-//!   fold in progress or its next one.
+//!   layer makes on its handles, on any key): such a call never deadlocks.
+//!   On the key being folded, or on a key another thread has been folding
+//!   for 50 ms (it may be waiting for this one), it leaves what it records
+//!   to that key's fold in progress or its next one, which hands on the
+//!   increments counted before an `absolute` first; increments made right
+//!   after such an `absolute` may then reach the inner counter before it.
 //!
 //! ```
 //! use metrics_exporter_prometheus::PrometheusBuilder;

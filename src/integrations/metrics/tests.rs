@@ -814,9 +814,8 @@ mod panics {
 mod reentry {
     use super::super::{ShardedLayer, ShardedRecorder};
     use ::metrics::{Counter, CounterFn, Histogram, Key, Recorder};
-
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    use std::sync::{mpsc, Arc};
+    use std::sync::{mpsc, Arc, Mutex};
     use std::time::Duration;
 
     /// Every counter adds what it is handed to one total, and counts the
@@ -1127,6 +1126,102 @@ mod reentry {
         on_two_threads(&r, (0, 0), |key, _| ::metrics::histogram!(key).record(-5.0));
         r.flush();
         assert_eq!((words[0].load(Relaxed), words[1].load(Relaxed)), (2, 2));
+    }
+
+    /// Inner counters with `set` semantics for `absolute`. Key `b`'s first
+    /// `increment` (a fold's add) signals `in_b` and waits for `go`. Key
+    /// `a`'s first `absolute` runs, through the facade, `b += 5; b = 10`,
+    /// then sends `go`.
+    struct Gate {
+        b: Arc<AtomicU64>,
+        in_b: Mutex<Option<mpsc::Sender<()>>>,
+        go: Arc<Mutex<Option<mpsc::Receiver<()>>>>,
+        go_tx: Arc<Mutex<Option<mpsc::Sender<()>>>>,
+    }
+    struct BInner {
+        word: Arc<AtomicU64>,
+        in_b: Mutex<Option<mpsc::Sender<()>>>,
+        go: Arc<Mutex<Option<mpsc::Receiver<()>>>>,
+    }
+    impl CounterFn for BInner {
+        fn increment(&self, n: u64) {
+            self.word.fetch_add(n, Relaxed);
+            if let Some(tx) = self.in_b.lock().unwrap().take() {
+                tx.send(()).unwrap();
+                let rx = self.go.lock().unwrap().take().unwrap();
+                rx.recv().unwrap();
+            }
+        }
+        fn absolute(&self, v: u64) {
+            self.word.store(v, Relaxed);
+        }
+    }
+    struct AInner {
+        go_tx: Arc<Mutex<Option<mpsc::Sender<()>>>>,
+    }
+    impl CounterFn for AInner {
+        fn increment(&self, _: u64) {}
+        fn absolute(&self, _: u64) {
+            if let Some(tx) = self.go_tx.lock().unwrap().take() {
+                ::metrics::counter!("b").increment(5);
+                ::metrics::counter!("b").absolute(10);
+                tx.send(()).unwrap();
+            }
+        }
+    }
+    recorder!(Gate, |this, key|
+        counter: if key.name() == "b" {
+            Counter::from_arc(Arc::new(BInner {
+                word: Arc::clone(&this.b),
+                in_b: Mutex::new(this.in_b.lock().unwrap().take()),
+                go: Arc::clone(&this.go),
+            }))
+        } else {
+            Counter::from_arc(Arc::new(AInner { go_tx: Arc::clone(&this.go_tx) }))
+        },
+        histogram: Histogram::noop(),
+    );
+
+    /// Program order on one thread (from inside `a`'s fold): `b += 5`, then
+    /// `b = 10`, while a flush on another thread folds `b` and waits for
+    /// the first thread: the `absolute` is deferred, and the fold in
+    /// progress hands on the +5 before it, so `b` ends at 10 (it handed
+    /// the +5 in the next fold, after the `absolute`: 15).
+    #[test]
+    fn an_absolute_deferred_behind_another_threads_fold_follows_the_increments_before_it() {
+        let b = Arc::new(AtomicU64::new(0));
+        let (in_tx, in_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel();
+        let r = Arc::new(
+            ShardedLayer::new()
+                .with_interval(Duration::from_secs(3600))
+                .wrap(Gate {
+                    b: Arc::clone(&b),
+                    in_b: Mutex::new(Some(in_tx)),
+                    go: Arc::new(Mutex::new(Some(go_rx))),
+                    go_tx: Arc::new(Mutex::new(Some(go_tx))),
+                }),
+        );
+        ::metrics::with_local_recorder(&*r, || ::metrics::counter!("b").increment(1));
+        let flusher = {
+            let r = Arc::clone(&r);
+            std::thread::spawn(move || r.flush())
+        };
+        in_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("flush folding b");
+        let (done_tx, done_rx) = mpsc::channel();
+        {
+            let r = Arc::clone(&r);
+            std::thread::spawn(move || {
+                ::metrics::with_local_recorder(&*r, || ::metrics::counter!("a").absolute(1));
+                done_tx.send(()).unwrap();
+            });
+        }
+        done_rx.recv_timeout(Duration::from_secs(60)).expect("hung");
+        flusher.join().unwrap();
+        r.flush();
+        assert_eq!(b.load(Relaxed), 10, "b += 5; b = 10 must leave b at 10");
     }
 
     /// A key registered from inside its own fold by a thread that lives on
