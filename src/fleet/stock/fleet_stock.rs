@@ -331,8 +331,11 @@ impl FleetStock {
     }
 
     /// Gives the whole lease back to Redis now, after resending any
-    /// unconfirmed operation. Returns the units returned since the last
-    /// `flush` that returned `Ok` (a failed one may have confirmed some).
+    /// unconfirmed operation. Returns the units this call saw confirmed
+    /// returned: the lease, and an earlier return it resent (one that a
+    /// failed `flush` left in flight). Units returned otherwise (by the
+    /// idle worker, by a take that resent a return, by a call that then
+    /// failed) count only in [`stats`](Self::stats)' `returned`.
     ///
     /// # Errors
     ///
@@ -340,7 +343,7 @@ impl FleetStock {
     /// in flight and the next call sends the same return again.
     /// [`FleetError::Invalid`] if an [`add`](Self::add) that had failed
     /// was refused as too large when resent here: the lease was still
-    /// returned (its units count in the next `Ok`).
+    /// returned.
     ///
     /// ```no_run
     /// # use shardcount::fleet::{FleetStock, FleetStockConfig};

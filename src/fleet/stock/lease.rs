@@ -70,16 +70,15 @@ impl Inner {
     }
 
     /// Drains the lease and sends it back to the home part (after every
-    /// part's unresolved op); the units returned since the last call that
-    /// succeeded, those of an earlier return confirmed on the way included.
-    /// An unresolved add refused as too large (given up) does not stop the
-    /// return: its error comes after it, and the units wait for the next
-    /// call that succeeds.
+    /// part's unresolved op); the units this call saw confirmed returned,
+    /// an earlier return it resent included. An unresolved add refused as
+    /// too large (given up) does not stop the return: its error comes
+    /// after it (the units show in the stats only, as after any error).
     pub(super) fn give_back(&self, link: &mut Link) -> Result<u64, FleetError> {
-        let mut refused = None;
+        let (mut returned, mut refused) = (0, None);
         for p in 0..link.parts.len() {
             match self.settle(link, p) {
-                Ok(Some(op)) if matches!(op.kind, Kind::Return) => link.unreported += op.amount,
+                Ok(Some(op)) if matches!(op.kind, Kind::Return) => returned += op.amount,
                 Ok(_) => {}
                 Err(e @ FleetError::Invalid(_)) => refused = Some(e),
                 Err(e) => return Err(e),
@@ -89,11 +88,11 @@ impl Inner {
         if units > 0 {
             let home = link.home();
             self.run(link, home, Kind::Return, units)?;
-            link.unreported += units;
+            returned += units;
         }
         match refused {
             Some(e) => Err(e),
-            None => Ok(std::mem::take(&mut link.unreported)),
+            None => Ok(returned),
         }
     }
 

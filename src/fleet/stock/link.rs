@@ -79,9 +79,6 @@ pub(super) struct Link {
     /// A request was sent on a connection that was then dropped unanswered:
     /// a copy may still be queued in Redis (see `stock/mod.rs`).
     pub(super) stale_possible: bool,
-    /// Units confirmed returned that no `give_back` reported yet (one
-    /// failed after confirming them).
-    pub(super) unreported: u64,
     /// The last script call found its connection, opened by an earlier
     /// call, closed by the server (a restart, an idle `timeout`): worth
     /// one resend on a fresh connection.
@@ -103,7 +100,6 @@ impl Link {
             split: None,
             idle_seen: (0, Instant::now()),
             stale_possible: false,
-            unreported: 0,
             closed: false,
         }
     }
