@@ -175,6 +175,9 @@ impl Folding {
 impl Drop for Folding {
     fn drop(&mut self) {
         let _ = FOLDS.try_with(|d| d.set(self.0));
+        if self.0 == 0 {
+            let _ = WAITED_OUT.try_with(|w| w.set(false));
+        }
     }
 }
 
@@ -202,21 +205,42 @@ pub(super) fn fold_lock<'a, T>(entry: *const (), m: &'a Mutex<T>) -> Option<Mute
     if FOLDS.try_with(Cell::get).unwrap_or(0) == 0 {
         return Some(lock(m));
     }
+    // Loom: no waiting (its models never nest folds). Once a wait ran
+    // out, the rest of this thread's fold only tries: its recorder may
+    // call the facade many times, each on a lock that stays taken.
+    if cfg!(shardcount_loom) || WAITED_OUT.try_with(Cell::get).unwrap_or(true) {
+        return try_lock(m);
+    }
     let start = Instant::now();
     loop {
         if let Some(held) = try_lock(m) {
             return Some(held);
         }
-        // Loom: no waiting (its models never nest folds).
-        if cfg!(shardcount_loom) || start.elapsed() >= FOLD_WAIT {
+        if start.elapsed() >= FOLD_WAIT {
+            let _ = WAITED_OUT.try_with(|w| w.set(true));
+            #[cfg(test)]
+            RAN_OUT.with(|n| n.set(n.get() + 1));
             return None;
         }
         std::thread::yield_now();
     }
 }
 
+#[cfg(test)]
+std::thread_local! {
+    /// How many of this thread's waits in [`fold_lock`] ran out (tests).
+    pub(super) static RAN_OUT: Cell<usize> = const { Cell::new(0) };
+}
+
+const_thread_local! {
+    /// Whether a wait in [`fold_lock`] ran out during this thread's
+    /// outermost fold in progress (cleared when it ends).
+    static WAITED_OUT: Cell<bool> = Cell::new(false);
+}
+
 /// How long a thread inside a fold waits for another key's fold lock
-/// before it defers instead. A fold usually holds a lock for one call into
+/// before it defers instead (once per outermost fold: after a wait ran
+/// out, the fold's later calls defer at once). A fold usually holds a lock for one call into
 /// the recorder underneath, far shorter; waiting keeps a deferred
 /// `absolute` from being passed on after increments the same thread made
 /// after it (a fold passes on the delta, then the `absolute`).

@@ -1224,6 +1224,81 @@ mod reentry {
         assert_eq!(b.load(Relaxed), 10, "b += 5; b = 10 must leave b at 10");
     }
 
+    /// Each key's counter, at its first `absolute`, waits until the other
+    /// key's is at its own (both fold locks held), then counts its work
+    /// through the facade into the other key, `CALLS` times.
+    struct Chatty {
+        words: Arc<[AtomicU64; 2]>,
+        both: Arc<std::sync::Barrier>,
+    }
+
+    struct Chat {
+        word: usize,
+        words: Arc<[AtomicU64; 2]>,
+        both: Arc<std::sync::Barrier>,
+        done: std::sync::atomic::AtomicBool,
+    }
+
+    const CALLS: u64 = 20;
+
+    impl CounterFn for Chat {
+        fn increment(&self, n: u64) {
+            self.words[self.word].fetch_add(n, Relaxed);
+        }
+        fn absolute(&self, v: u64) {
+            self.words[self.word].fetch_max(v, Relaxed);
+            if !self.done.swap(true, Relaxed) {
+                self.both.wait();
+                for _ in 0..CALLS {
+                    ::metrics::counter!(if self.word == 0 { "b" } else { "a" }).increment(1);
+                }
+            }
+        }
+    }
+
+    recorder!(Chatty, |this, key|
+        counter: Counter::from_arc(Arc::new(Chat {
+            word: usize::from(key.name() != "a"),
+            words: Arc::clone(&this.words),
+            both: Arc::clone(&this.both),
+            done: std::sync::atomic::AtomicBool::new(false),
+        })),
+        histogram: Histogram::noop(),
+    );
+
+    /// Two crossing folds whose recorders each count `CALLS` times into
+    /// the other's key, a lock that stays taken: each thread waits for it
+    /// once, then defers at once (every call waited the full 50 ms), and
+    /// every count arrives.
+    #[test]
+    fn crossing_folds_wait_once_per_fold_not_once_per_call() {
+        let words = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let r = Arc::new(
+            ShardedLayer::new()
+                .with_interval(Duration::from_secs(3600))
+                .wrap(Chatty {
+                    words: Arc::clone(&words),
+                    both: Arc::new(std::sync::Barrier::new(2)),
+                }),
+        );
+        let (tx, rx) = mpsc::channel();
+        for (key, v) in [("a", 1), ("b", 2)] {
+            let (r, tx) = (Arc::clone(&r), tx.clone());
+            std::thread::spawn(move || {
+                ::metrics::with_local_recorder(&*r, || ::metrics::counter!(key).absolute(v));
+                tx.send(super::super::entry::RAN_OUT.with(std::cell::Cell::get))
+                    .unwrap();
+            });
+        }
+        for _ in 0..2 {
+            let ran_out = rx.recv_timeout(Duration::from_secs(60)).expect("hung");
+            assert!(ran_out <= 1, "{ran_out} waits ran out on one thread");
+        }
+        r.flush();
+        let got = (words[0].load(Relaxed), words[1].load(Relaxed));
+        assert_eq!(got, (1 + CALLS, 2 + CALLS));
+    }
+
     /// A key registered from inside its own fold by a thread that lives on
     /// is still evicted once idle: that thread's handle is unlisted and
     /// uncached, so it does not hold the key in the map.
