@@ -632,6 +632,37 @@ fn a_flush_returns_the_lease_past_a_resent_add_refused_as_too_large() {
     assert_eq!(p.flush(), Ok(0));
 }
 
+/// A drop whose return meets a resent add refused as too large (one that
+/// failed with an error Redis answered, so no copy of it can be queued)
+/// returns the lease and deletes the token's record, as a clean drop does
+/// (it left the record).
+#[test]
+fn a_drop_past_a_resent_add_refused_as_too_large_deletes_its_record() {
+    let server = Server::started("always");
+    let key = format!("{PREFIX}{NAME}");
+    set_raw(&server, &key, &["SET", "100"]);
+    let p = FleetStock::new(&server.url(), PREFIX, NAME, config(10)).unwrap();
+    p.try_sub(1).unwrap(); // a lease of 9, and a record
+    assert_eq!(leases_fields(&server), 1);
+    let maxmemory = |n: u64| {
+        let _: () = redis::cmd("CONFIG")
+            .arg(&["SET", "maxmemory", &n.to_string()])
+            .query(&mut server.conn())
+            .unwrap();
+    };
+    maxmemory(1);
+    assert!(
+        matches!(p.add(20), Err(FleetError::Redis(_))),
+        "refused: out of memory"
+    );
+    maxmemory(0);
+    let start = (1i64 << 53) - 10;
+    set_raw(&server, &key, &["SET", &start.to_string()]);
+    drop(p);
+    assert_eq!(remaining(&server), start + 9, "the lease went back");
+    assert_eq!(leases_fields(&server), 0, "the record is deleted");
+}
+
 /// A flush that resends a return left in flight by a failed one counts
 /// those units in what it returned.
 #[test]

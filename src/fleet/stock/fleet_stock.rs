@@ -515,7 +515,13 @@ impl Drop for FleetStock {
             w.stop();
         }
         let mut link = lock(&self.inner.link);
-        if self.inner.give_back(&mut link).is_ok() && !link.stale_possible {
+        // `Invalid`: a resent add refused as too large; the lease still went
+        // back (`give_back`).
+        let returned = matches!(
+            self.inner.give_back(&mut link),
+            Ok(_) | Err(FleetError::Invalid(_))
+        );
+        if returned && !link.stale_possible {
             // Nothing of this token is left in flight: its record guards
             // nothing any more (see the module notes).
             let token = link.token.clone();

@@ -206,8 +206,8 @@ pub(super) fn fold_lock<'a, T>(entry: *const (), m: &'a Mutex<T>) -> Option<Mute
         return Some(lock(m));
     }
     // Loom: no waiting (its models never nest folds). Once a wait ran
-    // out, the rest of this thread's fold only tries: its recorder may
-    // call the facade many times, each on a lock that stays taken.
+    // out, the rest of this call into the recorder only tries: it may call
+    // the facade many times, each on a lock that stays taken.
     if cfg!(shardcount_loom) || WAITED_OUT.try_with(Cell::get).unwrap_or(true) {
         return try_lock(m);
     }
@@ -234,13 +234,14 @@ std::thread_local! {
 
 const_thread_local! {
     /// Whether a wait in [`fold_lock`] ran out during this thread's
-    /// outermost fold in progress (cleared when it ends).
+    /// outermost call into the recorder underneath (cleared when it ends).
     static WAITED_OUT: Cell<bool> = Cell::new(false);
 }
 
 /// How long a thread inside a fold waits for another key's fold lock
-/// before it defers instead (once per outermost fold: after a wait ran
-/// out, the fold's later calls defer at once). A fold usually holds a lock for one call into
+/// before it defers instead (once per call into the recorder underneath:
+/// after a wait ran out, that call's later facade calls defer at once; a
+/// fold makes a few such calls, one per deferred round). A fold usually holds a lock for one call into
 /// the recorder underneath, far shorter; waiting keeps a deferred
 /// `absolute` from being passed on after increments the same thread made
 /// after it (a fold passes on the delta, then the `absolute`).

@@ -57,8 +57,8 @@
 //!   `counter!`, `absolute` or `histogram!` call from inside the calls the
 //!   layer makes on its handles, on any key): such a call never deadlocks.
 //!   On the key being folded, or on a key another thread has been folding
-//!   for 50 ms (it may be waiting for this one; after one such wait, the
-//!   rest of the fold does not wait), it leaves what it records
+//!   for 50 ms (it may be waiting for this one; one such wait per call
+//!   the layer makes into the recorder), it leaves what it records
 //!   to that key's fold in progress or its next one, which hands on the
 //!   increments counted before an `absolute` first; increments made right
 //!   after such an `absolute` may then reach the inner counter before it.

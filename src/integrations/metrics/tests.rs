@@ -1271,7 +1271,7 @@ mod reentry {
     /// once, then defers at once (every call waited the full 50 ms), and
     /// every count arrives.
     #[test]
-    fn crossing_folds_wait_once_per_fold_not_once_per_call() {
+    fn crossing_folds_wait_once_per_recorder_call_not_once_per_facade_call() {
         let words = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let r = Arc::new(
             ShardedLayer::new()
