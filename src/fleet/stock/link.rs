@@ -38,9 +38,9 @@ pub(super) struct Part {
     pub(super) calls_key: Option<String>,
     pub(super) seq: u64,
     pub(super) unresolved: Option<Op>,
-    /// Numbers given up since the last applied operation (an add refused
-    /// as too large on a resend, whose first copy may still land): not
-    /// counted as lost when the next operation finds them skipped.
+    /// Numbers given up since the last applied operation (adds refused as
+    /// too large, whose earlier copies may still land): not counted as
+    /// lost when the next operation finds them skipped.
     pub(super) given_up: u64,
 }
 
