@@ -239,12 +239,12 @@ const_thread_local! {
 }
 
 /// How long a thread inside a fold waits for another key's fold lock
-/// before it defers instead (once per call into the recorder underneath:
-/// after a wait ran out, that call's later facade calls defer at once; a
-/// fold makes a few such calls, one per deferred round). A fold usually holds a lock for one call into
-/// the recorder underneath, far shorter; waiting keeps a deferred
-/// `absolute` from being passed on after increments the same thread made
-/// after it (a fold passes on the delta, then the `absolute`).
+/// before it defers instead: once per call into the recorder underneath
+/// (after a wait ran out, that call's later facade calls defer at once; a
+/// fold makes a few such calls, one per deferred round). Another fold
+/// usually holds the lock far shorter; waiting keeps a deferred `absolute`
+/// from being passed on after increments the same thread made after it (a
+/// fold passes on the delta, then the `absolute`).
 const FOLD_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How many times a fold passes on what the recorder underneath deferred
