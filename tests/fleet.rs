@@ -554,6 +554,23 @@ fn delaying_proxy(to: u16, close: bool) -> (u16, Arc<AtomicBool>, Arc<AtomicBool
     (port, hold, release)
 }
 
+/// A stock 10 below 2^53 (where an add of 20 is refused as too large),
+/// and a stock on it through a `delaying_proxy(close)`: the server, that
+/// stock, the starting value, and the proxy's `hold` and `release`.
+fn near_the_bound(close: bool) -> (Server, FleetStock, i64, Arc<AtomicBool>, Arc<AtomicBool>) {
+    let server = Server::started("always");
+    let start = (1i64 << 53) - 10;
+    set_raw(
+        &server,
+        &format!("{PREFIX}{NAME}"),
+        &["SET", &start.to_string()],
+    );
+    let (port, hold, release) = delaying_proxy(server.port, close);
+    let url = format!("redis://127.0.0.1:{port}");
+    let p = FleetStock::new(&url, PREFIX, NAME, config(5)).unwrap();
+    (server, p, start, hold, release)
+}
+
 /// An add refused as too large gives its number up, never used again:
 /// an earlier copy may still land. Twice: the first request times out and
 /// the next call's resend is refused; the connection is found closed and
@@ -564,16 +581,7 @@ fn delaying_proxy(to: u16, close: bool) -> (u16, Arc<AtomicBool>, Arc<AtomicBool
 #[test]
 fn an_add_refused_as_too_large_never_lends_its_number_to_a_take() {
     for close in [false, true] {
-        let server = Server::started("always");
-        let start = (1i64 << 53) - 10;
-        set_raw(
-            &server,
-            &format!("{PREFIX}{NAME}"),
-            &["SET", &start.to_string()],
-        );
-        let (port, hold, release) = delaying_proxy(server.port, close);
-        let url = format!("redis://127.0.0.1:{port}");
-        let p = FleetStock::new(&url, PREFIX, NAME, config(5)).unwrap();
+        let (server, p, start, hold, release) = near_the_bound(close);
         assert_eq!(p.remaining().unwrap(), start); // connected, script loaded
         hold.store(true, Ordering::SeqCst);
         if !close {
@@ -612,16 +620,7 @@ fn an_add_refused_as_too_large_never_lends_its_number_to_a_take() {
 /// the lease stayed, and a drop, which tries once, stranded it.)
 #[test]
 fn a_flush_returns_the_lease_past_a_resent_add_refused_as_too_large() {
-    let server = Server::started("always");
-    let start = (1i64 << 53) - 10;
-    set_raw(
-        &server,
-        &format!("{PREFIX}{NAME}"),
-        &["SET", &start.to_string()],
-    );
-    let (port, hold, _release) = delaying_proxy(server.port, false);
-    let url = format!("redis://127.0.0.1:{port}");
-    let p = FleetStock::new(&url, PREFIX, NAME, config(5)).unwrap();
+    let (server, p, start, hold, _release) = near_the_bound(false);
     p.try_sub(1).unwrap(); // a lease of 4
     hold.store(true, Ordering::SeqCst);
     assert!(matches!(p.add(20), Err(FleetError::Redis(_))), "delayed");
