@@ -80,6 +80,19 @@ recorder!(Tally, |this, key|
     histogram: Histogram::noop(),
 );
 
+/// A recorder over a [`Tally`] that folds on its own only every hour
+/// and evicts nothing, and the tally's total.
+fn tallied() -> (ShardedRecorder<Tally>, Arc<AtomicU64>) {
+    let inner = Tally::default();
+    let total = Arc::clone(&inner.0);
+    (
+        ShardedLayer::new()
+            .with_interval(Duration::from_secs(3600))
+            .wrap(inner),
+        total,
+    )
+}
+
 /// A recorder over a [`Tally`] that evicts keys idle for a minute and
 /// folds on its own only every hour, and the tally's total.
 fn evicting(rough: bool) -> (ShardedRecorder<Tally>, Arc<AtomicU64>) {
@@ -113,22 +126,15 @@ fn owned_handles<R>(r: &ShardedRecorder<R>) -> usize {
 
 /// Through the recorder: owned handles' words and their folds (`entry.rs`).
 mod entry {
-    use super::super::ShardedLayer;
-    use super::Tally;
     use crate::primitive::sync::atomic::Ordering;
     use crate::primitive::sync::lock;
     use ::metrics::{Key, Metadata, Recorder};
-    use std::time::Duration;
 
     /// The owner counts in its handle's own word (no locked add), and a fold
     /// moves that word's growth, once.
     #[test]
     fn the_owner_counts_in_its_own_word_and_folds_move_it_once() {
-        let inner = Tally::default();
-        let total = std::sync::Arc::clone(&inner.0);
-        let r = ShardedLayer::new()
-            .with_interval(Duration::from_secs(3600))
-            .wrap(inner);
+        let (r, total) = super::tallied();
         let meta = Metadata::new("t", ::metrics::Level::INFO, None);
         let key = Key::from_name("own");
         let h = r.register_counter(&key, &meta);
@@ -303,19 +309,14 @@ mod evict {
 
 /// Through the recorder: each thread's cache of handles (`cache.rs`).
 mod cache {
-    use super::super::ShardedLayer;
-    use super::{owned_handles, Tally};
+    use super::owned_handles;
     use std::time::Duration;
 
     /// Threads that come and go leave no owned handle behind once a fold
     /// has taken their last counts: memory follows the live threads.
     #[test]
     fn exited_threads_owned_handles_are_folded_then_dropped() {
-        let inner = Tally::default();
-        let total = std::sync::Arc::clone(&inner.0);
-        let r = ShardedLayer::new()
-            .with_interval(Duration::from_secs(3600))
-            .wrap(inner);
+        let (r, total) = super::tallied();
         for _ in 0..20 {
             std::thread::scope(|s| {
                 for _ in 0..2 {
@@ -346,20 +347,13 @@ mod cache {
 
 /// Through the recorder: `FlushHandle` (`handle.rs`).
 mod handle {
-    use super::super::ShardedLayer;
-    use super::Tally;
     use std::sync::atomic::Ordering::Relaxed;
-    use std::time::Duration;
 
     /// A handle taken before the recorder moves flushes it where it went,
     /// and a clone flushes the same recorder.
     #[test]
     fn a_handle_flushes_the_recorder_after_it_moved() {
-        let inner = Tally::default();
-        let total = std::sync::Arc::clone(&inner.0);
-        let r = ShardedLayer::new()
-            .with_interval(Duration::from_secs(3600))
-            .wrap(inner);
+        let (r, total) = super::tallied();
         let flush = r.flush_handle();
         let moved = Box::new(r);
         ::metrics::with_local_recorder(&*moved, || ::metrics::counter!("moved").increment(4));
@@ -457,22 +451,15 @@ mod layer {
 /// Through the recorder: `publish` under the layer (`publish.rs`).
 mod publish {
     use super::super::publish::publish;
-    use super::super::ShardedLayer;
-    use super::Tally;
     use crate::Counter;
     use std::sync::atomic::Ordering::Relaxed;
-    use std::time::Duration;
 
     /// Under the layer, a published count reaches the inner counter as its
     /// `absolute`, after the key's increments are folded: the inner counter
     /// (a word whose `absolute` is a `fetch_max`) ends at the larger.
     #[test]
     fn a_published_count_reaches_the_inner_counter_through_absolute() {
-        let inner = Tally::default();
-        let total = std::sync::Arc::clone(&inner.0);
-        let r = ShardedLayer::new()
-            .with_interval(Duration::from_secs(3600))
-            .wrap(inner);
+        let (r, total) = super::tallied();
         let c = Counter::new();
         c.add(9);
         ::metrics::with_local_recorder(&r, || {
@@ -488,21 +475,15 @@ mod publish {
 
 /// Through the recorder: registration in `ShardedRecorder` (`recorder.rs`).
 mod recorder {
-    use super::super::ShardedLayer;
-    use super::{owned_handles, Tally};
+    use super::owned_handles;
     use ::metrics::{Key, Metadata, Recorder};
     use std::sync::atomic::Ordering::Relaxed;
-    use std::time::Duration;
 
     /// Each thread that registers a key gets a handle of its own, listed
     /// in the key's one entry; a flush folds them all.
     #[test]
     fn each_thread_registers_a_handle_of_its_own_in_one_entry() {
-        let inner = Tally::default();
-        let total = std::sync::Arc::clone(&inner.0);
-        let r = ShardedLayer::new()
-            .with_interval(Duration::from_secs(3600))
-            .wrap(inner);
+        let (r, total) = super::tallied();
         let meta = Metadata::new("t", ::metrics::Level::INFO, None);
         let key = Key::from_name("shared");
         let both = std::sync::Barrier::new(2);
