@@ -235,6 +235,32 @@ fn dropped_counter_is_read_once_more_and_let_go() {
     assert_eq!(sink.get("gone"), 13);
 }
 
+/// A map key removed (or evicted for good) leaves what was shipped for it
+/// in the sink; made again, it counts from zero on top (its cursor went
+/// with it: a stale one shipped `1 - 5` and left the sink at 1).
+#[test]
+fn a_map_key_gone_and_made_again_adds_to_what_the_sink_holds() {
+    let map: Arc<shardcount::CounterMap<String>> = Arc::default();
+    let sink = MemorySink::new();
+    let exporter = Exporter::new(sink.clone(), Duration::from_secs(3600));
+    exporter.register("m:", Arc::clone(&map));
+    map.add("removed", 5);
+    map.add("evicted", 7);
+    exporter.flush(soon()).unwrap();
+    assert_eq!(map.remove("removed"), Some(5));
+    assert!(map.evict_idle(Duration::ZERO).is_empty()); // notes "evicted"
+    assert_eq!(map.evict_idle(Duration::ZERO), vec![("evicted".to_owned(), 7)]);
+    exporter.flush(soon()).unwrap();
+    // The next call lets the evicted key go from the map's reads.
+    assert!(map.evict_idle(Duration::ZERO).is_empty());
+    exporter.flush(soon()).unwrap();
+    assert_eq!((sink.get("m:removed"), sink.get("m:evicted")), (5, 7));
+    map.add("removed", 1);
+    map.add("evicted", 2);
+    exporter.flush(soon()).unwrap();
+    assert_eq!((sink.get("m:removed"), sink.get("m:evicted")), (6, 9));
+}
+
 /// A keyed source whose key set grows: each key is shipped from 0.
 struct Grow(Mutex<Vec<(String, u64)>>);
 

@@ -690,6 +690,7 @@ impl Engine {
         let pending = &mut self.pending;
         let rejected = &mut self.stats.rejected;
         self.sources.retain_mut(|(source, cursors)| {
+            let mut reserved = false;
             let whole = panics.run(|| {
                 let live = source.is_live();
                 // First the read: a key reported twice in one read (a family
@@ -700,6 +701,7 @@ impl Engine {
                         Some(c) => c,
                         None => cursors.entry(key.to_owned()).or_default(),
                     };
+                    reserved |= key.starts_with(RESERVED_PREFIX);
                     if cursor.read == read {
                         cursor.seen = cursor.seen.wrapping_add(value);
                     } else {
@@ -711,6 +713,14 @@ impl Engine {
             let Some(live) = whole else {
                 return true;
             };
+            // A key a whole read left out is gone (a family's member
+            // removed or evicted for good): what was shipped for it stays
+            // in the sink, and if it comes back it starts from zero. Kept
+            // when the read reported a reserved key: a label that failed
+            // to print is still there under its own name.
+            if !reserved {
+                cursors.retain(|_, c| c.read == read);
+            }
             // Then the deltas of the keys this read reported.
             for (key, cursor) in cursors.iter_mut().filter(|(_, c)| c.read == read) {
                 let delta = cursor.seen.wrapping_sub(cursor.shipped) as i64;

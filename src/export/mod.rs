@@ -27,6 +27,18 @@
 //! value read. Once the counter is quiescent, a final read (a
 //! [`flush`](Exporter::flush)) ships exactly what is left.
 //!
+//! A key that a whole read of its source leaves out is gone: its cursor
+//! is dropped (so memory follows the keys a source has now), and what was
+//! shipped for it stays in the sink. A key that comes back later counts
+//! from zero on top of it. For a [`CounterMap`](crate::CounterMap), that
+//! is a key removed (its adds since the last read go with the total
+//! [`remove`](crate::CounterMap::remove) returns) or evicted by
+//! [`evict_idle`](crate::CounterMap::evict_idle) (reported at its final
+//! total until the next call, so nothing is left behind when the map is
+//! read in between). A key removed and made again between two reads is
+//! one key whose value fell, shipped as a negative delta, as after a
+//! [`take`](crate::Counter::take).
+//!
 //! # Batches, sequence numbers and exactly-once effect
 //!
 //! Deltas collected from sources are coalesced per key into `pending`, so
