@@ -540,33 +540,37 @@ fn a_key_repeated_in_one_batch_is_rejected_before_any_write() {
     );
 }
 
-/// A writers hash whose record for this writer went negative (edited by
-/// hand): the delivery fails naming the hash, instead of a gap at
-/// `u64::MAX` (an overflow panic in a debug build); once repaired, the
-/// batch applies once.
+/// A writer's record edited by hand into something not a batch number
+/// (negative, or text Lua's `tonumber` would still read: `inf`, hex,
+/// exponent): the delivery fails naming the hash and writes nothing
+/// (`inf` and hex answered "repeat" and lost the batch, a negative record
+/// gave a gap at `u64::MAX`); once repaired, the batch applies once.
 #[test]
-fn a_negative_writer_record_fails_the_batch_and_writes_nothing() {
+fn a_writer_record_not_a_batch_number_fails_the_batch_and_writes_nothing() {
     let server = Server::started("everysec");
     let mut s = sink(&server, "n:");
-    let w = WriterId::random();
     let mut c = server.conn();
-    let _: () = redis::cmd("HSET")
-        .arg("n:__writers")
-        .arg(w.to_string())
-        .arg(-1)
-        .query(&mut c)
-        .unwrap();
-    let b = Batch::new(w, 1, vec![("a".into(), 5)]);
-    let err = s.deliver(std::slice::from_ref(&b)).unwrap_err();
-    assert!(err.to_string().contains("below 0"), "{err}");
-    assert_eq!(server.values(&["n:a".into()]), [0]);
-    let _: () = redis::cmd("HDEL")
-        .arg("n:__writers")
-        .arg(w.to_string())
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(s.deliver(&[b]).unwrap(), [Outcome::Applied]);
-    assert_eq!(server.values(&["n:a".into()]), [5]);
+    for (i, record) in ["-1", "inf", "0x10", "1e3", "01"].into_iter().enumerate() {
+        let w = WriterId::random();
+        let key = format!("a{i}");
+        let _: () = redis::cmd("HSET")
+            .arg("n:__writers")
+            .arg(w.to_string())
+            .arg(record)
+            .query(&mut c)
+            .unwrap();
+        let b = Batch::new(w, 1, vec![(key.clone(), 5)]);
+        let err = s.deliver(std::slice::from_ref(&b)).unwrap_err();
+        assert!(err.to_string().contains("n:__writers"), "{record}: {err}");
+        assert_eq!(server.values(&[format!("n:{key}")]), [0], "{record}");
+        let _: () = redis::cmd("HDEL")
+            .arg("n:__writers")
+            .arg(w.to_string())
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(s.deliver(&[b]).unwrap(), [Outcome::Applied], "{record}");
+        assert_eq!(server.values(&[format!("n:{key}")]), [5], "{record}");
+    }
 }
 
 #[test]

@@ -75,7 +75,8 @@
 //! * an integer it adds to a counter key is simply part of that key's total
 //!   (the exporter only ever adds deltas);
 //! * a writers hash it replaces by another type, or a writer's field it
-//!   sets to a non-number, stops every batch of the prefix, which waits
+//!   sets to anything but digits (a negative number, `inf`, hex), stops
+//!   every batch of the prefix, which waits
 //!   (nothing written, the error in
 //!   [`ExportStats::last_error`](super::exporter::ExportStats::last_error))
 //!   until the key is repaired. Only restoring each writer's number repairs
@@ -302,8 +303,9 @@ impl RedisSink {
                     ))),
                 },
                 Some([4]) => Err(SinkError::new(format!(
-                    "redis: {} is not a hash of writers' batch numbers: \
-                     nothing was written; batches wait until it is repaired",
+                    "redis: {} is not a hash of writers' batch numbers (or this writer's \
+                     field there is not a number of digits): nothing was written; batches \
+                     wait until it is repaired",
                     self.writers_key
                 ))),
                 Some([3, bad @ ..]) => Ok(Outcome::Rejected {

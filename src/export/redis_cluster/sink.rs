@@ -531,8 +531,9 @@ impl RedisClusterSink {
                 bad.iter().map(|&i| i.max(0) as usize).collect(),
             )),
             Some([4] | [2, _]) => Err(SinkError::new(
-                "redis cluster: a bucket's writers hash is not a hash of batch numbers: \
-                 nothing was written there; batches wait until it is repaired",
+                "redis cluster: a bucket's writers hash is not a hash of batch numbers (or \
+                 this writer's field there is not a number of digits): nothing was written \
+                 there; batches wait until it is repaired",
             )),
             _ => {
                 if let Value::ServerError(e) = &v {

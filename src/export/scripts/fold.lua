@@ -1,8 +1,14 @@
 
 local wt = redis.call('TYPE', KEYS[1])['ok']
 if wt ~= 'hash' and wt ~= 'none' then return {4} end
-local last = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-if not last then return {4} end
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+local last = 0
+if raw then
+  -- Digits only: tonumber would also read 'inf', '0x10' or '1e3'.
+  if not (raw == '0' or string.match(raw, '^[1-9]%d*$')) or #raw > 16 then return {4} end
+  last = tonumber(raw)
+  if last >= 9007199254740992 then return {4} end
+end
 local seq = tonumber(ARGV[2])
 if seq <= last then return {0, last} end
 if seq ~= last + 1 then return {2, last} end
