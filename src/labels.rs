@@ -106,13 +106,32 @@ pub trait Label: Sized {
     /// ```
     /// #[derive(shardcount::Label)]
     /// enum Tier { Free, Paid, Team }
+    /// #[derive(shardcount::Label)]
+    /// enum Region { Eu, Us }
     /// use shardcount::Label;
-    /// assert_eq!((Tier::COUNT, <(Tier, Tier)>::COUNT), (3, 9));
+    /// assert_eq!((Tier::COUNT, <(Tier, Region)>::COUNT), (3, 6));
     /// ```
     const COUNT: usize;
 
     /// The labels' names, one per dimension (one for an enum, one per
-    /// field for a struct or tuple).
+    /// field for a struct or tuple). A family's names must differ, none may
+    /// start with `__` (Prometheus reserves them), and a histogram's label
+    /// must not be `le` (its buckets' label): a [`LabelledCounter`] or
+    /// `LabelledHistogram` over names that break this does not compile
+    /// (`(Tier, Tier)` repeats `tier`).
+    ///
+    /// ```compile_fail,E0080
+    /// #[derive(shardcount::Label)]
+    /// enum Tier { Free, Paid }
+    /// static MOVES: shardcount::LabelledCounter<(Tier, Tier)> = shardcount::LabelledCounter::new();
+    /// ```
+    ///
+    /// ```compile_fail,E0080
+    /// #[derive(Clone, Copy, shardcount::Label)]
+    /// #[label(name = "le")]
+    /// enum Size { Small, Large }
+    /// let sizes = shardcount::LabelledHistogram::<Size>::new();
+    /// ```
     ///
     /// ```
     /// #[derive(shardcount::Label)]
@@ -216,6 +235,53 @@ const fn product(a: usize, b: usize) -> usize {
     match a.checked_mul(b) {
         Some(n) => n,
         None => panic!("shardcount: a tuple of labels has more values than a usize counts"),
+    }
+}
+
+/// Whether two label names are the same (`==` is not `const`).
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Checks a family's label names at compile time, where a
+/// [`LabelledCounter`] or a `LabelledHistogram` is made: each names one
+/// label (a tuple may repeat a type's name, `(Tier, Tier)`), none starts
+/// with `__` (reserved in Prometheus), and a histogram's is never `le`
+/// (its buckets' label).
+pub(crate) const fn check_names(names: &[&str], histogram: bool) {
+    let mut i = 0;
+    while i < names.len() {
+        if names[i].len() >= 2 && same(names[i].split_at(2).0, "__") {
+            panic!("shardcount: a label name starting with `__` is reserved (Prometheus)");
+        }
+        if histogram && same(names[i], "le") {
+            panic!(
+                "shardcount: a histogram's label must not be named `le`, its buckets' label: \
+                 rename it with #[label(name = \"...\")]"
+            );
+        }
+        let mut j = 0;
+        while j < i {
+            if same(names[i], names[j]) {
+                panic!(
+                    "shardcount: two labels of the family have the same name: wrap the \
+                     tuple in a derived struct whose fields name each label"
+                );
+            }
+            j += 1;
+        }
+        i += 1;
     }
 }
 
@@ -372,6 +438,7 @@ impl<L: Label> LabelledCounter<L> {
         /// ```
         #[must_use]
         pub const fn new() -> Self {
+            const { check_names(L::NAMES, false) };
             LabelledCounter {
                 set: CounterSet::lazy(L::COUNT),
                 _label: PhantomData,

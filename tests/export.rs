@@ -249,7 +249,10 @@ fn a_map_key_gone_and_made_again_adds_to_what_the_sink_holds() {
     exporter.flush(soon()).unwrap();
     assert_eq!(map.remove("removed"), Some(5));
     assert!(map.evict_idle(Duration::ZERO).is_empty()); // notes "evicted"
-    assert_eq!(map.evict_idle(Duration::ZERO), vec![("evicted".to_owned(), 7)]);
+    assert_eq!(
+        map.evict_idle(Duration::ZERO),
+        vec![("evicted".to_owned(), 7)]
+    );
     exporter.flush(soon()).unwrap();
     // The next call lets the evicted key go from the map's reads.
     assert!(map.evict_idle(Duration::ZERO).is_empty());

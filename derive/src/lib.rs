@@ -85,12 +85,14 @@ fn snake_case(name: &str) -> String {
 }
 
 /// Whether `name` can be a label name in every exposition format the
-/// integrations write (Prometheus's `[a-zA-Z_][a-zA-Z0-9_]*`).
+/// integrations write (Prometheus's `[a-zA-Z_][a-zA-Z0-9_]*`, not
+/// starting with its reserved `__`).
 fn valid_name(name: &str) -> bool {
     let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    !name.starts_with("__")
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -124,7 +126,10 @@ fn label_name(lit: Option<LitStr>, default: String, span: Span) -> syn::Result<S
     } else {
         Err(syn::Error::new(
             span,
-            format!("label name {name:?} is not a valid label name ([a-zA-Z_][a-zA-Z0-9_]*)"),
+            format!(
+                "label name {name:?} is not a valid label name ([a-zA-Z_][a-zA-Z0-9_]*, \
+                 not starting with `__`)"
+            ),
         ))
     }
 }
@@ -383,6 +388,7 @@ mod tests {
                 .contains("text \"x\"")
         );
         assert!(error("#[label(name = \"a-b\")] enum E { A }").contains("not a valid label name"));
+        assert!(error("#[label(name = \"__a\")] enum E { A }").contains("not starting with `__`"));
         assert!(error("#[label(nme = \"a\")] enum E { A }").contains("expected `name"));
         assert!(error("#[label(name = \"s\")] struct S { a: A }").contains("field names"));
     }

@@ -61,6 +61,7 @@ pub struct LabelledHistogram<L> {
 
 impl<L: Label> LabelledHistogram<L> {
     const fn of(layout: Layout, unit: HistogramUnit) -> Self {
+        const { crate::labels::check_names(L::NAMES, true) };
         LabelledHistogram {
             sets: LazySets::new(L::COUNT),
             layout,
