@@ -326,7 +326,14 @@ impl HistogramSnapshot {
             // bucket.
             if all || (b.high & b.high.wrapping_add(1) == 0 && b.high < F64_EXACT) || i == last {
                 let n = std::mem::take(&mut acc);
-                out.push(((i != last).then(|| self.unit.export(b.high)), n));
+                let le = (i != last).then(|| self.unit.export(b.high));
+                match out.last_mut() {
+                    // User bounds that `f64` writes alike (above 2^53) are
+                    // one exported bucket: an `le` written twice would be
+                    // two series of one name.
+                    Some((Some(before), m)) if le == Some(*before) => *m = m.wrapping_add(n),
+                    _ => out.push((le, n)),
+                }
             }
         }
     }

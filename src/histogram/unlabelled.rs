@@ -181,9 +181,15 @@ impl Histogram {
     /// `2^53`, and above it only where `f64` holds the bound (`10^18`,
     /// `2^60`); others (`2^54 + 1`, `u64::MAX - 1`) are written rounded to
     /// the nearest `f64`, while their counts stay those of the exact
-    /// bound.
+    /// bound. Bounds written alike are one exported bucket, with the
+    /// counts of both.
     ///
     /// ```
+    /// let h = shardcount::Histogram::with_bounds(&[1 << 54, (1 << 54) + 1]);
+    /// h.record((1 << 54) + 1);
+    /// let b: Vec<_> = h.snapshot().export_buckets().collect();
+    /// assert_eq!(b, [(Some(2f64.powi(54)), 1), (None, 0)]);
+    ///
     /// let h = shardcount::Histogram::with_bounds(&[100, 1_000, 10_000]);
     /// h.record(100);
     /// h.record(50_000);
