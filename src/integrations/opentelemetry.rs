@@ -57,7 +57,12 @@
 //! `opentelemetry_sdk` 0.33 subtracts the previous observation from it,
 //! which panics in a debug build and gives a delta near 2<sup>64</sup> in
 //! a release build. For per-interval counts, let the SDK's delta
-//! temporality take the differences of an untouched counter.
+//! temporality take the differences of an untouched counter. A
+//! [`CounterMap`](crate::CounterMap) key removed and added to again
+//! between two collections falls the same way; one absent from a
+//! collection starts afresh (the SDK forgets it), and keys evicted by
+//! [`evict_idle`](crate::CounterMap::evict_idle), called less often than
+//! the collections, never fall.
 //!
 //! ```
 //! use opentelemetry::metrics::MeterProvider;
