@@ -525,6 +525,30 @@ fn a_flush_past_its_deadline_tries_once_and_reports_why() {
     assert_eq!(sink.get("late"), 2);
 }
 
+/// A back-off near `Duration::MAX` still ends a failing flush at its
+/// deadline (the deadline check added the back-off to now, and panicked).
+#[test]
+fn a_back_off_of_centuries_ends_a_flush_at_its_deadline() {
+    static C: RoughCounter = RoughCounter::new();
+    let sink = MemorySink::new();
+    let exporter = Exporter::with_config(
+        sink.clone(),
+        ExportConfig {
+            interval: Duration::from_secs(3600),
+            min_backoff: Duration::MAX,
+            max_backoff: Duration::MAX,
+            ..ExportConfig::default()
+        },
+    );
+    exporter.register("patient", &C);
+    C.add(3);
+    sink.set_down(true);
+    let err = exporter
+        .flush(Instant::now() + Duration::from_millis(10))
+        .unwrap_err();
+    assert_eq!(err.report.undelivered, 3);
+}
+
 #[path = "common/awkward.rs"]
 mod awkward;
 use awkward::{awkward, Awkward};

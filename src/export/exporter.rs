@@ -633,8 +633,12 @@ impl Exporter {
                 }
                 Err(e) => {
                     let wait = worker::effective(engine.backoff());
-                    let now = Instant::now();
-                    if now + wait >= deadline {
+                    // Checked: a back-off of years (`max_backoff` near
+                    // `Duration::MAX`) passes any deadline.
+                    if Instant::now()
+                        .checked_add(wait)
+                        .is_none_or(|then| then >= deadline)
+                    {
                         return Err(FlushError {
                             report,
                             error: Some(e),
