@@ -174,3 +174,48 @@ fn new_keys_added_from_a_keys_eq_count_in_the_overflow() {
     );
     assert!(FRESH.get() >= 2000, "eq ran: {}", FRESH.get());
 }
+
+/// The map a `Reentrant` key's `eq` reads and removes from.
+static READ: std::sync::LazyLock<CounterMap<u64>> = std::sync::LazyLock::new(CounterMap::new);
+
+std::thread_local! {
+    /// How many of a `Reentrant` key's calls into `READ` panicked.
+    static REFUSED: Cell<u32> = const { Cell::new(0) };
+}
+
+/// A key whose `eq` takes a whole-map read of `READ`, then a removal.
+#[derive(Clone)]
+struct Reentrant(u32);
+
+impl std::hash::Hash for Reentrant {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.hash(h);
+    }
+}
+
+impl PartialEq for Reentrant {
+    fn eq(&self, other: &Self) -> bool {
+        for call in [|| drop(READ.snapshot()), || drop(READ.remove(&1))] {
+            if catch_unwind(call).is_err() {
+                REFUSED.set(REFUSED.get() + 1);
+            }
+        }
+        self.0 == other.0
+    }
+}
+
+impl Eq for Reentrant {}
+
+/// A whole-map read or a removal from a key's `eq` (inside a lookup's
+/// pinned section), of any map, panics: it takes a map's lock, whose
+/// holder may be waiting in a removal's grace period for this very
+/// section (two threads hung so). Alone, it used to run.
+#[test]
+fn a_whole_map_read_or_removal_from_a_keys_eq_panics() {
+    READ.add(&1, 1);
+    let m: CounterMap<Reentrant> = CounterMap::new();
+    m.add(&Reentrant(1), 1); // interned: no `eq`
+    m.add(&Reentrant(1), 1); // found by hash, compared with `eq`
+    assert_eq!(REFUSED.get(), 2);
+    assert_eq!((m.get(&Reentrant(1)), READ.get(&1)), (Some(2), Some(1)));
+}

@@ -126,7 +126,9 @@ use std::time::Instant;
 /// `read_each`'s closure intern as anywhere else, taking those maps'
 /// locks; a removal or a whole-map read of the *same* map from there (or
 /// from a key's own code) panics: it would wait for the lock its own call
-/// holds.
+/// holds. So does one of *any* map from a key's `Eq` or `Borrow` run by a
+/// lookup: the lock's holder may be in a removal waiting out that
+/// lookup.
 ///
 /// # Example
 ///

@@ -390,7 +390,10 @@ impl<K> Index<K> {
     ///
     /// If the calling thread holds it already (a removal or whole-map read
     /// from a `retain` or `read_each` closure, or a key's code, on the same
-    /// map), which would wait for itself for ever.
+    /// map), which would wait for itself for ever; or if it is inside a
+    /// pinned section (a lookup running a key's `Eq` or `Borrow`, on any
+    /// map): the lock's holder may be in a removal's grace period, which
+    /// waits for that section to end.
     #[track_caller]
     pub(super) fn lock(&self) -> Locked<'_, K> {
         assert!(
@@ -398,6 +401,17 @@ impl<K> Index<K> {
             "shardcount: CounterMap: a removal or whole-map read from inside a call on the same map \
              (a retain or read_each closure, or a key's own code) would wait for itself"
         );
+        assert!(
+            !grace::inside(),
+            "shardcount: CounterMap: a removal or whole-map read inside a pinned section (from a \
+             key's `Eq` or `Borrow`, run by a lookup) could wait for a removal waiting for it"
+        );
+        self.lock_unchecked()
+    }
+
+    /// [`lock`](Self::lock) without its checks: for `drop` (`&mut self`:
+    /// no other thread holds it, and nothing waits for a grace period).
+    fn lock_unchecked(&self) -> Locked<'_, K> {
         let guard = lock(&self.writer);
         // Where the flag is gone (loom's thread-locals at thread exit),
         // nothing is marked: as before the flag.
@@ -600,7 +614,7 @@ impl<K> Drop for Locked<'_, K> {
 
 impl<K> Drop for Index<K> {
     fn drop(&mut self) {
-        let w = self.lock();
+        let w = self.lock_unchecked();
         // Relaxed: `&mut self`: every other access happened-before.
         let t = self.table.load(Ordering::Relaxed);
         // SAFETY: the current table came from `Table::alloc` (replaced
