@@ -4,8 +4,8 @@
 //! indexed by `L`, constructible in a `static`.
 //!
 //! An add is `CounterSet`'s add at `label.index()`: a derived enum's index
-//! is its discriminant, so there is no hashing and no lock, and the bounds
-//! check folds away. The set is made on the first add (a `static` cannot
+//! is its variant's position in declaration order (not its discriminant),
+//! so there is no hashing and no lock, and the bounds check folds away. The set is made on the first add (a `static` cannot
 //! allocate); after that, an add checks only that it was made.
 
 use crate::set::CounterSet;
@@ -230,6 +230,30 @@ pub trait Label: Sized {
     }
 }
 
+/// A tuple's or derived struct's member's index, checked against its
+/// `COUNT`: past it, the combined index would name another member's
+/// label, so it panics as [`LabelledCounter`]'s add does. For a derived
+/// enum the check folds away.
+#[doc(hidden)]
+#[inline(always)]
+pub fn member_index<L: Label>(label: &L) -> usize {
+    let i = label.index();
+    if i >= L::COUNT {
+        member_out_of_range::<L>(i);
+    }
+    i
+}
+
+#[cold]
+#[inline(never)]
+fn member_out_of_range<L: Label>(i: usize) -> ! {
+    panic!(
+        "shardcount: a label's index() returned {i}, but its COUNT is {} ({})",
+        L::COUNT,
+        std::any::type_name::<L>()
+    )
+}
+
 /// `a * b`, or a compile-time panic naming the tuple.
 const fn product(a: usize, b: usize) -> usize {
     match a.checked_mul(b) {
@@ -310,7 +334,7 @@ impl<A: Label, B: Label> Label for (A, B) {
 
     #[inline]
     fn index(&self) -> usize {
-        self.0.index() * B::COUNT + self.1.index()
+        member_index(&self.0) * B::COUNT + member_index(&self.1)
     }
 
     fn from_index(index: usize) -> Option<Self> {
@@ -352,7 +376,8 @@ impl<A: Label, B: Label, C: Label> Label for (A, B, C) {
 
     #[inline]
     fn index(&self) -> usize {
-        (self.0.index() * B::COUNT + self.1.index()) * C::COUNT + self.2.index()
+        (member_index(&self.0) * B::COUNT + member_index(&self.1)) * C::COUNT
+            + member_index(&self.2)
     }
 
     fn from_index(index: usize) -> Option<Self> {

@@ -259,6 +259,7 @@ pub use stock::{Insufficient, Stock};
 /// What [`local_counter!`] expands to names; not part of the API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::labels::member_index;
     pub use crate::local::{Guard, LocalKey, Moved};
     pub use crate::primitive::sync::atomic::AtomicI64;
 }

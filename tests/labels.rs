@@ -210,3 +210,60 @@ fn an_index_past_count_panics_with_it() {
     );
     assert_eq!(family.sum(), 0);
 }
+
+/// Inside a tuple or a derived struct, a member's index past its own
+/// `COUNT` panics too: the combined index could still be below the
+/// family's `COUNT`, and the add landed on another member's counter
+/// (`(Left, Y)` counted as `(Right, X)`).
+#[test]
+fn a_members_index_past_its_count_panics_in_a_tuple_or_struct() {
+    #[derive(Clone, Copy)]
+    enum Short {
+        X,
+        Y,
+    }
+    impl Label for Short {
+        const COUNT: usize = 1; // `Y` breaks the contract
+        const NAMES: &'static [&'static str] = &["short"];
+        fn index(&self) -> usize {
+            *self as usize
+        }
+        fn from_index(i: usize) -> Option<Self> {
+            (i == 0).then_some(Short::X)
+        }
+        fn text(i: usize, dim: usize) -> Option<&'static str> {
+            (i == 0 && dim == 0).then_some("x")
+        }
+    }
+    #[derive(Clone, Copy, Label)]
+    enum Side {
+        Left,
+        Right,
+    }
+    #[derive(Clone, Copy, Label)]
+    struct Pair {
+        side: Side,
+        short: Short,
+    }
+    let tuple: LabelledCounter<(Side, Short)> = LabelledCounter::new();
+    let derived: LabelledCounter<Pair> = LabelledCounter::new();
+    for err in [
+        std::panic::catch_unwind(|| tuple.inc((Side::Left, Short::Y))).unwrap_err(),
+        std::panic::catch_unwind(|| {
+            derived.inc(Pair {
+                side: Side::Left,
+                short: Short::Y,
+            })
+        })
+        .unwrap_err(),
+    ] {
+        let msg = err.downcast_ref::<String>().unwrap();
+        assert!(
+            msg.contains("returned 1") && msg.contains("COUNT is 1"),
+            "{msg}"
+        );
+    }
+    assert_eq!((tuple.sum(), derived.sum()), (0, 0));
+    tuple.inc((Side::Right, Short::X));
+    assert_eq!(tuple.get((Side::Right, Short::X)), 1);
+}

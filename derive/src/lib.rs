@@ -304,10 +304,10 @@ fn expand_struct(input: &DeriveInput, s: &syn::DataStruct) -> syn::Result<TokenS
 
             #[inline]
             fn index(&self) -> usize {
-                let i = <#first_ty as #label>::index(&self.#first_ident);
+                let i = ::shardcount::__private::member_index(&self.#first_ident);
                 #(
                     let i = i * <#rest_types as #label>::COUNT
-                        + <#rest_types as #label>::index(&self.#rest_idents);
+                        + ::shardcount::__private::member_index(&self.#rest_idents);
                 )*
                 i
             }
