@@ -195,7 +195,15 @@ impl std::hash::Hash for Reentrant {
 
 impl PartialEq for Reentrant {
     fn eq(&self, other: &Self) -> bool {
-        for call in [|| drop(READ.snapshot()), || drop(READ.remove(&1))] {
+        let calls: [fn(); 2] = [
+            || {
+                let _ = READ.snapshot();
+            },
+            || {
+                let _ = READ.remove(&1);
+            },
+        ];
+        for call in calls {
             if catch_unwind(call).is_err() {
                 REFUSED.set(REFUSED.get() + 1);
             }

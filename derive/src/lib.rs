@@ -289,6 +289,10 @@ fn expand_struct(input: &DeriveInput, s: &syn::DataStruct) -> syn::Result<TokenS
             #(#checks)*
         };
 
+        // A field of one value makes `% COUNT` a `% 1`, which clippy
+        // denies in the user's crate.
+        #[automatically_derived]
+        #[allow(clippy::modulo_one)]
         impl #label for #ty {
             const COUNT: usize = {
                 let mut n = <#first_ty as #label>::COUNT;
