@@ -154,6 +154,23 @@ fn growth_racing_a_merge() {
     });
 }
 
+/// A split racing a merge: meeting the chain retiring, it puts it back;
+/// folding, it waits for the fold's tag and grows from it (it returned 0
+/// rows there, growing nothing); either way it has the rows it asked for.
+#[test]
+fn a_split_racing_a_merge_grows() {
+    super::model(|| {
+        let c = Arc::new(Counter::with_max_shards(4));
+        c.split(2);
+        let splitter = {
+            let c = c.clone();
+            thread::spawn(move || c.split(2))
+        };
+        let _ = c.merge();
+        assert_eq!(splitter.join().unwrap(), 2);
+    });
+}
+
 /// A histogram's record (two adds to one row: a bucket and the sum) by a
 /// thread that leases its owner id inside the record, racing a merge: the
 /// second add uses a head loaded after the lease, so neither lands in a

@@ -374,6 +374,15 @@ impl ShardTable {
         let _pin = grace::pin();
         let mut head = self.load();
         loop {
+            if !is_tag(head.0) && head.0.addr() & FOLDING == FOLDING {
+                // A merge's fold, which no growth puts back: wait for the
+                // tag it leaves (as `read_pinned` does), then grow from it.
+                crate::primitive::hint::spin_loop();
+                #[cfg(not(shardcount_loom))]
+                std::thread::yield_now();
+                head = self.load();
+                continue;
+            }
             let rows = self.table(head).map_or(0, Table::rows);
             if rows >= n {
                 return rows;
