@@ -100,6 +100,21 @@ use std::fmt;
 /// smaller tables kept) and only helps when more threads than cores add at
 /// once.
 ///
+/// # Signal handlers and `fork`
+///
+/// Adds are not async-signal-safe. A thread's first add to a sharded
+/// counter registers it (an allocation, which must not run inside the
+/// thread's own `malloc`), growth allocates a table, and a handler's add
+/// may acknowledge a merge for its thread while the add it interrupted
+/// still holds a shard table, which the merge then frees. Count in a
+/// handler with an `AtomicU64`, and add that to a counter outside it.
+///
+/// In the child of a `fork` from a multithreaded process, merges wait for
+/// the parent's other threads, which are not there: a merge never
+/// completes (the shards stay, the counts exact), and may wait for ever
+/// for a read those threads had begun. Merge before forking, or not in
+/// the child.
+///
 /// # Example
 ///
 /// ```

@@ -252,7 +252,8 @@ unsafe impl Send for CellRef {}
 /// Do not add from a signal handler: a handler that interrupts a fold on
 /// its own thread and folds too waits forever for the fold it
 /// interrupted, and one that interrupts a plain add may be overwritten by
-/// it. Use [`Counter`](crate::Counter) there. In the child of a `fork`
+/// it. Use an `AtomicU64` there (no counter of this crate's is
+/// async-signal-safe: [`Counter`](crate::Counter)'s docs say why). In the child of a `fork`
 /// from a multithreaded process, `sum` and `flush_all` may wait forever
 /// for a fold another thread had begun.
 ///

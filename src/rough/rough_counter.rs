@@ -106,9 +106,8 @@ use std::time::Duration;
 /// another: the add's slower paths (a due check, the thread's first add
 /// to a counter) write the slot with a load and a later store, and the
 /// thread's cache of its last counter's word with two stores. For counts
-/// made in signal handlers use [`Counter`](crate::Counter): each of its
-/// adds changes its word with one read-modify-write instruction (the
-/// crate's tests add from a `SIGUSR1` handler on x86-64 Linux). In the
+/// made in signal handlers use an `AtomicU64` (no counter of this crate's
+/// is async-signal-safe: [`Counter`](crate::Counter)'s docs say why). In the
 /// child of a `fork` from a multithreaded process, [`flush_all`](Self::flush_all)
 /// may wait forever for a fold another thread had begun (call it before
 /// forking, or only `sum` in the child).

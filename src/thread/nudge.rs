@@ -174,7 +174,7 @@ super::window::restartable! {
                 _pad: 0,
                 pid,
                 uid,
-                value: cell.expose_provenance(),
+                value: cell.addr(),
                 _rest: [0; 12],
             };
             // SAFETY: a full-size siginfo for a signal to a thread of this
@@ -191,15 +191,23 @@ super::window::restartable! {
         }
 
         /// The handler: a nudge is answered (module docs), anything else
-        /// passed on. It reaches the thread's owner cell through the signal's
-        /// value, not a thread-local (whose first access in a loaded library
-        /// may allocate).
+        /// passed on. A nudge carries its thread's owner cell as its value,
+        /// and the handler answers only if that is this thread's own cell
+        /// (a const thread-local of the main program, where alone the
+        /// handler is installed: a plain load, no allocation): another
+        /// process can queue a signal with this pid and tag, and a value of
+        /// its choosing.
         extern "C" fn handler(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
             // SAFETY: the kernel passes a full siginfo for an SA_SIGINFO
             // handler; queued ones are laid out as `Queued`.
             let q = unsafe { &*info.cast::<Queued>() };
             // SAFETY: getpid cannot fail, and is async-signal-safe.
-            if q.code == libc::SI_QUEUE && q.errno == TAG && q.pid == unsafe { libc::getpid() } {
+            let pid = unsafe { libc::getpid() };
+            if q.code == libc::SI_QUEUE
+                && q.errno == TAG
+                && q.pid == pid
+                && q.value == super::super::owner::way().addr()
+            {
                 // SAFETY: the kernel passes the interrupted context, which
                 // the handler may change: it is restored at the return.
                 let uc = unsafe { &mut *ctx.cast::<libc::ucontext_t>() };
@@ -215,10 +223,9 @@ super::window::restartable! {
                 // SAFETY: the first 64 signals of the interrupted mask: Linux's
                 // own sigset is one word, glibc's begins with it.
                 let mask = unsafe { *std::ptr::from_ref(&uc.uc_sigmask).cast::<u64>() };
-                // SAFETY: a merge sent it with this thread's registered owner
-                // cell, under the owners' mutex: the thread was registered, so
-                // alive, and the signal, sent to it alone, dies with it.
-                let cell = unsafe { &*std::ptr::with_exposed_provenance::<Own>(q.value) };
+                // SAFETY: this thread's own owner cell (checked above), alive
+                // while the thread runs.
+                let cell = unsafe { &*super::super::owner::way().cast::<Own>() };
                 cell.nudged(stopped != At::Inside, mask);
                 return;
             }
@@ -296,6 +303,22 @@ super::window::restartable! {
     mod tests {
         use super::*;
         use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+
+        /// A tagged nudge whose value is not the thread's own cell (another
+        /// process can queue one with this pid and tag) is not answered:
+        /// the handler dereferenced the value, and 0x10 crashed the
+        /// process.
+        #[test]
+        fn a_nudge_naming_a_cell_not_the_threads_own_is_ignored() {
+            if !available() {
+                return;
+            }
+            // SAFETY: gettid cannot fail.
+            let me = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+            // Delivered to this thread before the system call returns.
+            assert!(send(me, std::ptr::without_provenance(0x10)));
+            assert!(send(me, std::ptr::without_provenance(usize::MAX - 7)));
+        }
 
         /// A thread adding to its own row in a tight loop is nudged until 100
         /// nudges stopped it inside a hit (most of its loop is the hit) and

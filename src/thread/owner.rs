@@ -252,6 +252,20 @@ fn with_owner<R>(f: impl FnOnce(&Own) -> R) -> Option<R> {
     OWNER.try_with(|o| f(o)).ok()
 }
 
+/// Whether the calling thread is inside a marked window (an add past a
+/// miss, or a read): only when a signal handler interrupted it there, as
+/// every other way leaves its window before a slow path runs. It must not
+/// acknowledge, lease or give its id back then: the add or read it
+/// interrupted still uses a table it loaded, which a merge could free once
+/// this thread acknowledged.
+fn in_window() -> bool {
+    with_owner(|o| {
+        // Relaxed: this thread's own stores (program order).
+        o.busy.load(Ordering::Relaxed) != 0 || o.adding.load(Ordering::Relaxed) != 0
+    })
+    .unwrap_or(false)
+}
+
 /// A pointer to a thread's owner cell, kept in the registry while the
 /// thread holds its lease (see `OWNER`). It relies on the lease's
 /// destructor running before the thread's thread-locals are freed, as it
@@ -643,6 +657,9 @@ fn fill(o: &Own, head: usize, at: std::ptr::NonNull<()>, row: usize) {
 /// retired (a drop).
 pub(crate) fn forget(dying: impl Fn(usize) -> bool) {
     let owners = Arc::clone(&OWNERS);
+    // Inside while the mutex is held: an add from a signal handler here
+    // leases nothing (`register` takes this mutex), as in `revoke`.
+    let _inside = super::reentry::enter();
     let held = lock(&owners.held);
     for r in held.holders.values() {
         // SAFETY: as in `revoke`: registered, so its cell is alive.
@@ -673,7 +690,11 @@ pub(crate) fn lease() -> usize {
     }
     // Registering allocates, and so may first use of the process-wide
     // state: an add from inside (a global allocator that counts with a
-    // sharded counter) goes on without an id, pinned (`reentry`).
+    // sharded counter) goes on without an id, pinned (`reentry`); so does
+    // a signal handler's add inside a window.
+    if in_window() {
+        return 0;
+    }
     let Some(_inside) = super::reentry::enter() else {
         return 0;
     };
@@ -712,8 +733,11 @@ pub(crate) fn read_lease() {
     if EXITING.try_with(std::cell::Cell::get).unwrap_or(true) {
         return;
     }
-    // As in `lease`: a read from inside this thread's own allocation stays
-    // pinned.
+    // As in `lease`: a read from inside this thread's own allocation, or
+    // from a signal handler inside a window, stays pinned.
+    if in_window() {
+        return;
+    }
     let Some(_inside) = super::reentry::enter() else {
         return;
     };
@@ -758,6 +782,10 @@ fn ack(lease: &Lease) {
 /// (`lease`). Not inside an unpinned read (`shard/merge.rs`, "Holders'
 /// reads"): the crate calls no outside code from one.
 pub(crate) fn quiesce() {
+    // From a signal handler inside a window: the id stays (`in_window`).
+    if in_window() {
+        return;
+    }
     let lease = LEASE
         .try_with(|l| {
             // A failed borrow is `lease` on this thread (from a global
@@ -787,6 +815,9 @@ pub(crate) fn leased() -> bool {
 /// counter would otherwise hold its merge pending).
 #[cold]
 pub(crate) fn acknowledge() {
+    if in_window() {
+        return;
+    }
     let _ = LEASE.try_with(|l| {
         if let Ok(l) = l.try_borrow() {
             if let Some(lease) = l.as_ref() {
@@ -806,6 +837,10 @@ pub(crate) fn acknowledge() {
 pub(crate) fn revoke() -> u64 {
     let owners = Arc::clone(&OWNERS);
     let n = {
+        // Inside while the owners' mutex (and the barrier's lock) is held:
+        // a signal handler's add on this thread then leases nothing and
+        // pins on a stripe, never waiting for either lock (`reentry`).
+        let _inside = super::reentry::enter();
         let held = lock(&owners.held);
         // SeqCst: the store half of `ack`'s store-load pattern (its comment
         // gives the four accesses).
@@ -841,6 +876,8 @@ pub(crate) fn revoke() -> u64 {
 #[cfg_attr(shardcount_loom, allow(unused_variables, unused_assignments))]
 pub(crate) fn acknowledged(n: u64) -> bool {
     let owners = Arc::clone(&OWNERS);
+    // As in `revoke`: it takes the owners' mutex.
+    let _inside = super::reentry::enter();
     let sleepers = sleepers_seen();
     let nudges = sleepers && super::nudge::available();
     #[cfg(not(shardcount_loom))]
@@ -1052,6 +1089,45 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// Inside a marked window (where only a signal handler that
+    /// interrupted it can call them), a thread whose id was revoked leases
+    /// nothing, acknowledges nothing and keeps its id: the interrupted add
+    /// still holds the table it loaded, which a merge frees once the thread
+    /// acknowledged (a review freed it so: heap corruption). Out of the
+    /// window, its next lease acknowledges.
+    #[test]
+    fn inside_a_window_a_revoked_thread_neither_acknowledges_nor_gives_its_id_back() {
+        if !super::super::window::RESTARTABLE {
+            return; // windows past a miss are marked there only
+        }
+        let (revoked_tx, revoked_rx) = std::sync::mpsc::channel();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            let id = lease();
+            assert_eq!(owner(), id);
+            ready_tx.send(()).unwrap();
+            revoked_rx.recv().unwrap();
+            assert_eq!(owner(), 0, "revoked");
+            let mark = enter();
+            assert_eq!(lease(), 0);
+            acknowledge();
+            read_lease();
+            quiesce();
+            assert_eq!(
+                (owner(), held()),
+                (0, id),
+                "acknowledged or gave its id back"
+            );
+            leave(mark);
+            assert_eq!(lease(), id);
+            assert_eq!(owner(), id);
+        });
+        ready_rx.recv().unwrap();
+        let _ = revoke();
+        revoked_tx.send(()).unwrap();
+        t.join().unwrap();
     }
 
     /// Two live threads never hold the same id, and a thread's exit gives

@@ -1,6 +1,8 @@
 //! Adds made while the same thread is inside one of the crate's own slow
 //! paths: from a global allocator that counts with shardcount (the slow
-//! path allocated), or from a signal handler. Such an add must not take
+//! path allocated), or from a signal handler that interrupted one (adds
+//! are not async-signal-safe in general: `Counter`'s docs). Such an add
+//! must not take
 //! a slow path itself, which could allocate again and recurse until the
 //! stack runs out; the types count it where no allocation is needed (a
 //! `Counter`'s base word, a set's base row, a `RoughCounter`'s own word)
