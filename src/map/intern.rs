@@ -135,12 +135,17 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         let mut w = self.index.lock();
         // Another thread may have interned it since the miss.
         if let Some(e) = self.index.find_locked(&w, hash, key) {
-            if hold {
+            let newly = hold && !e.is_pinned();
+            if newly {
                 // Relaxed: under the lock, which every removal takes
                 // before it reads the flag.
                 e.pinned.store(true, Ordering::Relaxed);
             }
-            return f(self.place(e.place()));
+            let (place, number) = (e.place(), e.number());
+            if newly {
+                w.places.hold(number);
+            }
+            return f(self.place(place));
         }
         match self.intern(&mut w, hash, key, hold) {
             Some(p) => f(self.place(p)),
@@ -167,6 +172,9 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
         // half done.
         let key = key.into_key();
         let number = w.places.take();
+        if hold {
+            w.places.hold(number);
+        }
         let place = Place {
             chunk: self.ensure_chunk(number / CHUNK),
             i: number % CHUNK,

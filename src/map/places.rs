@@ -18,6 +18,9 @@ pub(super) struct Places {
     pub(super) high: usize,
     /// Keys per chunk, for chunks below `high`'s.
     pub(super) keys: Vec<usize>,
+    /// Of those, held by a handle (never moved nor removed, so a chunk
+    /// that holds one is never freed): compaction looks past such chunks.
+    pub(super) held: Vec<usize>,
 }
 
 impl Places {
@@ -35,6 +38,7 @@ impl Places {
             self.high += 1;
             if s.is_multiple_of(CHUNK) {
                 self.keys.push(0);
+                self.held.push(0);
             }
             s
         };
@@ -63,7 +67,13 @@ impl Places {
             self.free_chunks.remove(&top);
             self.high = top * CHUNK;
             self.keys.truncate(top);
+            self.held.truncate(top);
         }
         Some(c)
+    }
+
+    /// Notes that the key at `s` is held from now on (once per key).
+    pub(super) fn hold(&mut self, s: usize) {
+        self.held[s / CHUNK] += 1;
     }
 }
