@@ -486,7 +486,11 @@ impl<L: Label> LabelledCounter<L> {
     /// # Panics
     ///
     /// If `label.index() >= L::COUNT` (a hand-written [`Label`] that breaks
-    /// its contract; a derived one never does), naming both.
+    /// its contract; a derived one never does), naming both, or a member
+    /// of a tuple or derived struct does so for its own `COUNT`. The
+    /// family's first add (or `split`) makes its row of `L::COUNT`
+    /// counters, and panics if that cannot be allocated (a `COUNT` in the
+    /// hundreds of millions).
     ///
     /// ```
     /// #[derive(Clone, Copy, shardcount::Label)]
