@@ -15,9 +15,11 @@
 ///   completes within moments of the burst. Adds pay nothing for this.
 ///   A thread that runs without adding is sent a `SIGURG` by a merge (at
 ///   most four), whose handler answers for it (the README says what that
-///   asks of a process). One that blocks `SIGURG` (a server reading its
-///   signals from a `signalfd` blocks them in every thread) is not sent
-///   it: while it runs, it holds merges pending as below.
+///   asks of a process). One that blocked `SIGURG` when it first added to
+///   a sharded counter (a server reading its signals from a `signalfd`
+///   blocks them in every thread) is not sent it: while it runs, it holds
+///   merges pending as below. (One that blocks it only later may be sent
+///   one, which stays pending.)
 /// * **`true` elsewhere** (other systems and architectures, no `/proc`,
 ///   or the variable `SHARDCOUNT_QUIESCE_ONLY` set, which tests use to run
 ///   this path on Linux, and which a process that serves its own page

@@ -257,6 +257,56 @@ fn a_computing_owner_holds_a_merge_only_where_nudges_are_not_sent() {
     assert_eq!((c.shards(), c.sum()), (0, 11));
 }
 
+/// A holder that blocked `SIGURG` before its first add is never sent one
+/// (it would stay pending, and a `signalfd` reader would read it as its
+/// own): while it runs without adding it holds the merge pending, as
+/// where nudges are not sent.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn a_holder_that_blocks_sigurg_is_never_sent_one() {
+    let c = Counter::with_max_shards(2);
+    c.split(2);
+    let (owns, stop) = (AtomicBool::new(false), AtomicBool::new(false));
+    let pending = std::thread::scope(|s| {
+        let (c, owns, stop) = (&c, &owns, &stop);
+        let t = s.spawn(move || {
+            // SAFETY: plain calls on this thread's own signal mask.
+            unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGURG);
+                assert_eq!(
+                    libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()),
+                    0
+                );
+            }
+            c.add(10); // owns a row now
+            owns.store(true, Ordering::Release);
+            let mut x = 1u64;
+            while !stop.load(Ordering::Acquire) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            // SAFETY: reads this thread's pending signals into a zeroed set.
+            unsafe {
+                let mut pending: libc::sigset_t = std::mem::zeroed();
+                libc::sigpending(&mut pending);
+                libc::sigismember(&pending, libc::SIGURG) == 1
+            }
+        });
+        while !owns.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        for _ in 0..5 {
+            assert!(!c.merge(), "merged while a running owner may still store");
+        }
+        stop.store(true, Ordering::Release);
+        t.join().unwrap()
+    });
+    assert!(!pending, "a SIGURG is pending on the thread that blocks it");
+    assert!(merged_soon(|| c.merge()), "pending after the owner exited");
+    assert_eq!(c.sum(), 10);
+}
+
 /// Threads come and go (each adds, then exits: its id handed back,
 /// perhaps while a merge waits for it) while two threads split and merge
 /// the same counter at once: every add is counted, sums never go back,

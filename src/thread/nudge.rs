@@ -275,9 +275,17 @@ super::window::restartable! {
 
         /// A mask no interrupted code runs with: `SIGKILL` cannot be blocked.
         pub(crate) const NEVER: u64 = 1 << (libc::SIGKILL - 1);
+
+        /// Whether a thread registered with `mask` ([`mask`]) can answer a
+        /// nudge: not if it blocked `SIGURG` then (the signal would stay
+        /// pending, and a `signalfd` reader would read it), nor if no
+        /// interrupted code runs with its mask.
+        pub(crate) fn hears(mask: u64) -> bool {
+            mask != NEVER && mask & (1 << (libc::SIGURG - 1)) == 0
+        }
     }
 
-    pub(crate) use imp::{available, mask, send};
+    pub(crate) use imp::{available, hears, mask, send};
 }
 
 super::window::restartable! { not:
@@ -295,6 +303,12 @@ super::window::restartable! { not:
     /// Elsewhere: no mask is compared.
     pub(crate) fn mask() -> u64 {
         0
+    }
+
+    /// Elsewhere: nothing is sent to hear.
+    #[cfg_attr(shardcount_loom, allow(dead_code))]
+    pub(crate) fn hears(_: u64) -> bool {
+        false
     }
 }
 

@@ -934,8 +934,7 @@ pub(crate) fn acknowledged(n: u64) -> bool {
                     // Acquire: pairs with the Release store in `nudged`.
                     let heard = o.heard.load(Ordering::Acquire) >= asked;
                     if round == 0 || (heard && round <= RESENDS) {
-                        nudge(r, revoked);
-                        waiting = true;
+                        waiting |= nudge(r, revoked);
                     } else if !heard {
                         waiting = true;
                     }
@@ -985,13 +984,21 @@ fn answered(r: &Registered, n: u64) -> Option<u64> {
 
 /// Asks `r`, through a nudge, to answer revocation `revoked` (every
 /// revocation so far: the heads they retired were replaced before).
-fn nudge(r: &Registered, revoked: u64) {
+/// Whether it was sent: not to a thread that cannot hear it
+/// (`nudge::hears`).
+fn nudge(r: &Registered, revoked: u64) -> bool {
     // SAFETY: as in `revoke`: registered, so its cell is alive.
     let o = unsafe { &*r.cell.0 };
+    // Relaxed: stored at registration under the owners' mutex, which the
+    // caller holds.
+    if !super::nudge::hears(o.mask.load(Ordering::Relaxed)) {
+        return false;
+    }
     // Relaxed: the signal's delivery orders it before the handler.
     o.ask.store(revoked, Ordering::Relaxed);
     #[cfg(not(shardcount_loom))]
     let _ = super::nudge::send(r.tid, r.cell.0);
+    true
 }
 
 /// Whether threads that only read register as readers in this process
