@@ -37,7 +37,8 @@
 //! total until the next call, so nothing is left behind when the map is
 //! read in between). A key removed and made again between two reads is
 //! one key whose value fell, shipped as a negative delta, as after a
-//! [`take`](crate::Counter::take).
+//! [`take`](crate::Counter::take); so is an evicted key that comes back
+//! after the next `evict_idle` call but before the next read.
 //!
 //! # Batches, sequence numbers and exactly-once effect
 //!

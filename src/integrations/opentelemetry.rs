@@ -60,9 +60,10 @@
 //! temporality take the differences of an untouched counter. A
 //! [`CounterMap`](crate::CounterMap) key removed and added to again
 //! between two collections falls the same way; one absent from a
-//! collection starts afresh (the SDK forgets it), and keys evicted by
+//! collection starts afresh (the SDK forgets it). Keys evicted by
 //! [`evict_idle`](crate::CounterMap::evict_idle), called less often than
-//! the collections, never fall.
+//! the collections, fall only if they come back after the next call and
+//! before the next collection.
 //!
 //! ```
 //! use opentelemetry::metrics::MeterProvider;

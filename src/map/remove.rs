@@ -141,7 +141,10 @@ impl<K: Hash + Eq + Clone + Send + Sync> CounterMap<K> {
     /// its new counter for as long as it stays (until it is evicted again,
     /// when the two are reported together once more, or removed, when its
     /// series ends), so an exported total never falls while its key is in
-    /// use.
+    /// use. At the next call a key not back yet leaves the list and starts
+    /// from zero when it returns: if it returns before a scrape saw it
+    /// gone, its exported total falls (a negative delta for the
+    /// [`Exporter`](crate::export::Exporter)).
     /// Call it periodically, less often than the map is scraped: the first
     /// call that sees a key (or a new total) notes the time; a later call
     /// `idle` or more after that evicts the key if its total is still the
